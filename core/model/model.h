@@ -1,0 +1,35 @@
+// A loaded model: weights (mapped), tokenizer and fingerprint. Immutable and thread-safe after
+// Load(); any number of Sessions may share one Model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/model/gguf.h"
+#include "core/model/tokenizer.h"
+#include "core/model/weights.h"
+
+namespace glimpse::model {
+
+class Model {
+ public:
+  // Loads a GGUF file (with a progress bar on a terminal). Errors name the file and what was
+  // wrong: missing file, corrupt header, unsupported tensor type or architecture.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& gguf_path);
+
+  const ModelConfig& config() const { return weights_->weights().config; }
+  const ModelWeights& weights() const { return weights_->weights(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  Model() = default;
+
+  std::unique_ptr<GgufFile> gguf_;  // tokenizer metadata source
+  std::unique_ptr<WeightSource> weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string fingerprint_;
+};
+
+}  // namespace glimpse::model

@@ -1,0 +1,13 @@
+#include "kernels/cuda/device_info.h"
+
+#include <cuda_runtime.h>
+
+namespace glimpse::kernels::cuda {
+
+int DeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+}
+
+}  // namespace glimpse::kernels::cuda
