@@ -66,6 +66,10 @@ class GgufFile {
   GgufFile() = default;
   struct Mapping;
 
+  // Parses and validates mapping_ into the members below.
+  absl::Status Init();
+  const GgufValue* Find(std::string_view key) const;  // nullptr when absent
+
   std::unique_ptr<Mapping> mapping_;
   uint32_t version_ = 0;
   std::unordered_map<std::string, GgufValue> metadata_;

@@ -39,6 +39,9 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   struct Mapping;
 
+  // Parses and validates mapping_ into the members below.
+  absl::Status Init();
+
   std::unique_ptr<Mapping> mapping_;
   std::vector<SafetensorsTensor> tensors_;
   std::unordered_map<std::string, size_t> tensor_index_;

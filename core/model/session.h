@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct SessionOptions {
 class Session {
  public:
   Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   // Runs `tokens` at positions next_position() … and appends their K/V to the cache. Returns the
   // logits of the last token, [vocab]. With `all_logits`, returns [tokens.size(), vocab].
@@ -32,6 +36,8 @@ class Session {
                                              bool all_logits = false);
 
   int32_t next_position() const { return next_position_; }
+  int32_t max_context() const { return max_context_; }
+  const Model& model() const { return model_; }
   KvCache& cache() { return cache_; }
   const KvCache& cache() const { return cache_; }
   // Forgets everything (cache and position).
@@ -39,13 +45,22 @@ class Session {
 
  private:
   struct Scratch;
-  absl::Status ForwardChunk(std::span<const int32_t> tokens, bool all_logits,
-                            std::vector<float>& logits);
+  absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
+  // Runs one chunk; writes its logits (last row, or every row) to `logits`.
+  void ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits);
+  void Embed(std::span<const int32_t> tokens);
+  void AttentionBlock(int32_t layer, int64_t n);
+  void FeedForwardBlock(int32_t layer, int64_t n);
+  void Attend(int32_t layer, int64_t n);
+  void Logits(int64_t n, bool all_logits, float* logits);
 
   const Model& model_;
   kernels::ThreadPool& pool_;
   const SessionOptions options_;
+  const int32_t max_context_;
+  std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies
   KvCache cache_;
+  std::unique_ptr<Scratch> scratch_;
   int32_t next_position_ = 0;
 };
 

@@ -1,0 +1,151 @@
+// Session tests on the real default model (make test fetches it before running the suite).
+#include "core/model/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "core/model/model_store.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::model {
+namespace {
+
+class SessionTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = DefaultModelPath();
+    ASSERT_TRUE(std::filesystem::exists(path))
+        << path << " is missing: run `make model` (make test does it first)";
+    auto model = Model::Load(path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = model->release();
+    pool_ = new kernels::ThreadPool();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+  }
+
+  std::vector<int32_t> Prompt() const {
+    return model_->tokenizer().Encode(
+        "The quick brown fox jumps over the lazy dog. In 1969, Apollo 11 landed on the Moon, "
+        "and two astronauts walked on its surface.");
+  }
+
+  static Model* model_;
+  static kernels::ThreadPool* pool_;
+};
+
+Model* SessionTest::model_ = nullptr;
+kernels::ThreadPool* SessionTest::pool_ = nullptr;
+
+float MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+int32_t Argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+TEST_F(SessionTest, ChunkedPrefillEqualsOneChunk) {
+  const auto prompt = Prompt();
+  Session whole(*model_, *pool_);
+  Session chunked(*model_, *pool_, {.prefill_chunk = 7});
+  auto a = whole.Forward(prompt, /*all_logits=*/true);
+  auto b = chunked.Forward(prompt, /*all_logits=*/true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), prompt.size() * model_->config().vocab_size);
+  // Same fp32 arithmetic per row; only sgemm blocking differs.
+  EXPECT_LT(MaxAbsDiff(*a, *b), 1e-3f);
+  EXPECT_EQ(whole.next_position(), static_cast<int32_t>(prompt.size()));
+  EXPECT_EQ(whole.cache().head(0, 0).size(), static_cast<int64_t>(prompt.size()));
+}
+
+TEST_F(SessionTest, DecodeStepAgreesWithPrefill) {
+  const auto prompt = Prompt();
+  Session prefill(*model_, *pool_);
+  auto full = prefill.Forward(prompt);
+  ASSERT_TRUE(full.ok());
+
+  Session decode(*model_, *pool_);
+  ASSERT_TRUE(decode.Forward(std::span(prompt).first(prompt.size() - 1)).ok());
+  auto last = decode.Forward(std::span(prompt).last(1));
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(Argmax(*last), Argmax(*full));
+  // Decode quantises activations to Q8_0 (as llama.cpp does); prefill runs fp32 activations.
+  const auto [lo, hi] = std::minmax_element(full->begin(), full->end());
+  EXPECT_LT(MaxAbsDiff(*last, *full), 0.02f * (*hi - *lo));
+}
+
+TEST_F(SessionTest, RetainingEveryEntryIsBitIdentical) {
+  const auto prompt = Prompt();
+  Session plain(*model_, *pool_), retained(*model_, *pool_);
+  ASSERT_TRUE(plain.Forward(prompt).ok());
+  ASSERT_TRUE(retained.Forward(prompt).ok());
+  KvCache& cache = retained.cache();
+  for (int32_t l = 0; l < cache.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+      std::vector<int64_t> all(cache.head(l, h).size());
+      std::iota(all.begin(), all.end(), 0);
+      ASSERT_TRUE(cache.Retain(l, h, all).ok());
+    }
+  }
+  const int32_t next[] = {Argmax(*plain.Forward(std::span(prompt).last(1)))};
+  auto a = plain.Forward(next);
+  auto b = retained.Forward(std::span(prompt).last(1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = retained.Forward(next);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*a, *c);
+}
+
+TEST_F(SessionTest, EvictingEntriesChangesOnlyWhatAttentionSees) {
+  const auto prompt = Prompt();
+  Session full(*model_, *pool_), evicted(*model_, *pool_);
+  ASSERT_TRUE(full.Forward(prompt).ok());
+  ASSERT_TRUE(evicted.Forward(prompt).ok());
+  // Keep a different half of the entries in every head (ragged across heads).
+  KvCache& cache = evicted.cache();
+  for (int32_t l = 0; l < cache.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+      std::vector<int64_t> keep;
+      for (int64_t i = 0; i < cache.head(l, h).size(); ++i) {
+        if (i < 4 || (i + h + l) % 2 == 0) keep.push_back(i);
+      }
+      ASSERT_TRUE(cache.Retain(l, h, keep).ok());
+    }
+  }
+  EXPECT_LT(cache.TotalEntries(), full.cache().TotalEntries());
+  const int32_t next[] = {42};
+  auto a = full.Forward(next), b = evicted.Forward(next);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(MaxAbsDiff(*a, *b), 0.0f);
+  EXPECT_EQ(evicted.next_position(), full.next_position());
+}
+
+TEST_F(SessionTest, BadInputIsRejectedAndLeavesTheSessionUnchanged) {
+  Session session(*model_, *pool_, {.max_context = 16});
+  ASSERT_TRUE(session.Forward(std::vector<int32_t>{1, 2, 3}).ok());
+
+  const std::vector<int32_t> out_of_range = {5, model_->config().vocab_size};
+  auto status = session.Forward(out_of_range).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("token id 49152 at index 1"), std::string::npos) << status;
+
+  status = session.Forward(std::vector<int32_t>(14, 7)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("exceeds the context length 16"), std::string::npos) << status;
+
+  EXPECT_EQ(session.Forward(std::vector<int32_t>{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session.next_position(), 3);
+  EXPECT_EQ(session.cache().head(0, 0).size(), 3);
+  EXPECT_TRUE(session.Forward(std::vector<int32_t>(13, 7)).ok());
+}
+
+}  // namespace
+}  // namespace glimpse::model

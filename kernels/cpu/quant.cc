@@ -1,0 +1,303 @@
+// GGML block formats: sizes, fp16/bf16 conversions, dequantisation, Q8_0 activation quantisation
+// and the row dot products behind DotRow. Each op has a scalar reference here (GGML's reference
+// loops, ggml-quants.c / ggml-cpu/quants.c) and dispatches to the AVX2 fast path in quant_avx2.cc
+// where it was compiled in.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/quant_internal.h"
+#include "kernels/quant.h"
+
+#ifdef GLIMPSE_KERNELS_AVX2
+#include <immintrin.h>
+#endif
+
+namespace glimpse::kernels {
+
+bool IsSupportedDType(uint32_t ggml_type) {
+  switch (static_cast<DType>(ggml_type)) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
+    case DType::kBF16:
+      return true;
+  }
+  return false;
+}
+
+const char* DTypeName(DType type) {
+  switch (type) {
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kQ4_0:
+      return "Q4_0";
+    case DType::kQ4_1:
+      return "Q4_1";
+    case DType::kQ8_0:
+      return "Q8_0";
+    case DType::kBF16:
+      return "BF16";
+  }
+  return "unknown";
+}
+
+int64_t BlockElems(DType type) {
+  switch (type) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
+      return 32;
+    default:
+      return 1;
+  }
+}
+
+int64_t BlockBytes(DType type) {
+  switch (type) {
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kQ4_0:
+      return 18;
+    case DType::kQ4_1:
+      return 20;
+    case DType::kQ8_0:
+      return 34;
+  }
+  return 0;
+}
+
+int64_t RowBytes(DType type, int64_t n) { return n / BlockElems(type) * BlockBytes(type); }
+
+float Fp16ToFp32(uint16_t h) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  return _cvtsh_ss(h);
+#else
+  return internal::Fp16ToFp32Ref(h);
+#endif
+}
+
+uint16_t Fp32ToFp16(float f) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+  return internal::Fp32ToFp16Ref(f);
+#endif
+}
+
+float Bf16ToFp32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+void DequantizeRow(float* out, const void* in, DType type, int64_t n) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  internal::DequantizeRowAvx2(out, in, type, n);
+#else
+  internal::DequantizeRowRef(out, in, type, n);
+#endif
+}
+
+void QuantizeRowQ8_0(void* out, const float* x, int64_t n) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  internal::QuantizeRowQ8_0Avx2(out, x, n);
+#else
+  internal::QuantizeRowQ8_0Ref(out, x, n);
+#endif
+}
+
+float DotRow(const void* w_row, DType type, const void* x, int64_t n) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  return internal::DotRowAvx2(w_row, type, x, n);
+#else
+  return internal::DotRowRef(w_row, type, x, n);
+#endif
+}
+
+DType ActivationType(DType weight_type) {
+  return BlockElems(weight_type) == 1 ? DType::kF32 : DType::kQ8_0;
+}
+
+namespace internal {
+
+float Fp16ToFp32Ref(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {  // inf, or NaN made quiet as x86's vcvtph2ps does
+    bits = sign | 0x7f800000 | (man << 13) | (man ? 0x400000 : 0);
+  } else if (exp != 0) {  // normal: rebias 15 → 127
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: man · 2^−24, normalise
+    int e = 113;
+    while ((man & 0x400) == 0) {
+      man <<= 1;
+      --e;
+    }
+    bits = sign | (static_cast<uint32_t>(e) << 23) | ((man & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+uint16_t Fp32ToFp16Ref(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff);
+  uint32_t man = x & 0x7fffff;
+  if (exp == 0xff) return sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0);
+  const int32_t e = exp - 127 + 15;  // half's biased exponent
+  if (e >= 31) return sign | 0x7c00;
+  uint32_t h, rem, half;
+  if (e <= 0) {  // half subnormal: value = h · 2^−24
+    if (e < -10) return sign;
+    man |= 0x800000;
+    const int shift = 14 - e;
+    h = man >> shift;
+    rem = man & ((1u << shift) - 1);
+    half = 1u << (shift - 1);
+  } else {
+    h = (static_cast<uint32_t>(e) << 10) | (man >> 13);
+    rem = man & 0x1fff;
+    half = 0x1000;
+  }
+  if (rem > half || (rem == half && (h & 1))) ++h;  // a carry rounds up into the exponent/inf
+  return static_cast<uint16_t>(sign | h);
+}
+
+void DequantizeRowRef(float* out, const void* in, DType type, int64_t n) {
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(out, in, n * sizeof(float));
+      return;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = Fp16ToFp32Ref(static_cast<const uint16_t*>(in)[i]);
+      return;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFp32(static_cast<const uint16_t*>(in)[i]);
+      return;
+    case DType::kQ8_0:
+      for (int64_t b = 0; b < n / QK; ++b) {
+        const BlockQ8_0& blk = static_cast<const BlockQ8_0*>(in)[b];
+        const float d = Fp16ToFp32Ref(blk.d);
+        for (int j = 0; j < QK; ++j) out[b * QK + j] = d * blk.qs[j];
+      }
+      return;
+    case DType::kQ4_0:
+      for (int64_t b = 0; b < n / QK; ++b) {
+        const BlockQ4_0& blk = static_cast<const BlockQ4_0*>(in)[b];
+        const float d = Fp16ToFp32Ref(blk.d);
+        for (int j = 0; j < QK / 2; ++j) {
+          out[b * QK + j] = d * ((blk.qs[j] & 0x0f) - 8);
+          out[b * QK + j + QK / 2] = d * ((blk.qs[j] >> 4) - 8);
+        }
+      }
+      return;
+    case DType::kQ4_1:
+      for (int64_t b = 0; b < n / QK; ++b) {
+        const BlockQ4_1& blk = static_cast<const BlockQ4_1*>(in)[b];
+        const float d = Fp16ToFp32Ref(blk.d), m = Fp16ToFp32Ref(blk.m);
+        for (int j = 0; j < QK / 2; ++j) {
+          out[b * QK + j] = d * (blk.qs[j] & 0x0f) + m;
+          out[b * QK + j + QK / 2] = d * (blk.qs[j] >> 4) + m;
+        }
+      }
+      return;
+  }
+}
+
+// GGML's quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero), with the
+// division done as a multiplication by id = 1 / d.
+void QuantizeRowQ8_0Ref(void* out, const float* x, int64_t n) {
+  BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
+  for (int64_t b = 0; b < n / QK; ++b) {
+    const float* xb = x + b * QK;
+    float amax = 0.0f;
+    for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    blocks[b].d = Fp32ToFp16Ref(d);
+    for (int j = 0; j < QK; ++j) blocks[b].qs[j] = static_cast<int8_t>(std::roundf(xb[j] * id));
+  }
+}
+
+namespace {
+
+// Σ_b d_w·d_x·Σ_j q_w[j]·q_x[j] (GGML's vec_dot_q8_0_q8_0 / q4_0_q8_0). `wq(blk, j)` decodes the
+// j-th signed quant of weight block `blk`.
+template <typename Block, typename Quant>
+float DotBlocksRef(const Block* w, const BlockQ8_0* x, int64_t nb, Quant wq) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sumi = 0;
+    for (int j = 0; j < QK; ++j) sumi += wq(w[b], j) * x[b].qs[j];
+    sum += static_cast<float>(sumi) * (Fp16ToFp32Ref(w[b].d) * Fp16ToFp32Ref(x[b].d));
+  }
+  return sum;
+}
+
+int Nibble(const uint8_t* qs, int j) { return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4; }
+
+}  // namespace
+
+float DotRowRef(const void* w_row, DType type, const void* x, int64_t n) {
+  const float* xf = static_cast<const float*>(x);
+  const BlockQ8_0* xq = static_cast<const BlockQ8_0*>(x);
+  const int64_t nb = n / QK;
+  float sum = 0.0f;
+  switch (type) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<const float*>(w_row)[i] * xf[i];
+      return sum;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        sum += Fp16ToFp32Ref(static_cast<const uint16_t*>(w_row)[i]) * xf[i];
+      }
+      return sum;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        sum += Bf16ToFp32(static_cast<const uint16_t*>(w_row)[i]) * xf[i];
+      }
+      return sum;
+    case DType::kQ8_0:
+      return DotBlocksRef(static_cast<const BlockQ8_0*>(w_row), xq, nb,
+                          [](const BlockQ8_0& blk, int j) { return int{blk.qs[j]}; });
+    case DType::kQ4_0:
+      return DotBlocksRef(static_cast<const BlockQ4_0*>(w_row), xq, nb,
+                          [](const BlockQ4_0& blk, int j) { return Nibble(blk.qs, j) - 8; });
+    case DType::kQ4_1: {
+      // GGML's vec_dot_q4_1_q8_1: Σ_b d_w·d_x·Σ nib·q + m_w·s_x with s_x = d_x·Σ q. GGML stores s_x
+      // in the q8_1 block as fp16; here it is computed from the Q8_0 block in fp32.
+      const BlockQ4_1* w = static_cast<const BlockQ4_1*>(w_row);
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t sumi = 0, sumq = 0;
+        for (int j = 0; j < QK; ++j) {
+          sumi += Nibble(w[b].qs, j) * xq[b].qs[j];
+          sumq += xq[b].qs[j];
+        }
+        const float dx = Fp16ToFp32Ref(xq[b].d);
+        sum += static_cast<float>(sumi) * (Fp16ToFp32Ref(w[b].d) * dx) +
+               Fp16ToFp32Ref(w[b].m) * (dx * static_cast<float>(sumq));
+      }
+      return sum;
+    }
+  }
+  return 0.0f;
+}
+
+}  // namespace internal
+}  // namespace glimpse::kernels

@@ -1,0 +1,47 @@
+// Internal to kernels/cpu: GGML block structs, the scalar reference kernels every fast path is
+// tested against, and the AVX2 fast paths (compiled only where __AVX2__, __FMA__ and __F16C__
+// are defined). Public entry points in kernels/quant.h dispatch between them.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/quant.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define GLIMPSE_KERNELS_AVX2 1
+#endif
+
+namespace glimpse::kernels::internal {
+
+// GGML's block layouts (ggml-common.h), packed to their on-disk sizes.
+struct BlockQ8_0 {
+  uint16_t d;     // fp16 scale
+  int8_t qs[32];  // x = d·q
+};
+struct BlockQ4_0 {
+  uint16_t d;      // fp16 scale
+  uint8_t qs[16];  // x = d·(nib − 8); elem j < 16: low nibble of qs[j], j ≥ 16: high of qs[j−16]
+};
+struct BlockQ4_1 {
+  uint16_t d;      // fp16 scale
+  uint16_t m;      // fp16 minimum
+  uint8_t qs[16];  // x = d·nib + m; nibble order as BlockQ4_0
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
+
+constexpr int64_t QK = 32;  // elements per block of every block format
+
+// Scalar references (bit-exact IEEE conversions, GGML's reference loops).
+float Fp16ToFp32Ref(uint16_t h);
+uint16_t Fp32ToFp16Ref(float f);  // round to nearest even; NaN stays NaN (quiet)
+void DequantizeRowRef(float* out, const void* in, DType type, int64_t n);
+void QuantizeRowQ8_0Ref(void* out, const float* x, int64_t n);
+float DotRowRef(const void* w_row, DType type, const void* x, int64_t n);
+
+#ifdef GLIMPSE_KERNELS_AVX2
+void DequantizeRowAvx2(float* out, const void* in, DType type, int64_t n);
+void QuantizeRowQ8_0Avx2(void* out, const float* x, int64_t n);
+float DotRowAvx2(const void* w_row, DType type, const void* x, int64_t n);
+#endif
+
+}  // namespace glimpse::kernels::internal

@@ -1,0 +1,199 @@
+#include "tools/cli/generate_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/model/generator.h"
+#include "core/model/model.h"
+#include "core/model/model_store.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli/args.h"
+
+namespace glimpse::cli {
+namespace {
+
+const std::vector<FlagSpec>& GenerateFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"model", "GGUF model file", false, "the cached default model"},
+      {"prompt", "prompt text (with --chat: the user's message)", false, ""},
+      {"chat", "chat with the model's template; without --prompt, each stdin line is a turn", true,
+       ""},
+      {"max-tokens", "tokens to generate per turn", false, "128"},
+      {"temperature", "sampling temperature, 0 = greedy", false, "0"},
+      {"top-k", "keep the k most likely tokens, 0 = off", false, "0"},
+      {"top-p", "nucleus sampling mass, 1 = off", false, "1"},
+      {"seed", "random seed for sampling", false, "0"},
+      {"threads", "worker threads", false, "the number of cores"},
+      {"json", "print {\"prompt_tokens\",\"tokens\",\"text\"} (one line per turn)", true, ""},
+      {"help", "show this help", true, ""},
+  };
+  return flags;
+}
+
+struct GenerateOptions {
+  std::string model_path;
+  std::string prompt;
+  bool has_prompt = false;
+  bool chat = false;
+  bool json = false;
+  int32_t max_tokens = 128;
+  int32_t threads = 0;
+  model::SamplingOptions sampling;
+};
+
+absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
+  GenerateOptions o;
+  o.model_path = args.GetString("model");
+  o.prompt = args.GetString("prompt");
+  o.has_prompt = args.Has("prompt");
+  o.chat = args.Has("chat");
+  o.json = args.Has("json");
+  if (!o.has_prompt && !o.chat) {
+    return absl::InvalidArgumentError("give --prompt TEXT or --chat (see --help)");
+  }
+  ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
+  ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0));
+  ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 0));
+  if (max_tokens < 1 || max_tokens > 1'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-tokens must be in [1, 1000000], got ", max_tokens));
+  }
+  if (threads < 0 || threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [0, 1024], got ", threads));
+  }
+  o.max_tokens = static_cast<int32_t>(max_tokens);
+  o.threads = static_cast<int32_t>(threads);
+  o.sampling = {static_cast<float>(temperature), static_cast<int32_t>(top_k),
+                static_cast<float>(top_p), static_cast<uint64_t>(seed)};
+  return o;
+}
+
+// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence.
+size_t CompleteUtf8Prefix(const std::string& s) {
+  size_t i = s.size();
+  for (int back = 1; back <= 4 && i >= static_cast<size_t>(back); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead byte
+    const int need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
+// Runs one turn: feeds `prompt`, streams text to stdout unless `json`.
+absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session,
+                                                model::Sampler& sampler,
+                                                const std::vector<int32_t>& prompt,
+                                                const GenerateOptions& o) {
+  const model::Tokenizer& tok = session.model().tokenizer();
+  std::vector<int32_t> generated;
+  size_t printed = 0;
+  auto stream = [&](int32_t token) {
+    if (o.json) return;
+    generated.push_back(token);
+    auto text = tok.Decode(generated);
+    if (!text.ok()) return;
+    const size_t end = CompleteUtf8Prefix(*text);
+    if (end > printed) {
+      std::fwrite(text->data() + printed, 1, end - printed, stdout);
+      std::fflush(stdout);
+      printed = end;
+    }
+  };
+  ASSIGN_OR_RETURN(model::GenerationResult result,
+                   model::Generate(session, sampler, prompt, o.max_tokens, stream));
+  ASSIGN_OR_RETURN(std::string text, tok.Decode(result.tokens));
+  if (o.json) {
+    nlohmann::json line = {{"prompt_tokens", prompt}, {"tokens", result.tokens}, {"text", text}};
+    std::cout << line.dump() << std::endl;
+  } else {
+    std::fwrite(text.data() + printed, 1, text.size() - std::min(printed, text.size()), stdout);
+    std::cout << std::endl;
+    const double tps = result.tokens.size() / std::max(result.decode_seconds, 1e-9);
+    std::fprintf(stderr, "[prompt %zu tokens in %.3fs, %zu tokens at %.1f tok/s]\n",
+                 prompt.size(), result.prefill_seconds, result.tokens.size(), tps);
+  }
+  return result;
+}
+
+// Tokens that close the previous assistant turn and open the next user turn (ChatML): the
+// previous turn's unfed last token, "<|im_end|>" if the model did not emit it, then the new turn.
+std::vector<int32_t> ContinuationTokens(const model::Tokenizer& tok,
+                                        const model::GenerationResult& previous,
+                                        const std::string& user_message) {
+  std::vector<int32_t> tokens;
+  if (previous.unfed_token >= 0) tokens.push_back(previous.unfed_token);
+  std::string text = previous.stop == model::StopReason::kEndOfGeneration ? "" : "<|im_end|>";
+  absl::StrAppend(&text, "\n<|im_start|>user\n", user_message,
+                  "<|im_end|>\n<|im_start|>assistant\n");
+  const std::vector<int32_t> rest = tok.Encode(text);
+  tokens.insert(tokens.end(), rest.begin(), rest.end());
+  return tokens;
+}
+
+absl::Status RunChat(model::Session& session, model::Sampler& sampler, const GenerateOptions& o) {
+  const model::Tokenizer& tok = session.model().tokenizer();
+  std::vector<std::string> messages;
+  if (o.has_prompt) {
+    messages.push_back(o.prompt);
+  } else {
+    for (std::string line; std::getline(std::cin, line);) {
+      if (!line.empty()) messages.push_back(line);
+    }
+  }
+  model::GenerationResult previous;
+  for (size_t turn = 0; turn < messages.size(); ++turn) {
+    if (!o.json) std::printf("> %s\n", messages[turn].c_str());
+    const std::vector<int32_t> prompt =
+        turn == 0 ? tok.Encode(tok.ApplyChatTemplate({{"user", messages[0]}}, true))
+                  : ContinuationTokens(tok, previous, messages[turn]);
+    ASSIGN_OR_RETURN(previous, RunTurn(session, sampler, prompt, o));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(const GenerateOptions& o) {
+  std::string path = o.model_path;
+  if (path.empty()) {
+    ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
+  kernels::ThreadPool pool(o.threads);
+  model::Session session(*model, pool);
+  ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(o.sampling));
+  if (o.chat) return RunChat(session, sampler, o);
+  return RunTurn(session, sampler, model->tokenizer().Encode(o.prompt), o).status();
+}
+
+}  // namespace
+
+int GenerateCommand(int argc, char** argv) {
+  auto args = Args::Parse(GenerateFlags(), argc, argv, 2);
+  if (!args.ok() || args->Has("help")) {
+    if (!args.ok()) std::fprintf(stderr, "glimpse generate: %s\n", args.status().message().data());
+    std::fprintf(args.ok() ? stdout : stderr,
+                 "usage: glimpse generate [--model PATH] (--prompt TEXT | --chat) [flags]\n%s",
+                 FlagHelp(GenerateFlags()).c_str());
+    return args.ok() ? 0 : 2;
+  }
+  auto options = ParseOptions(*args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "glimpse generate: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status status = Run(*options); !status.ok()) {
+    std::fprintf(stderr, "glimpse generate: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace glimpse::cli

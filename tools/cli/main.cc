@@ -1,0 +1,34 @@
+// The glimpse command-line tool: one binary, one subcommand per job.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/common/log.h"
+#include "tools/cli/generate_command.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: glimpse <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  generate   run the model on a prompt or a chat (glimpse generate --help)\n"
+    "\n"
+    "environment: GLIMPSE_MODEL (model file), GLIMPSE_CACHE_DIR (cache, default ~/.cache/glimpse),\n"
+    "             GLIMPSE_LOG_LEVEL (debug|info|warning|error, default warning for the CLI)\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("GLIMPSE_LOG_LEVEL") == nullptr) {
+    glimpse::log::SetMinLevel(glimpse::log::Level::kWarning);
+  }
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "generate") return glimpse::cli::GenerateCommand(argc, argv);
+  std::fprintf(stderr, "glimpse: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}
