@@ -33,7 +33,8 @@ CpClass ClassifyCodepoint(uint32_t cp);
 // Values above U+10FFFF (lead bytes F5..F7) also become U+FFFD.
 std::vector<uint32_t> DecodeUtf8Lenient(std::string_view text);
 
-// Appends the UTF-8 encoding of `cp` (<= U+10FFFF; surrogates are encoded as-is, as llama.cpp does).
+// Appends the UTF-8 encoding of `cp` (<= U+10FFFF; surrogates are encoded as-is, as llama.cpp
+// does).
 void AppendUtf8(uint32_t cp, std::string* out);
 
 // GPT-2 bytes_to_unicode(): printable Latin-1 bytes map to themselves, the other 68 bytes to
