@@ -47,7 +47,8 @@ void QuantizeRowQ8_0(void* out, const float* x, int64_t n);
 
 // Dot product of one weight row (`type`, n elements) with an activation row. For block types
 // the activation is the Q8_0 encoding of x (int8 × int8 products, GGML's vec_dot semantics); for
-// plain types it is fp32 x[n].
+// plain types it is fp32 x[n]. Q4_1 follows GGML's vec_dot_q4_1_q8_1 (Σ d_w·d_x·Σnib·q + m_w·s_x)
+// with s_x = d_x·Σq computed in fp32 from the Q8_0 block (GGML stores it rounded to fp16 in q8_1).
 float DotRow(const void* w_row, DType type, const void* x, int64_t n);
 
 // The activation encoding DotRow expects for weights of `type`: kQ8_0 or kF32.

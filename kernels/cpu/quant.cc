@@ -2,12 +2,13 @@
 // and the row dot products behind DotRow. Each op has a scalar reference here (GGML's reference
 // loops, ggml-quants.c / ggml-cpu/quants.c) and dispatches to the AVX2 fast path in quant_avx2.cc
 // where it was compiled in.
+#include "kernels/quant.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/quant_internal.h"
-#include "kernels/quant.h"
 
 #ifdef GLIMPSE_KERNELS_AVX2
 #include <immintrin.h>

@@ -3,6 +3,7 @@
 // unpack nibbles to bytes, multiply u8×s8 pairs with vpmaddubsw, widen with vpmaddwd, scale the
 // 8 int32 lanes by the block's d_w·d_x in fp32.
 #include "kernels/cpu/quant_internal.h"
+#include "kernels/cpu/simd.h"
 
 #ifdef GLIMPSE_KERNELS_AVX2
 
@@ -12,13 +13,6 @@
 
 namespace glimpse::kernels::internal {
 namespace {
-
-float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 float Half(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -36,16 +30,22 @@ __m256i DotU8S8(__m256i u, __m256i s) {
 }
 
 // Same for two signed operands: |a| · (b with a's sign).
-__m256i DotS8S8(__m256i a, __m256i b) { return DotU8S8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)); }
+__m256i DotS8S8(__m256i a, __m256i b) {
+  return DotU8S8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
 
-__m256i LoadQ8(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
+__m256i LoadQ8(const int8_t* qs) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+}
 
 // Eight consecutive bytes → 8 fp32 lanes.
 __m256 BytesToFloat(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 __m256 SBytesToFloat(const int8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
 __m256 LoadBf16(const uint16_t* p) {
@@ -89,12 +89,14 @@ float DotF32(const float* w, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     for (int k = 0; k < 4; ++k) {
-      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * k), _mm256_loadu_ps(x + i + 8 * k),
-                               acc[k]);
+      acc[k] =
+          _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
     }
   }
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc[0]);
-  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i + 8 <= n; i += 8)
+    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc[0]);
+  float sum =
+      HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) sum += w[i] * x[i];
   return sum;
 }
@@ -105,13 +107,15 @@ float DotQ8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb) {
   for (; b + 2 <= nb; b += 2) {
     const __m256i p0 = DotS8S8(LoadQ8(w[b].qs), LoadQ8(x[b].qs));
     const __m256i p1 = DotS8S8(LoadQ8(w[b + 1].qs), LoadQ8(x[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p0), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b + 1].d) * Half(x[b + 1].d)),
                            _mm256_cvtepi32_ps(p1), acc1);
   }
   for (; b < nb; ++b) {
     const __m256i p = DotS8S8(LoadQ8(w[b].qs), LoadQ8(x[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p), acc0);
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p), acc0);
   }
   return HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
@@ -125,13 +129,15 @@ float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb) {
     const __m256i q1 = _mm256_sub_epi8(UnpackNibbles(w[b + 1].qs), eight);
     const __m256i p0 = DotS8S8(q0, LoadQ8(x[b].qs));
     const __m256i p1 = DotS8S8(q1, LoadQ8(x[b + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p0), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b + 1].d) * Half(x[b + 1].d)),
                            _mm256_cvtepi32_ps(p1), acc1);
   }
   for (; b < nb; ++b) {
     const __m256i p = DotS8S8(_mm256_sub_epi8(UnpackNibbles(w[b].qs), eight), LoadQ8(x[b].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p), acc0);
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * Half(x[b].d)), _mm256_cvtepi32_ps(p), acc0);
   }
   return HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
@@ -139,17 +145,32 @@ float DotQ4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb) {
 // Σ_b d_w·d_x·Σ nib·q + m_w·d_x·Σ q. Both integer sums come from vpmaddubsw: nib·q directly
 // (nibbles are unsigned), Σ q as 1·q.
 float DotQ4_1(const BlockQ4_1* w, const BlockQ8_0* x, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi8(1);
-  for (int64_t b = 0; b < nb; ++b) {
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i qx0 = LoadQ8(x[b].qs), qx1 = LoadQ8(x[b + 1].qs);
+    const __m256i p0 = DotU8S8(UnpackNibbles(w[b].qs), qx0);
+    const __m256i p1 = DotU8S8(UnpackNibbles(w[b + 1].qs), qx1);
+    const float dx0 = Half(x[b].d), dx1 = Half(x[b + 1].d);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * dx0), _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b + 1].d) * dx1), _mm256_cvtepi32_ps(p1), acc1);
+    // m·d_x·Σq for both blocks: 16-bit pair sums of q, weighted per block, in one vpmaddwd.
+    const __m256i s0 = _mm256_maddubs_epi16(ones, qx0), s1 = _mm256_maddubs_epi16(ones, qx1);
+    acc_m = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].m) * dx0),
+                            _mm256_cvtepi32_ps(_mm256_madd_epi16(s0, _mm256_set1_epi16(1))), acc_m);
+    acc_m = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b + 1].m) * dx1),
+                            _mm256_cvtepi32_ps(_mm256_madd_epi16(s1, _mm256_set1_epi16(1))), acc_m);
+  }
+  for (; b < nb; ++b) {
     const __m256i qx = LoadQ8(x[b].qs);
     const __m256i p = DotU8S8(UnpackNibbles(w[b].qs), qx);
     const __m256i s = DotU8S8(ones, qx);
     const float dx = Half(x[b].d);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * dx), _mm256_cvtepi32_ps(p), acc);
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].d) * dx), _mm256_cvtepi32_ps(p), acc0);
     acc_m = _mm256_fmadd_ps(_mm256_set1_ps(Half(w[b].m) * dx), _mm256_cvtepi32_ps(s), acc_m);
   }
-  return HorizontalSum(_mm256_add_ps(acc, acc_m));
+  return HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), acc_m));
 }
 
 // roundf (half away from zero) of integral-range floats: trunc(v) + sign(v)·(|v − trunc(v)| ≥ ½).
@@ -157,8 +178,8 @@ __m256 RoundHalfAway(__m256 v) {
   const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
-  const __m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
-                                  _mm256_set1_ps(1.0f));
+  const __m256 up =
+      _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), _mm256_set1_ps(1.0f));
   return _mm256_add_ps(t, _mm256_or_ps(up, _mm256_and_ps(v, sign_bit)));
 }
 
@@ -230,7 +251,8 @@ void QuantizeRowQ8_0Avx2(void* out, const float* x, int64_t n) {
     __m256i q[4];
     for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(RoundHalfAway(_mm256_mul_ps(v[k], vid)));
     // Packing interleaves 128-bit lanes; the permute restores element order.
-    const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i q16 =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     const __m256i q8 = _mm256_permutevar8x32_epi32(q16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(blocks[b].qs), q8);
   }
