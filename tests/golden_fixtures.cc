@@ -1,0 +1,76 @@
+#include "tests/golden_fixtures.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace glimpse::testing {
+namespace {
+
+absl::StatusOr<nlohmann::json> ReadFixture(const std::string& name) {
+  const std::string path = absl::StrCat(GLIMPSE_SOURCE_DIR, "/tests/fixtures/golden/", name);
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open fixture ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::DataLossError(absl::StrCat(path, " is not valid JSON"));
+  return doc;
+}
+
+absl::StatusOr<std::vector<float>> DecodeFloats(const std::string& b64) {
+  std::string bytes;
+  if (!absl::Base64Unescape(b64, &bytes) || bytes.size() % sizeof(float) != 0) {
+    return absl::DataLossError("logits_f32_b64 is not base64 of float32s");
+  }
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TokenizerCase>> LoadTokenizerCases() {
+  auto doc = ReadFixture("tokenizer.json");
+  if (!doc.ok()) return doc.status();
+  std::vector<TokenizerCase> cases;
+  for (const auto& c : (*doc)["cases"]) {
+    cases.push_back({c["text"].get<std::string>(), c["ids"].get<std::vector<int32_t>>()});
+  }
+  return cases;
+}
+
+absl::StatusOr<std::vector<LogitsCase>> LoadLogitsCases() {
+  auto doc = ReadFixture("logits.json");
+  if (!doc.ok()) return doc.status();
+  std::vector<LogitsCase> cases;
+  for (const auto& p : (*doc)["prompts"]) {
+    LogitsCase c{p["name"].get<std::string>(), p["prompt_tokens"].get<std::vector<int32_t>>(), {}};
+    for (const auto& r : p["results"]) {
+      auto logits = DecodeFloats(r["logits_f32_b64"].get<std::string>());
+      if (!logits.ok()) return logits.status();
+      c.results.push_back({r["engine"].get<std::string>(), *std::move(logits)});
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+absl::StatusOr<std::vector<GreedyCase>> LoadGreedyCases() {
+  auto doc = ReadFixture("greedy.json");
+  if (!doc.ok()) return doc.status();
+  std::vector<GreedyCase> cases;
+  for (const auto& c : (*doc)["cases"]) {
+    cases.push_back({c["message"].get<std::string>(),
+                     c["prompt_tokens"].get<std::vector<int32_t>>(),
+                     c["llama_cpp"].get<std::vector<int32_t>>(),
+                     c["transformers"].get<std::vector<int32_t>>()});
+  }
+  return cases;
+}
+
+}  // namespace glimpse::testing

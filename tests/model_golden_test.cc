@@ -1,0 +1,105 @@
+// The runtime against engines we did not write: llama.cpp (tokenizer) and Hugging Face
+// transformers running the same GGUF dequantised to fp32 (logits, greedy tokens). Fixtures are
+// made by tools/oracle/make_golden.py; make test fetches the model before the suite runs.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/model/generator.h"
+#include "core/model/model_store.h"
+#include "gtest/gtest.h"
+#include "tests/golden_fixtures.h"
+
+namespace glimpse {
+namespace {
+
+using model::Model;
+using model::Session;
+
+class GoldenTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = model::DefaultModelPath();
+    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run `make model`";
+    auto loaded = Model::Load(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    model_ = loaded->release();
+    pool_ = new kernels::ThreadPool();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+  }
+
+  static Model* model_;
+  static kernels::ThreadPool* pool_;
+};
+
+Model* GoldenTest::model_ = nullptr;
+kernels::ThreadPool* GoldenTest::pool_ = nullptr;
+
+const std::vector<float>* FindEngine(const testing::LogitsCase& c, const std::string& engine) {
+  for (const auto& r : c.results) {
+    if (r.engine == engine) return &r.logits;
+  }
+  return nullptr;
+}
+
+TEST_F(GoldenTest, TokenIdsMatchLlamaCpp) {
+  auto cases = testing::LoadTokenizerCases();
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_GE(cases->size(), 30u);
+  for (const auto& c : *cases) {
+    EXPECT_EQ(model_->tokenizer().Encode(c.text), c.ids) << "text: " << c.text;
+    auto decoded = model_->tokenizer().Decode(c.ids);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(*decoded, c.text);
+  }
+}
+
+TEST_F(GoldenTest, PrefillLogitsMatchTransformersFp32) {
+  auto cases = testing::LoadLogitsCases();
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 3u);
+  for (const auto& c : *cases) {
+    const std::vector<float>* expected = FindEngine(c, "transformers");
+    ASSERT_NE(expected, nullptr) << c.name << " has no transformers logits";
+    Session session(*model_, *pool_);
+    auto logits = session.Forward(c.prompt_tokens);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_EQ(logits->size(), expected->size());
+    float max_diff = 0.0f;
+    for (size_t i = 0; i < expected->size(); ++i) {
+      max_diff = std::max(max_diff, std::abs((*logits)[i] - (*expected)[i]));
+    }
+    const auto [lo, hi] = std::minmax_element(expected->begin(), expected->end());
+    const float range = *hi - *lo;
+    RecordProperty(c.name + "_max_abs_diff", std::to_string(max_diff));
+    std::printf("[ logits ] %s: max |ours − transformers| = %.3g (range %.1f, ratio %.2g)\n",
+                c.name.c_str(), max_diff, range, max_diff / range);
+    EXPECT_LE(max_diff, 1e-3f * range) << c.name;
+    EXPECT_EQ(std::max_element(logits->begin(), logits->end()) - logits->begin(),
+              hi - expected->begin())
+        << c.name;
+  }
+}
+
+TEST_F(GoldenTest, GreedyTokensMatchTransformers) {
+  auto cases = testing::LoadGreedyCases();
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 3u);
+  auto sampler = model::Sampler::Create({});
+  ASSERT_TRUE(sampler.ok());
+  for (const auto& c : *cases) {
+    Session session(*model_, *pool_);
+    auto result = model::Generate(session, *sampler, c.prompt_tokens, 32);
+    ASSERT_TRUE(result.ok()) << result.status();
+    // The oracle's list ends at its end-of-sequence token; ours stops there too.
+    std::vector<int32_t> ours = result->tokens;
+    if (result->stop == model::StopReason::kEndOfGeneration) ours.push_back(result->unfed_token);
+    EXPECT_EQ(ours, c.transformers) << c.message;
+  }
+}
+
+}  // namespace
+}  // namespace glimpse
