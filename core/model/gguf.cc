@@ -9,6 +9,7 @@
 #include "core/model/gguf.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -27,6 +28,9 @@ struct GgufFile::Mapping {
 };
 
 namespace {
+
+// Fields are read by memcpy into host integers, which is only correct on little-endian hosts.
+static_assert(std::endian::native == std::endian::little, "GGUF reader assumes little-endian");
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
@@ -74,21 +78,13 @@ uint64_t MinEncodedSize(uint32_t type) {
 }
 
 const char* TypeName(uint32_t type) {
-  static constexpr const char* kNames[] = {"u8",  "i8",     "u16",    "i16",   "u32",
-                                           "i32", "f32",    "bool",   "string", "array",
-                                           "u64", "i64",    "f64"};
+  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                           "bool", "string", "array", "u64", "i64", "f64"};
   return type < std::size(kNames) ? kNames[type] : "unknown";
 }
 
-const char* ValueKindName(const GgufValue& v) {
-  static constexpr const char* kNames[] = {"unsigned integer", "signed integer", "float",
-                                           "bool",             "string",         "string array",
-                                           "integer array",    "float array"};
-  return kNames[v.index()];
-}
-
 absl::Status WithContext(const absl::Status& s, std::string_view context) {
-  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+  return absl::Status(s.code(), absl::StrCat(std::string(context), ": ", s.message()));
 }
 
 // Bounds-checked little-endian cursor over the image. Truncation is DataLoss.
@@ -111,7 +107,7 @@ class Reader {
 
   template <typename T>
   absl::StatusOr<T> Pod(const char* what) {
-    T value;
+    T value{};  // initialised: GCC cannot see that Read() fills it on success
     RETURN_IF_ERROR(Read(&value, sizeof(T), what));
     return value;
   }
@@ -208,9 +204,9 @@ absl::StatusOr<GgufValue> ReadArray(Reader& r) {
   }
   // Bound the length by the bytes left before allocating anything for it.
   if (count > r.remaining() / elem_size) {
-    return absl::DataLossError(absl::StrFormat(
-        "array at offset %d has %d elements of type %s but only %d bytes remain", at, count,
-        TypeName(elem_type), r.remaining()));
+    return absl::DataLossError(
+        absl::StrFormat("array at offset %d has %d elements of type %s but only %d bytes remain",
+                        at, count, TypeName(elem_type), r.remaining()));
   }
   if (elem_type == kTypeString) {
     std::vector<std::string> out;
@@ -240,8 +236,8 @@ absl::StatusOr<GgufValue> ReadArray(Reader& r) {
     } else {
       const uint64_t u = std::get<uint64_t>(v);
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "array at offset %d: element %d = %d does not fit int64", at, i, u));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("array at offset %d: element %d = %d does not fit int64", at, i, u));
       }
       ints.push_back(static_cast<int64_t>(u));
     }
@@ -259,7 +255,9 @@ absl::StatusOr<GgufValue> ReadValue(Reader& r, uint32_t type) {
   return ReadNumber(r, type);
 }
 
-bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 
 // Raw tensor info as stored, before the data section is known.
 struct TensorInfo {
@@ -289,9 +287,9 @@ absl::Status ValidateShape(TensorInfo& t, const std::vector<uint64_t>& raw_dims,
   }
   const int64_t block = kernels::BlockElems(type);
   if (t.dims[0] % block != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ne[0] = %d is not a multiple of %s's block size %d", t.dims[0],
-        kernels::DTypeName(type), block));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ne[0] = %d is not a multiple of %s's block size %d", t.dims[0],
+                        kernels::DTypeName(type), block));
   }
   // Every block takes at least one byte, so a row with more blocks than the file has bytes cannot
   // fit; checking that first keeps RowBytes from overflowing.
@@ -302,9 +300,9 @@ absl::Status ValidateShape(TensorInfo& t, const std::vector<uint64_t>& raw_dims,
   uint64_t bytes = static_cast<uint64_t>(kernels::RowBytes(type, t.dims[0]));
   for (size_t i = 1; i < t.dims.size(); ++i) {
     if (MulOverflows(bytes, static_cast<uint64_t>(t.dims[i]), &bytes) || bytes > file_size) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "shape %s needs more bytes than the %d-byte file holds",
-          absl::StrCat("[", absl::StrJoin(t.dims, ", "), "]"), file_size));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("shape %s needs more bytes than the %d-byte file holds",
+                          absl::StrCat("[", absl::StrJoin(t.dims, ", "), "]"), file_size));
     }
   }
   t.bytes = bytes;
@@ -318,7 +316,8 @@ absl::StatusOr<TensorInfo> ReadTensorInfo(Reader& r, uint64_t file_size) {
   auto body = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(uint32_t n_dims, r.Pod<uint32_t>("tensor rank"));
     if (n_dims < 1 || n_dims > kMaxDims) {
-      return absl::InvalidArgumentError(absl::StrFormat("rank %d (must be 1..%d)", n_dims, kMaxDims));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rank %d (must be 1..%d)", n_dims, kMaxDims));
     }
     std::vector<uint64_t> raw_dims(n_dims);
     for (uint32_t i = 0; i < n_dims; ++i) {
@@ -332,7 +331,6 @@ absl::StatusOr<TensorInfo> ReadTensorInfo(Reader& r, uint64_t file_size) {
   if (!s.ok()) return WithContext(s, absl::StrCat("tensor '", t.name, "'"));
   return t;
 }
-
 
 absl::Status ReadMetadata(Reader& r, uint64_t n_kv,
                           std::unordered_map<std::string, GgufValue>* metadata) {
@@ -367,8 +365,7 @@ absl::Status CheckNoOverlap(const std::vector<TensorInfo>& infos) {
     if (prev.offset + prev.bytes > next.offset) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "tensors '%s' [%d, %d) and '%s' [%d, %d) overlap in the data section", prev.name,
-          prev.offset, prev.offset + prev.bytes, next.name, next.offset,
-          next.offset + next.bytes));
+          prev.offset, prev.offset + prev.bytes, next.name, next.offset, next.offset + next.bytes));
     }
   }
   return absl::OkStatus();
@@ -459,8 +456,8 @@ absl::Status GgufFile::Init() {
   if (HasKey("general.alignment")) {
     ASSIGN_OR_RETURN(alignment, GetUint("general.alignment"));
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > (1u << 30)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "general.alignment = %d is not a power of two in 1..2^30", alignment));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("general.alignment = %d is not a power of two in 1..2^30", alignment));
     }
   }
   std::vector<TensorInfo> infos;
@@ -479,92 +476,6 @@ absl::Status GgufFile::Init() {
 const GgufTensor* GgufFile::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(std::string(name));
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
-}
-
-bool GgufFile::HasKey(std::string_view key) const {
-  return metadata_.find(std::string(key)) != metadata_.end();
-}
-
-const GgufValue* GgufFile::Find(std::string_view key) const {
-  auto it = metadata_.find(std::string(key));
-  return it == metadata_.end() ? nullptr : &it->second;
-}
-
-namespace {
-
-absl::Status NotFound(std::string_view key) {
-  return absl::NotFoundError(absl::StrCat("metadata key '", key, "' not found"));
-}
-
-absl::Status WrongType(std::string_view key, const GgufValue& v, std::string_view wanted) {
-  return absl::InvalidArgumentError(absl::StrCat("metadata key '", key, "' holds a ",
-                                                 ValueKindName(v), ", expected ", wanted));
-}
-
-}  // namespace
-
-absl::StatusOr<uint64_t> GgufFile::GetUint(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* u = std::get_if<uint64_t>(v)) return *u;
-  if (auto* i = std::get_if<int64_t>(v); i != nullptr && *i >= 0) return static_cast<uint64_t>(*i);
-  return WrongType(key, *v, "a non-negative integer");
-}
-
-absl::StatusOr<int64_t> GgufFile::GetInt(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* i = std::get_if<int64_t>(v)) return *i;
-  if (auto* u = std::get_if<uint64_t>(v);
-      u != nullptr && *u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return static_cast<int64_t>(*u);
-  }
-  return WrongType(key, *v, "an integer that fits int64");
-}
-
-absl::StatusOr<double> GgufFile::GetFloat(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* d = std::get_if<double>(v)) return *d;
-  if (auto* u = std::get_if<uint64_t>(v)) return static_cast<double>(*u);
-  if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-  return WrongType(key, *v, "a number");
-}
-
-absl::StatusOr<bool> GgufFile::GetBool(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* b = std::get_if<bool>(v)) return *b;
-  return WrongType(key, *v, "a bool");
-}
-
-absl::StatusOr<std::string> GgufFile::GetString(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* s = std::get_if<std::string>(v)) return *s;
-  return WrongType(key, *v, "a string");
-}
-
-absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* a = std::get_if<std::vector<std::string>>(v)) return *a;
-  return WrongType(key, *v, "a string array");
-}
-
-absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* a = std::get_if<std::vector<int64_t>>(v)) return *a;
-  return WrongType(key, *v, "an integer array");
-}
-
-absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (v == nullptr) return NotFound(key);
-  if (auto* a = std::get_if<std::vector<double>>(v)) return *a;
-  if (auto* a = std::get_if<std::vector<int64_t>>(v)) return std::vector<double>(a->begin(), a->end());
-  return WrongType(key, *v, "a number array");
 }
 
 }  // namespace glimpse::model

@@ -19,7 +19,7 @@ constexpr std::align_val_t kCopyAlignment{64};
 
 absl::Status ErrnoError(int err, std::string_view what, const std::string& path) {
   return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+                      absl::StrCat(std::string(what), " ", path, ": ", std::strerror(err)));
 }
 
 }  // namespace

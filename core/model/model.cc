@@ -14,25 +14,21 @@ void ReportProgress(int64_t done, int64_t total, void* arg) {
   (*bar)->Update(done);
 }
 
-absl::Status Annotate(const absl::Status& status, const std::string& path) {
-  return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& gguf_path) {
   auto model = std::unique_ptr<Model>(new Model());
   std::unique_ptr<ProgressBar> bar;
-  auto weights = LoadGgufWeights(gguf_path, &ReportProgress, &bar);
-  if (!weights.ok()) return Annotate(weights.status(), gguf_path);
-  model->weights_ = *std::move(weights);
+  // Loader errors already name the file.
+  ASSIGN_OR_RETURN(model->weights_, LoadGgufWeights(gguf_path, &ReportProgress, &bar));
   if (bar != nullptr) bar->Done();
 
-  auto gguf = GgufFile::Open(gguf_path);
-  if (!gguf.ok()) return Annotate(gguf.status(), gguf_path);
-  model->gguf_ = *std::move(gguf);
-  auto tokenizer = Tokenizer::FromGguf(*model->gguf_);
-  if (!tokenizer.ok()) return Annotate(tokenizer.status(), gguf_path);
+  const GgufFile* gguf = model->weights_->gguf();
+  auto tokenizer = Tokenizer::FromGguf(*gguf);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat(gguf_path, ": ", tokenizer.status().message()));
+  }
   model->tokenizer_ = *std::move(tokenizer);
   if (model->tokenizer_->vocab_size() != model->config().vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(

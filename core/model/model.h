@@ -26,8 +26,7 @@ class Model {
  private:
   Model() = default;
 
-  std::unique_ptr<GgufFile> gguf_;  // tokenizer metadata source
-  std::unique_ptr<WeightSource> weights_;
+  std::unique_ptr<WeightSource> weights_;  // also owns the parsed GGUF
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string fingerprint_;
 };

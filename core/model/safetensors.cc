@@ -46,7 +46,8 @@ absl::StatusOr<std::vector<uint64_t>> UintArray(const Json& j, const char* what)
   for (const Json& e : j) {
     if (!e.is_number_unsigned()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " holds ", e.dump(-1, ' ', false, Json::error_handler_t::replace), ", expected a non-negative integer"));
+          absl::StrCat(what, " holds ", e.dump(-1, ' ', false, Json::error_handler_t::replace),
+                       ", expected a non-negative integer"));
     }
     out.push_back(e.get<uint64_t>());
   }
@@ -80,9 +81,9 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const Json& j, uint64_
   e.begin = offsets[0];
   e.end = offsets[1];
   if (e.begin > e.end || e.end > data_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "data_offsets [%d, %d) do not lie inside the %d-byte data section", e.begin, e.end,
-        data_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("data_offsets [%d, %d) do not lie inside the %d-byte data section", e.begin,
+                        e.end, data_size));
   }
   // A scalar (empty shape) holds one element; a zero dimension holds none.
   uint64_t bytes = ElemBytes(e.tensor.type);
@@ -94,10 +95,10 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const Json& j, uint64_
     e.tensor.shape.push_back(static_cast<int64_t>(d));
   }
   if (bytes != e.end - e.begin) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape [%s] of %s needs %d bytes but data_offsets [%d, %d) span %d",
-        absl::StrJoin(shape, ", "), kernels::DTypeName(e.tensor.type), bytes, e.begin, e.end,
-        e.end - e.begin));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shape [%s] of %s needs %d bytes but data_offsets [%d, %d) span %d",
+                        absl::StrJoin(shape, ", "), kernels::DTypeName(e.tensor.type), bytes,
+                        e.begin, e.end, e.end - e.begin));
   }
   e.tensor.bytes = bytes;
   return e;
@@ -122,9 +123,9 @@ absl::Status CheckNoOverlap(std::vector<Entry>& entries) {
     const Entry& prev = entries[i - 1];
     const Entry& next = entries[i];
     if (prev.end > next.begin) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tensors '%s' [%d, %d) and '%s' [%d, %d) overlap", prev.tensor.name, prev.begin,
-          prev.end, next.tensor.name, next.begin, next.end));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tensors '%s' [%d, %d) and '%s' [%d, %d) overlap", prev.tensor.name,
+                          prev.begin, prev.end, next.tensor.name, next.begin, next.end));
     }
   }
   return absl::OkStatus();
@@ -163,12 +164,13 @@ absl::Status SafetensorsFile::Init() {
   }
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];  // little-endian
   if (header_len > size - 8 || header_len > kMaxHeaderBytes) {
-    return absl::DataLossError(absl::StrFormat(
-        "header length %d exceeds the %d bytes after it (or the %d-byte limit)", header_len,
-        size - 8, kMaxHeaderBytes));
+    return absl::DataLossError(
+        absl::StrFormat("header length %d exceeds the %d bytes after it (or the %d-byte limit)",
+                        header_len, size - 8, kMaxHeaderBytes));
   }
   const char* json_begin = reinterpret_cast<const char*>(base + 8);
-  Json header = Json::parse(json_begin, json_begin + header_len, nullptr, /*allow_exceptions=*/false);
+  Json header =
+      Json::parse(json_begin, json_begin + header_len, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     return absl::InvalidArgumentError("header is not a valid JSON object");
   }

@@ -12,6 +12,8 @@
 
 namespace glimpse::model {
 
+class GgufFile;
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [D]
   kernels::WeightView wq;            // [H·hd, D]
@@ -46,9 +48,14 @@ class WeightSource {
  public:
   virtual ~WeightSource() = default;
   virtual const ModelWeights& weights() const = 0;
-  // Stable digest of architecture hyper-parameters + every tensor's name, type, shape and bytes
-  // (the "model fingerprint" of DESIGN.md section 3), as 16 hex digits.
+  // Stable digest of architecture hyper-parameters + the name, type, shape and bytes of every
+  // tensor the model uses (the "model fingerprint" of DESIGN.md section 3): XXH3-128 as 32
+  // lowercase hex digits. The first call hashes every weight byte (~10 GB/s from page cache);
+  // later calls return the cached value. Thread-safe.
   virtual std::string fingerprint() const = 0;
+  // The parsed GGUF file (tokenizer metadata lives there) when loaded from GGUF, else nullptr.
+  // Valid for this object's lifetime.
+  virtual const GgufFile* gguf() const { return nullptr; }
 };
 
 // Loads a GGUF model (llama, qwen2, qwen3 architectures). Tensors: token_embd, output_norm,
@@ -61,7 +68,9 @@ absl::StatusOr<std::unique_ptr<WeightSource>> LoadGgufWeights(
     void* progress_arg = nullptr);
 
 // Loads a Hugging Face checkpoint directory: config.json + model.safetensors (or the shards listed
-// in model.safetensors.index.json). Uses RopeStyle::kHalf (HF weights are not permuted).
+// in model.safetensors.index.json). Uses RopeStyle::kHalf (HF weights are not permuted). A Llama-3
+// rope_scaling block becomes rope_freq_factors; other scaling types are rejected. lm_head.weight
+// is optional (tied) unless config.json says tie_word_embeddings: false.
 absl::StatusOr<std::unique_ptr<WeightSource>> LoadSafetensorsWeights(const std::string& dir);
 
 }  // namespace glimpse::model
