@@ -14,16 +14,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/model/tokenizer_internal.h"
 #include "core/model/unicode.h"
 
 namespace glimpse::model {
+namespace tokenizer_internal {
+
+std::string ByteEncode(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (const char c : raw) AppendUtf8(ByteToUnicode(static_cast<uint8_t>(c)), &out);
+  return out;
+}
+
+}  // namespace tokenizer_internal
+
 namespace {
 
-// tokenizer.ggml.token_type values (llama_token_type).
-constexpr int64_t kTypeNormal = 1;
-constexpr int64_t kTypeUnknown = 2;
-constexpr int64_t kTypeControl = 3;
-constexpr int64_t kTypeUserDefined = 4;
+using tokenizer_internal::ByteEncode;
+using tokenizer_internal::kTypeControl;
+using tokenizer_internal::kTypeNormal;
+using tokenizer_internal::kTypeUnknown;
+using tokenizer_internal::kTypeUserDefined;
+using tokenizer_internal::VocabSpec;
 
 // Texts that end a turn in the chat templates we know, besides the eos id.
 constexpr std::string_view kEndOfGenerationTexts[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>",
@@ -31,14 +44,6 @@ constexpr std::string_view kEndOfGenerationTexts[] = {"<|im_end|>", "<|endoftext
 
 constexpr char kImStart[] = "<|im_start|>";
 constexpr char kImEnd[] = "<|im_end|>";
-
-// GPT-2 byte encoding of raw bytes (the form tokens and merges are stored in).
-std::string ByteEncode(std::string_view raw) {
-  std::string out;
-  out.reserve(raw.size() * 2);
-  for (const char c : raw) AppendUtf8(ByteToUnicode(static_cast<uint8_t>(c)), &out);
-  return out;
-}
 
 // Inverse of ByteEncode. Codepoints outside the byte image are kept as their UTF-8 (llama.cpp
 // marks them [UNK_BYTE_…]; no real GPT-2 vocabulary has them).
@@ -88,7 +93,7 @@ std::string DefaultSystemPrompt(std::string_view tmpl) {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(const GgufFile& gguf);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(VocabSpec spec);
 
   std::vector<int32_t> Encode(std::string_view text) const override;
   absl::StatusOr<std::string> Decode(const std::vector<int32_t>& tokens) const override;
@@ -110,9 +115,9 @@ class BpeTokenizer final : public Tokenizer {
   };
 
   BpeTokenizer() = default;
-  absl::Status LoadVocab(const GgufFile& gguf);
-  absl::Status LoadMerges(const GgufFile& gguf);
-  absl::Status LoadSpecialIds(const GgufFile& gguf);
+  absl::Status LoadVocab(const VocabSpec& spec);
+  void LoadMerges(const VocabSpec& spec);
+  absl::Status LoadSpecialIds(const VocabSpec& spec);
   // Id of an encoded string: its token id, or a fresh id >= vocab_size() for merge operands and
   // results that are not tokens (llama.cpp compares strings, so those can still merge further).
   int32_t SymbolId(const std::string& encoded);
@@ -144,26 +149,24 @@ int32_t BpeTokenizer::SymbolId(const std::string& encoded) {
   return it->second;
 }
 
-absl::Status BpeTokenizer::LoadVocab(const GgufFile& gguf) {
-  ASSIGN_OR_RETURN(const std::vector<std::string> tokens,
-                   gguf.GetStringArray("tokenizer.ggml.tokens"));
-  if (tokens.empty()) return absl::InvalidArgumentError("tokenizer.ggml.tokens is empty");
-  token_types_.assign(tokens.size(), kTypeNormal);
-  if (gguf.HasKey("tokenizer.ggml.token_type")) {
-    ASSIGN_OR_RETURN(token_types_, gguf.GetIntArray("tokenizer.ggml.token_type"));
-    if (token_types_.size() != tokens.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("tokenizer.ggml.token_type has %d entries, tokenizer.ggml.tokens has %d",
-                          token_types_.size(), tokens.size()));
-    }
+absl::Status BpeTokenizer::LoadVocab(const VocabSpec& spec) {
+  const std::vector<std::string>& tokens = spec.tokens;
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.tokens_field, " is empty"));
+  }
+  token_types_ = spec.token_types;
+  if (token_types_.size() != tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d token types for %d tokens", spec.tokens_field, token_types_.size(), tokens.size()));
   }
   token_bytes_.resize(tokens.size());
   symbol_ids_.reserve(tokens.size() * 2);
   for (size_t id = 0; id < tokens.size(); ++id) {
+    if (tokens[id].empty()) continue;  // a hole: never produced, decodes to ""
     const auto [it, inserted] = symbol_ids_.emplace(tokens[id], static_cast<int32_t>(id));
     if (!inserted) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("tokenizer.ggml.tokens: duplicate token \"%s\" (ids %d and %d)",
+          absl::StrFormat("%s: duplicate token \"%s\" (ids %d and %d)", spec.tokens_field,
                           tokens[id], it->second, id));
     }
     const int64_t type = token_types_[id];
@@ -172,7 +175,7 @@ absl::Status BpeTokenizer::LoadVocab(const GgufFile& gguf) {
     } else if (type == kTypeUnknown || type == kTypeControl || type == kTypeUserDefined) {
       // Stored as raw text, and matched literally in the input (cache_special_tokens).
       token_bytes_[id] = tokens[id];
-      if (!tokens[id].empty()) specials_.push_back(static_cast<int32_t>(id));
+      specials_.push_back(static_cast<int32_t>(id));
     }
     // Other types (unused, byte) decode to nothing, as llama.cpp's token_to_piece does.
   }
@@ -185,45 +188,28 @@ absl::Status BpeTokenizer::LoadVocab(const GgufFile& gguf) {
   return absl::OkStatus();
 }
 
-absl::Status BpeTokenizer::LoadMerges(const GgufFile& gguf) {
-  ASSIGN_OR_RETURN(const std::vector<std::string> merges,
-                   gguf.GetStringArray("tokenizer.ggml.merges"));
-  merges_.reserve(merges.size());
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const std::string& merge = merges[rank];
-    // Split at the first space after the first character, as llama.cpp does (find(' ', 1)).
-    const size_t space = merge.find(' ', 1);
-    if (space == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("tokenizer.ggml.merges[%d] = \"%s\" is not \"left right\"", rank, merge));
-    }
-    const std::string left = merge.substr(0, space);
-    const std::string right = merge.substr(space + 1);
+void BpeTokenizer::LoadMerges(const VocabSpec& spec) {
+  merges_.reserve(spec.merges.size());
+  for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
+    const auto& [left, right] = spec.merges[rank];
     const int32_t left_id = SymbolId(left);
     const int32_t right_id = SymbolId(right);
     const int32_t result_id = SymbolId(left + right);
     // The first occurrence of a pair keeps its rank (llama.cpp's bpe_ranks.emplace).
     merges_.emplace(PairKey(left_id, right_id), Merge{static_cast<int32_t>(rank), result_id});
   }
-  return absl::OkStatus();
 }
 
-absl::Status BpeTokenizer::LoadSpecialIds(const GgufFile& gguf) {
-  const auto read_id = [&](std::string_view key, int32_t* id) -> absl::Status {
-    if (!gguf.HasKey(key)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(const uint64_t value, gguf.GetUint(key));
-    if (value >= token_bytes_.size()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s = %d is outside the vocabulary of %d tokens", key, value, token_bytes_.size()));
+absl::Status BpeTokenizer::LoadSpecialIds(const VocabSpec& spec) {
+  for (const int32_t id : {spec.bos_id, spec.eos_id}) {
+    if (id < -1 || id >= vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: special token id %d is outside the vocabulary of %d tokens",
+                          spec.tokens_field, id, vocab_size()));
     }
-    *id = static_cast<int32_t>(value);
-    return absl::OkStatus();
-  };
-  int32_t pad_id = -1;
-  RETURN_IF_ERROR(read_id("tokenizer.ggml.bos_token_id", &bos_id_));
-  RETURN_IF_ERROR(read_id("tokenizer.ggml.eos_token_id", &eos_id_));
-  RETURN_IF_ERROR(read_id("tokenizer.ggml.padding_token_id", &pad_id));
-
+  }
+  bos_id_ = spec.bos_id;
+  eos_id_ = spec.eos_id;
   end_of_generation_.assign(token_bytes_.size(), false);
   if (eos_id_ >= 0) end_of_generation_[eos_id_] = true;
   for (const int32_t id : specials_) {
@@ -234,27 +220,83 @@ absl::Status BpeTokenizer::LoadSpecialIds(const GgufFile& gguf) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const GgufFile& gguf) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(VocabSpec spec) {
+  auto tokenizer = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
+  tokenizer->pre_ = spec.pre;
+  tokenizer->ignore_merges_ = spec.ignore_merges;
+  RETURN_IF_ERROR(tokenizer->LoadVocab(spec));
+  tokenizer->LoadMerges(spec);
+  RETURN_IF_ERROR(tokenizer->LoadSpecialIds(spec));
+  tokenizer->default_system_prompt_ = DefaultSystemPrompt(spec.chat_template);
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
+// ---- GGUF front-end ----
+
+absl::Status ReadGgufMerges(const GgufFile& gguf, VocabSpec* spec) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> merges,
+                   gguf.GetStringArray("tokenizer.ggml.merges"));
+  spec->merges.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& merge = merges[rank];
+    // Split at the first space after the first character, as llama.cpp does (find(' ', 1)).
+    const size_t space = merge.find(' ', 1);
+    if (space == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer.ggml.merges[%d] = \"%s\" is not \"left right\"", rank, merge));
+    }
+    spec->merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+  }
+  return absl::OkStatus();
+}
+
+// Reads an optional token id key into *id, checking it against the vocabulary size.
+absl::Status ReadGgufTokenId(const GgufFile& gguf, std::string_view key, size_t vocab,
+                             int32_t* id) {
+  if (!gguf.HasKey(key)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const uint64_t value, gguf.GetUint(key));
+  if (value >= vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s = %d is outside the vocabulary of %d tokens", key, value, vocab));
+  }
+  *id = static_cast<int32_t>(value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VocabSpec> ReadGgufSpec(const GgufFile& gguf) {
   ASSIGN_OR_RETURN(const std::string model, gguf.GetString("tokenizer.ggml.model"));
   if (model != "gpt2") {
     return absl::InvalidArgumentError(absl::StrCat(
         "tokenizer.ggml.model: unsupported tokenizer model \"", model, "\" (supported: gpt2)"));
   }
+  VocabSpec spec;
+  spec.tokens_field = "tokenizer.ggml.tokens";
   std::string pre_name = "default";  // llama.cpp's fallback for files without the key
   if (gguf.HasKey("tokenizer.ggml.pre")) {
     ASSIGN_OR_RETURN(pre_name, gguf.GetString("tokenizer.ggml.pre"));
   }
-  auto tokenizer = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
-  ASSIGN_OR_RETURN(tokenizer->pre_, PreTokenizerFromName(pre_name));
-  tokenizer->ignore_merges_ = tokenizer->pre_ == PreTokenizer::kLlama3;
-  RETURN_IF_ERROR(tokenizer->LoadVocab(gguf));
-  RETURN_IF_ERROR(tokenizer->LoadMerges(gguf));
-  RETURN_IF_ERROR(tokenizer->LoadSpecialIds(gguf));
-  if (gguf.HasKey("tokenizer.chat_template")) {
-    ASSIGN_OR_RETURN(const std::string tmpl, gguf.GetString("tokenizer.chat_template"));
-    tokenizer->default_system_prompt_ = DefaultSystemPrompt(tmpl);
+  ASSIGN_OR_RETURN(spec.pre, PreTokenizerFromName(pre_name));
+  spec.ignore_merges = spec.pre == PreTokenizer::kLlama3;
+  ASSIGN_OR_RETURN(spec.tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
+  spec.token_types.assign(spec.tokens.size(), kTypeNormal);
+  if (gguf.HasKey("tokenizer.ggml.token_type")) {
+    ASSIGN_OR_RETURN(spec.token_types, gguf.GetIntArray("tokenizer.ggml.token_type"));
+    if (spec.token_types.size() != spec.tokens.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer.ggml.token_type has %d entries, tokenizer.ggml.tokens has %d",
+                          spec.token_types.size(), spec.tokens.size()));
+    }
   }
-  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  RETURN_IF_ERROR(ReadGgufMerges(gguf, &spec));
+  const size_t vocab = spec.tokens.size();
+  int32_t pad_id = -1;  // validated, unused
+  RETURN_IF_ERROR(ReadGgufTokenId(gguf, "tokenizer.ggml.bos_token_id", vocab, &spec.bos_id));
+  RETURN_IF_ERROR(ReadGgufTokenId(gguf, "tokenizer.ggml.eos_token_id", vocab, &spec.eos_id));
+  RETURN_IF_ERROR(ReadGgufTokenId(gguf, "tokenizer.ggml.padding_token_id", vocab, &pad_id));
+  if (gguf.HasKey("tokenizer.chat_template")) {
+    ASSIGN_OR_RETURN(spec.chat_template, gguf.GetString("tokenizer.chat_template"));
+  }
+  return spec;
 }
 
 // tokenizer_st_partition: each special token, longest first, is cut out of every raw fragment
@@ -409,8 +451,17 @@ std::string BpeTokenizer::ApplyChatTemplate(const std::vector<ChatTurn>& turns,
 
 }  // namespace
 
+namespace tokenizer_internal {
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> BuildBpeTokenizer(VocabSpec spec) {
+  return BpeTokenizer::Create(std::move(spec));
+}
+
+}  // namespace tokenizer_internal
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
-  return BpeTokenizer::Create(gguf);
+  ASSIGN_OR_RETURN(VocabSpec spec, ReadGgufSpec(gguf));
+  return BpeTokenizer::Create(std::move(spec));
 }
 
 }  // namespace glimpse::model

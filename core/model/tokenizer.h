@@ -1,5 +1,6 @@
 // Byte-level BPE tokenizer (GPT-2 family) built from GGUF metadata: tokenizer.ggml.{model="gpt2",
-// pre, tokens, token_type, merges, bos/eos/padding ids} and tokenizer.chat_template.
+// pre, tokens, token_type, merges, bos/eos/padding ids} and tokenizer.chat_template; or from a
+// Hugging Face tokenizer.json, translated to the same vocabulary and pre-tokenizer modes.
 //
 // Encoding: special/control tokens (token_type 3 or 4, e.g. "<|im_start|>") are matched literally
 // first; the text between them is pre-tokenized with the regex of `pre` (SmolLM2's "smollm": each
@@ -30,6 +31,16 @@ class Tokenizer {
   // Fails with a message naming the key when metadata is missing or inconsistent, or when the
   // tokenizer model / pre-tokenizer is not supported.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
+  // Builds the same tokenizer from a Hugging Face checkpoint directory: tokenizer.json (BPE model
+  // vocab and merges, added_tokens, pre_tokenizer) and, when present, tokenizer_config.json
+  // (chat_template, bos_token, eos_token) and chat_template.jinja (used when tokenizer_config.json
+  // has no chat_template). Supported pre_tokenizers: ByteLevel (gpt2),
+  // Sequence[Digits(individual_digits), ByteLevel] (smollm), Sequence[Split(regex),
+  // ByteLevel(use_regex=false)] with Llama 3's or Qwen2's exact regex. A Qwen2 NFC normalizer is
+  // accepted but not applied (as llama.cpp does). Errors name the file and the field: NotFound
+  // for a missing tokenizer.json, Unimplemented for model.byte_fallback and other BPE options we
+  // do not implement, InvalidArgument for anything malformed or unrecognised.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromHfDirectory(const std::string& dir);
   virtual ~Tokenizer() = default;
 
   virtual std::vector<int32_t> Encode(std::string_view text) const = 0;
