@@ -11,8 +11,7 @@
 namespace glimpse::testing {
 namespace {
 
-absl::StatusOr<nlohmann::json> ReadFixture(const std::string& name) {
-  const std::string path = absl::StrCat(GLIMPSE_SOURCE_DIR, "/tests/fixtures/golden/", name);
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open fixture ", path));
   std::stringstream text;
@@ -20,6 +19,10 @@ absl::StatusOr<nlohmann::json> ReadFixture(const std::string& name) {
   nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::DataLossError(absl::StrCat(path, " is not valid JSON"));
   return doc;
+}
+
+absl::StatusOr<nlohmann::json> ReadFixture(const std::string& name) {
+  return ReadJsonFile(absl::StrCat(GLIMPSE_SOURCE_DIR, "/tests/fixtures/golden/", name));
 }
 
 absl::StatusOr<std::vector<float>> DecodeFloats(const std::string& b64) {
@@ -33,6 +36,38 @@ absl::StatusOr<std::vector<float>> DecodeFloats(const std::string& b64) {
 }
 
 }  // namespace
+
+std::string TinyModelDir(const std::string& name) {
+  return absl::StrCat(GLIMPSE_SOURCE_DIR, "/tests/fixtures/tiny/", name);
+}
+
+absl::StatusOr<TinyModelGolden> LoadTinyModelGolden(const std::string& name) {
+  const std::string path = TinyModelDir(name) + "/golden.json";
+  auto doc = ReadJsonFile(path);
+  if (!doc.ok()) return doc.status();
+  TinyModelGolden g;
+  try {
+    g.token_ids = (*doc)["token_ids"].get<std::vector<int32_t>>();
+    g.vocab_size = (*doc)["vocab_size"].get<int64_t>();
+    g.greedy = (*doc)["greedy"].get<std::vector<int32_t>>();
+    g.greedy_min_margin = (*doc)["greedy_min_margin"].get<float>();
+    for (const auto& c : (*doc)["tokenizer_cases"]) {
+      g.tokenizer_cases.push_back(
+          {c["text"].get<std::string>(), c["ids"].get<std::vector<int32_t>>()});
+    }
+    auto logits = DecodeFloats((*doc)["logits_f32_b64"].get<std::string>());
+    if (!logits.ok()) return logits.status();
+    g.logits = *std::move(logits);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
+  }
+  if (g.vocab_size <= 0 ||
+      g.logits.size() != g.token_ids.size() * static_cast<size_t>(g.vocab_size)) {
+    return absl::DataLossError(absl::StrCat(path, ": ", g.logits.size(), " logits for ",
+                                            g.token_ids.size(), " tokens × vocab ", g.vocab_size));
+  }
+  return g;
+}
 
 absl::StatusOr<std::vector<TokenizerCase>> LoadTokenizerCases() {
   auto doc = ReadFixture("tokenizer.json");

@@ -1,4 +1,5 @@
-// Reads the golden fixtures of tests/fixtures/golden/ (written by tools/oracle/make_golden.py).
+// Reads the golden fixtures of tests/fixtures/golden/ (written by tools/oracle/make_golden.py) and
+// of the tiny checkpoints in tests/fixtures/tiny/<name>/ (tools/oracle/make_tiny_models.py).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,21 @@ struct GreedyCase {
   std::vector<int32_t> llama_cpp;
   std::vector<int32_t> transformers;
 };
+
+// A tiny randomly-initialised Hugging Face checkpoint's golden.json: transformers' outputs in fp32.
+struct TinyModelGolden {
+  std::vector<int32_t> token_ids;  // [T]
+  int64_t vocab_size = 0;          // rows of the embedding table (may exceed the tokenizer's)
+  std::vector<float> logits;       // [T, vocab_size], every position
+  std::vector<int32_t> greedy;     // argmax continuation of token_ids, eos ignored
+  float greedy_min_margin = 0;     // smallest top-1 minus top-2 logit along that continuation
+  std::vector<TokenizerCase> tokenizer_cases;  // encoded without special-token insertion
+};
+
+// The checkpoint directory tests/fixtures/tiny/<name>.
+std::string TinyModelDir(const std::string& name);
+// Reads TinyModelDir(name)/golden.json; DataLoss when logits are not [T, vocab_size].
+absl::StatusOr<TinyModelGolden> LoadTinyModelGolden(const std::string& name);
 
 absl::StatusOr<std::vector<TokenizerCase>> LoadTokenizerCases();
 absl::StatusOr<std::vector<LogitsCase>> LoadLogitsCases();

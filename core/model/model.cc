@@ -1,5 +1,7 @@
 #include "core/model/model.h"
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/common/progress.h"
@@ -16,28 +18,32 @@ void ReportProgress(int64_t done, int64_t total, void* arg) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& gguf_path) {
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   auto model = std::unique_ptr<Model>(new Model());
-  std::unique_ptr<ProgressBar> bar;
   // Loader errors already name the file.
-  ASSIGN_OR_RETURN(model->weights_, LoadGgufWeights(gguf_path, &ReportProgress, &bar));
-  if (bar != nullptr) bar->Done();
-
-  const GgufFile* gguf = model->weights_->gguf();
-  auto tokenizer = Tokenizer::FromGguf(*gguf);
-  if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat(gguf_path, ": ", tokenizer.status().message()));
+  if (std::filesystem::is_directory(path)) {
+    ASSIGN_OR_RETURN(model->weights_, LoadSafetensorsWeights(path));
+    ASSIGN_OR_RETURN(model->tokenizer_, Tokenizer::FromHfDirectory(path));
+  } else {
+    std::unique_ptr<ProgressBar> bar;
+    ASSIGN_OR_RETURN(model->weights_, LoadGgufWeights(path, &ReportProgress, &bar));
+    if (bar != nullptr) bar->Done();
+    auto tokenizer = Tokenizer::FromGguf(*model->weights_->gguf());
+    if (!tokenizer.ok()) {
+      return absl::Status(tokenizer.status().code(),
+                          absl::StrCat(path, ": ", tokenizer.status().message()));
+    }
+    model->tokenizer_ = *std::move(tokenizer);
   }
-  model->tokenizer_ = *std::move(tokenizer);
-  if (model->tokenizer_->vocab_size() != model->config().vocab_size) {
+  // Embedding tables may be padded past the tokenizer's vocabulary (Qwen), never the reverse.
+  if (model->tokenizer_->vocab_size() > model->config().vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        gguf_path, ": tokenizer has ", model->tokenizer_->vocab_size(),
-        " tokens but token_embd has ", model->config().vocab_size, " rows"));
+        path, ": tokenizer has ", model->tokenizer_->vocab_size(),
+        " tokens but the embedding table has only ", model->config().vocab_size, " rows"));
   }
   model->fingerprint_ = model->weights_->fingerprint();
   const ModelConfig& c = model->config();
-  log::Info("model loaded", {{"path", gguf_path},
+  log::Info("model loaded", {{"path", path},
                              {"architecture", c.architecture},
                              {"layers", static_cast<long long>(c.n_layers)},
                              {"hidden", static_cast<long long>(c.hidden)},

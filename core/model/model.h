@@ -14,9 +14,10 @@ namespace glimpse::model {
 
 class Model {
  public:
-  // Loads a GGUF file (with a progress bar on a terminal). Errors name the file and what was
-  // wrong: missing file, corrupt header, unsupported tensor type or architecture.
-  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& gguf_path);
+  // Loads a GGUF file, or a Hugging Face checkpoint directory (config.json, model.safetensors or
+  // its shards, tokenizer.json), with a progress bar on a terminal. Errors name the file and what
+  // was wrong: missing file, corrupt header, unsupported tensor type or architecture.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
 
   const ModelConfig& config() const { return weights_->weights().config; }
   const ModelWeights& weights() const { return weights_->weights(); }

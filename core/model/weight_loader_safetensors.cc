@@ -124,9 +124,30 @@ absl::StatusOr<std::vector<float>> Llama3RopeFactors(const Json& scaling, double
   return divisors;
 }
 
+// The RoPE block of config.json: "rope_scaling" as transformers 4.x writes it, else
+// "rope_parameters" as transformers >= 5 writes it (the same fields plus rope_theta, with
+// rope_type "default" when unscaled). nullptr when neither is present.
+const Json* RopeBlock(const Json& j) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null()) return &*it;
+  }
+  return nullptr;
+}
+
+// rope_theta: top level (transformers 4.x), else inside rope_parameters (transformers >= 5).
+absl::StatusOr<double> RopeTheta(const Json& j) {
+  if (auto top = j.find("rope_theta"); top != j.end() && !top->is_null()) {
+    return JsonFloat(j, "rope_theta", 10000.0);
+  }
+  auto it = j.find("rope_parameters");
+  if (it != j.end() && it->is_object()) return JsonFloat(*it, "rope_theta", 10000.0);
+  return 10000.0;
+}
+
 absl::Status ApplyRopeScaling(const Json& j, const ModelConfig& c, std::vector<float>* factors) {
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  const Json* it = RopeBlock(j);
+  if (it == nullptr) return absl::OkStatus();
   if (!it->is_object())
     return absl::InvalidArgumentError("config.json rope_scaling is not an object");
   std::string type;
@@ -155,7 +176,7 @@ absl::StatusOr<ModelConfig> HfConfig(const Json& j, std::vector<float>* rope_fac
   ASSIGN_OR_RETURN(c.head_dim, JsonDim(j, "head_dim", c.hidden / c.n_heads));
   ASSIGN_OR_RETURN(c.context_length, JsonDim(j, "max_position_embeddings"));
   ASSIGN_OR_RETURN(double eps, JsonFloat(j, "rms_norm_eps", 1e-6));  // transformers' default
-  ASSIGN_OR_RETURN(double theta, JsonFloat(j, "rope_theta", 10000.0));
+  ASSIGN_OR_RETURN(double theta, RopeTheta(j));
   c.rms_eps = static_cast<float>(eps);
   c.rope_theta = static_cast<float>(theta);
   c.rope_style = kernels::RopeStyle::kHalf;  // Hugging Face q/k rows are not permuted

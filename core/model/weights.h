@@ -38,7 +38,8 @@ struct ModelWeights {
   const float* output_norm = nullptr;  // [D]
   kernels::WeightView output;          // [V, D]; equals token_embd when tied
   // RoPE frequency divisors [hd / 2] (Llama-3 scaling: GGUF's rope_freqs.weight, or computed from
-  // config.json's rope_scaling); nullptr = none. inv_freq[i] = θ^(−2i/hd) / rope_freq_factors[i].
+  // config.json's rope_scaling / rope_parameters); nullptr = none. inv_freq[i] = θ^(−2i/hd) /
+  // rope_freq_factors[i].
   const float* rope_freq_factors = nullptr;
 };
 
@@ -63,14 +64,16 @@ class WeightSource {
 // ffn_norm, ffn_gate, ffn_up, ffn_down}, plus attn_{q,k,v}.bias (qwen2) and attn_{q,k}_norm
 // (qwen3). Errors name the missing or ill-shaped tensor. `on_progress(done, total)` is called as
 // tensors are validated (may be null).
-absl::StatusOr<std::unique_ptr<WeightSource>> LoadGgufWeights(
-    const std::string& path, void (*on_progress)(int64_t, int64_t, void*) = nullptr,
-    void* progress_arg = nullptr);
+absl::StatusOr<std::unique_ptr<WeightSource>> LoadGgufWeights(const std::string& path,
+                                                              void (*on_progress)(int64_t, int64_t,
+                                                                                  void*) = nullptr,
+                                                              void* progress_arg = nullptr);
 
 // Loads a Hugging Face checkpoint directory: config.json + model.safetensors (or the shards listed
-// in model.safetensors.index.json). Uses RopeStyle::kHalf (HF weights are not permuted). A Llama-3
-// rope_scaling block becomes rope_freq_factors; other scaling types are rejected. lm_head.weight
-// is optional (tied) unless config.json says tie_word_embeddings: false.
+// in model.safetensors.index.json). Uses RopeStyle::kHalf (HF weights are not permuted). RoPE
+// settings come from the top-level rope_theta / rope_scaling (transformers 4) or from the
+// rope_parameters block (transformers 5); a Llama-3 block becomes rope_freq_factors, other scaling
+// types are rejected. lm_head.weight is optional (tied) unless tie_word_embeddings is false.
 absl::StatusOr<std::unique_ptr<WeightSource>> LoadSafetensorsWeights(const std::string& dir);
 
 }  // namespace glimpse::model
