@@ -19,7 +19,9 @@ build: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
+# The whole suite: a short libFuzzer run on the GGUF parser, then unit, golden and CLI tests.
 test: build model
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # A short multi-turn chat with the default model (the services join this target as they land).
@@ -27,8 +29,21 @@ run: build model
 	@printf 'What is the capital of France?\nWrite one sentence about it.\n' | \
 	  $(GLIMPSE) generate --chat --max-tokens 48
 
+# Our runtime against llama.cpp (built once into the oracle venv, no torch): tok/s, RSS, ratios.
 bench: build model
-	@$(BUILD_DIR)/bench/glimpse_bench_model
+	@BUILD_DIR=$(BUILD_DIR) bash bench/run_model_bench.sh
+
+# libFuzzer over the GGUF parser for FUZZ_SECONDS, in its own clang + ASan build tree. New inputs
+# go to build-fuzz/corpus/gguf; tests/fixtures/fuzz seeds it. CUDA is left out of this build.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGLIMPSE_FUZZ=ON -DGLIMPSE_NATIVE=ON -DCMAKE_CUDA_COMPILER= >/dev/null
+	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target glimpse_gguf_fuzzer
+	@mkdir -p $(FUZZ_DIR)/corpus/gguf
+	@$(FUZZ_DIR)/core/model/glimpse_gguf_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	  $(FUZZ_DIR)/corpus/gguf tests/fixtures/fuzz
 
 clean:
 	rm -rf $(BUILD_DIR)

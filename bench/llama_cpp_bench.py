@@ -6,7 +6,8 @@ bench/model_bench.cc, and prints one JSON object on stdout.
            in one batch from an empty cache; one warm-up run, then `--reps` runs; median tok/s.
   decode:  after the prompt, `--decode-tokens` greedy tokens one at a time (argmax of the last
            logits, no sampler, EOS ignored); `--reps` runs, median tok/s.
-  peak_rss_mb: resource.getrusage(RUSAGE_SELF).ru_maxrss (mapped weights count once touched).
+  peak_rss_mb: resource.getrusage(RUSAGE_SELF).ru_maxrss (mapped weights count once touched);
+  cpu_s: the process's user + system CPU time, load and warm-up included.
 
 Run with the oracle venv's python (tools/oracle/setup_venv.sh). `--dump-tokens FILE` writes the
 prompt's token ids (one per line) so model_bench runs the same prompt.
@@ -94,6 +95,7 @@ def main() -> int:
         print(f"llama.cpp rep {rep + 1}/{args.reps}: prefill {len(tokens) / prefill_s[-1]:.1f} "
               f"tok/s, decode {args.decode_tokens / decode_s[-1]:.1f} tok/s", file=sys.stderr)
 
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     result = {
         "engine": "llama.cpp",
         "version": f"llama-cpp-python {llama_cpp.__version__}",
@@ -107,7 +109,8 @@ def main() -> int:
         "decode_tok_s": round(args.decode_tokens / statistics.median(decode_s), 2),
         "prefill_s": [round(s, 4) for s in prefill_s],
         "decode_s": [round(s, 4) for s in decode_s],
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
     }
     print(json.dumps(result))

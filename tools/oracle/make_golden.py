@@ -239,11 +239,17 @@ def llama_last_logits(llm, tokens: list) -> np.ndarray:
     return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).astype(np.float32).copy()
 
 
-def llama_greedy(llm, tokens: list, n: int, stop_ids: set) -> list:
+def margin(logits) -> float:
+    """logit[top1] - logit[top2]: how close a greedy step was to a tie."""
+    a, b = np.partition(np.asarray(logits, dtype=np.float32), -2)[-2:][::-1]
+    return round(float(a - b), 4)
+
+
+def llama_greedy(llm, tokens: list, n: int, stop_ids: set):
     """Plain argmax decoding (no sampler chain, so no repeat penalty): stops after `n` tokens or
-    after emitting a stop token (which is included)."""
+    after emitting a stop token (which is included). Returns (tokens, per-step top1-top2 margin)."""
     import llama_cpp
-    out = []
+    out, margins = [], []
     llm.reset()
     llm.eval(tokens)
     for _ in range(n):
@@ -251,10 +257,11 @@ def llama_greedy(llm, tokens: list, n: int, stop_ids: set) -> list:
         logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),))
         tok = int(np.argmax(logits))
         out.append(tok)
+        margins.append(margin(logits))
         if tok in stop_ids:
             break
         llm.eval([tok])
-    return out
+    return out, margins
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +295,7 @@ class HfModel:
 
     def greedy(self, tokens: list, n: int, stop_ids: set) -> list:
         """Argmax decoding with the KV cache (do_sample=False semantics, no penalties)."""
-        out, past = [], None
+        out, margins, past = [], [], None
         ids = self.torch.tensor([tokens], dtype=self.torch.long)
         with self.torch.no_grad():
             for _ in range(n):
@@ -296,10 +303,11 @@ class HfModel:
                 past = res.past_key_values
                 tok = int(self.torch.argmax(res.logits[0, -1]))
                 out.append(tok)
+                margins.append(margin(res.logits[0, -1].float().numpy()))
                 if tok in stop_ids:
                     break
                 ids = self.torch.tensor([[tok]], dtype=self.torch.long)
-        return out
+        return out, margins
 
     def generate(self, tokens: list, n: int, eos_id: int) -> list:
         """The same through model.generate(do_sample=False), as a cross-check of greedy()."""
@@ -397,21 +405,26 @@ def make_greedy(args, sha, hf, hf_error):
     doc["max_new_tokens"] = GREEDY_TOKENS
     doc["stop_token_ids"] = sorted(stop_ids)
     doc["method"] = ("argmax of the last logits after each step; no sampler, no repeat penalty; "
-                     "stops after max_new_tokens or after a stop token (included)")
+                     "stops after max_new_tokens or after a stop token (included). *_margins: "
+                     "logit[top1] - logit[top2] at each step; a step with a small margin can "
+                     "flip between engines (fp32 vs Q8_0 activations), and everything after it "
+                     "then differs")
     if hf_error:
         doc["transformers_error"] = hf_error
     cases = []
     for msg in GREEDY_MESSAGES:
         prompt = chatml(msg)
         tokens = llama_tokenize(vocab, prompt)
-        ref = llama_greedy(llm, tokens, GREEDY_TOKENS, stop_ids)
+        ref, ref_margins = llama_greedy(llm, tokens, GREEDY_TOKENS, stop_ids)
         case = {"message": msg, "prompt": prompt, "prompt_tokens": tokens,
-                "llama_cpp": ref, "llama_cpp_text": vocab.detokenize(ref).decode("utf-8", "replace")}
+                "llama_cpp": ref, "llama_cpp_text": vocab.detokenize(ref).decode("utf-8", "replace"),
+                "llama_cpp_margins": ref_margins}
         if hf is not None:
-            other = hf.greedy(tokens, GREEDY_TOKENS, stop_ids)
+            other, other_margins = hf.greedy(tokens, GREEDY_TOKENS, stop_ids)
             gen = hf.generate(tokens, GREEDY_TOKENS, eos)
             case["transformers"] = other
             case["transformers_text"] = vocab.detokenize(other).decode("utf-8", "replace")
+            case["transformers_margins"] = other_margins
             case["transformers_generate_matches_loop"] = gen == other
             case["agree"] = ref == other
             n = 0

@@ -2,14 +2,15 @@
 # Creates (or completes) the oracle venv: reference engines we did not write, used to make golden
 # fixtures (tools/oracle/make_golden.py) and to benchmark against (bench/llama_cpp_bench.py).
 #
-#   tools/oracle/setup_venv.sh               llama-cpp-python + numpy + gguf (what `make bench` needs)
-#   tools/oracle/setup_venv.sh --with-torch  also transformers + torch (CPU use), for make_golden.py
+#   tools/oracle/setup_venv.sh               llama-cpp-python, numpy, gguf (all `make bench` needs)
+#   tools/oracle/setup_venv.sh --with-torch  also transformers, torch (CPU use), accelerate: for
+#                                            tools/oracle/make_golden.py
 #
 # Idempotent: a package set that is already installed at its pinned version is not touched, so a
 # second run takes a second. Prints the venv's path on stdout; progress goes to stderr.
 # Venv: ${GLIMPSE_ORACLE_VENV:-${GLIMPSE_CACHE_DIR:-~/.cache/glimpse}/venv-oracle}.
 #
-# llama-cpp-python is built from source (a C/C++ toolchain and cmake are needed; ~5 minutes on
+# llama-cpp-python is built from source (a C/C++ toolchain and cmake are needed; 5-10 minutes on
 # 2 cores) with -march=native, like our runtime, so benchmarks compare like with like. Extra cmake
 # flags can be passed through CMAKE_ARGS. PyPI's Linux torch wheel pulls CUDA libraries (~3 GB)
 # as dependencies even though we only run it on the CPU; PyPI is the only registry reachable here.
@@ -20,6 +21,7 @@ NUMPY_VERSION=2.4.6
 GGUF_VERSION=0.19.0
 TRANSFORMERS_VERSION=5.23.0
 TORCH_VERSION=2.15.0
+ACCELERATE_VERSION=1.15.0  # transformers needs it to load GGUF files
 
 with_torch=0
 for arg in "$@"; do
@@ -67,10 +69,10 @@ installed gguf "$GGUF_VERSION" || base+=("gguf==$GGUF_VERSION")
 if ((${#base[@]})); then pip_install "${base[@]}"; fi
 
 if ! installed llama_cpp_python "$LLAMA_CPP_PYTHON_VERSION"; then
-  command -v cmake >/dev/null && command -v c++ >/dev/null || {
+  if ! command -v cmake >/dev/null || ! command -v c++ >/dev/null; then
     log "llama-cpp-python builds from source: install cmake and a C++ compiler (build-essential)"
     exit 1
-  }
+  fi
   # Only the text model library: no multimodal (mtmd/llava) library, tests or examples.
   export CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF \
 -DLLAMA_BUILD_EXAMPLES=OFF ${CMAKE_ARGS:-}"
@@ -83,11 +85,12 @@ if ((with_torch)); then
   extra=()
   installed torch "$TORCH_VERSION" || extra+=("torch==$TORCH_VERSION")
   installed transformers "$TRANSFORMERS_VERSION" || extra+=("transformers==$TRANSFORMERS_VERSION")
+  installed accelerate "$ACCELERATE_VERSION" || extra+=("accelerate==$ACCELERATE_VERSION")
   if ((${#extra[@]})); then pip_install "${extra[@]}"; fi
 fi
 
 "$py" -c "import llama_cpp, numpy, gguf" >&2 || { log "imports failed in $venv"; exit 1; }
 if ((with_torch)); then
-  "$py" -c "import torch, transformers" >&2 || { log "torch/transformers import failed"; exit 1; }
+  "$py" -c "import torch, transformers, accelerate" >&2 || { log "torch/transformers import failed"; exit 1; }
 fi
 echo "$venv"
