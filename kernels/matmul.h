@@ -1,10 +1,13 @@
 // Linear layers over stored weights: out[m, rows] = x[m, cols] · W[rows, cols]ᵀ.
 //
 // W is one weight matrix in its stored DType (row-major, `rows` rows of `cols` elements, the layout
-// of both GGUF and Hugging Face Linear weights). For m == 1 (decode) the kernel reads the quantised
-// rows directly with DotRow over a Q8_0 activation, so decode is bound by the quantised bytes, not
-// fp32 ones. For m > 1 (prefill) it dequantises panels of W and calls OpenBLAS sgemm. Rows are
-// split across the pool's threads. OpenBLAS runs single-threaded inside each task.
+// of both GGUF and Hugging Face Linear weights). The result is always the fp32 product of x with
+// the dequantised W (DequantizeRow), up to fp32 summation order: the arithmetic of an fp32
+// reference model, so decode and prefill agree with it and with each other. For a few tokens
+// (decode) the kernel reads the stored rows with DotRows, decoding them in registers, so decode is
+// bound by the quantised bytes, not fp32 ones; for more (prefill) it dequantises panels of W and
+// calls OpenBLAS sgemm. Rows are split across the pool's threads. OpenBLAS runs single-threaded
+// inside each task.
 #pragma once
 
 #include <cstdint>

@@ -41,17 +41,20 @@ float Bf16ToFp32(uint16_t h);
 // out[n] = in[n] decoded from `type`.
 void DequantizeRow(float* out, const void* in, DType type, int64_t n);
 
-// Activation quantisation for quantised dot products: Q8_0 blocks of `x[n]` (n % 32 == 0),
-// rounding to nearest as GGML's quantize_row_q8_0 does. `out` holds RowBytes(kQ8_0, n) bytes.
-void QuantizeRowQ8_0(void* out, const float* x, int64_t n);
+// Decode's dot products: stored weights × fp32 activations. Each weight element is decoded inside
+// registers (never written out as an fp32 row) and multiplied with fp32 x in fp32, so the result
+// equals Σ_i DequantizeRow(w)[i]·x[i] up to fp32 summation order, the same arithmetic as prefill's
+// sgemm over dequantised panels and as an fp32 reference model. The activation is deliberately not
+// quantised (GGML's vec_dot rounds x to Q8_0, which moves logits by ~0.3 and flips greedy tokens
+// against the fp32 oracle); decode still reads only the quantised weight bytes. Block formats sum
+// per block and scale once: Q8_0 Σ_b d·Σ q·x, Q4_0 and Q4_1 Σ_b d·Σ nib·x + m·Σ x (Q4_0: m = −8·d).
 
-// Dot product of one weight row (`type`, n elements) with an activation row. For block types
-// the activation is the Q8_0 encoding of x (int8 × int8 products, GGML's vec_dot semantics); for
-// plain types it is fp32 x[n]. Q4_1 follows GGML's vec_dot_q4_1_q8_1 (Σ d_w·d_x·Σnib·q + m_w·s_x)
-// with s_x = d_x·Σq computed in fp32 from the Q8_0 block (GGML stores it rounded to fp16 in q8_1).
-float DotRow(const void* w_row, DType type, const void* x, int64_t n);
+// Σ_i w[i]·x[i] for one weight row of `type` (n elements) and fp32 x[n].
+float DotRow(const void* w_row, DType type, const float* x, int64_t n);
 
-// The activation encoding DotRow expects for weights of `type`: kQ8_0 or kF32.
-DType ActivationType(DType weight_type);
+// out[r] = DotRow(w + r·w_stride bytes, type, x, n) for r < rows. Several rows per pass share each
+// load of x (the form MatMul uses); `w_stride` is in bytes.
+void DotRows(float* out, const void* w, int64_t w_stride, int64_t rows, DType type, const float* x,
+             int64_t n);
 
 }  // namespace glimpse::kernels

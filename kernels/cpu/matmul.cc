@@ -1,7 +1,9 @@
-// MatMul: decode (m small) reads quantised rows with DotRow over a Q8_0 activation; prefill
-// dequantises panels of W rows to fp32 (sized to stay in L2 together with sgemm's packed blocks)
-// and multiplies each panel with all m activations in one single-threaded OpenBLAS sgemm. Rows,
-// and so panels, are split across the pool.
+// MatMul: decode (m small) reads the stored weight rows with DotRows against fp32 x, decoding them
+// in registers; prefill dequantises panels of W rows to fp32 (sized to stay in L2 together with
+// sgemm's packed blocks) and multiplies each panel with all m activations in one single-threaded
+// OpenBLAS sgemm. Both compute x · dequant(W)ᵀ in fp32 and differ only in summation order, so the
+// cut-over between them (kMatMulDotMaxM) is purely a speed choice and decode matches an fp32
+// reference model as prefill does. Rows, and so panels, are split across the pool.
 #include "kernels/matmul.h"
 
 #include <cblas.h>
@@ -27,20 +29,20 @@ std::vector<float>& PanelBuffer() {
   thread_local std::vector<float> buffer;
   return buffer;
 }
-std::vector<uint8_t>& ActivationBuffer() {
-  thread_local std::vector<uint8_t> buffer;
-  return buffer;
-}
 
-// out[m, w.rows] for rows [r0, r1): one DotRow per (token, row) over pre-encoded activations
-// xa[m, RowBytes(act, cols)].
-void DotRows(float* out, const uint8_t* xa, int64_t xa_stride, const WeightView& w, int64_t m,
-             int64_t r0, int64_t r1) {
+// out[m, w.rows] for rows [r0, r1) via DotRows. With several tokens, groups of kGroupRows rows
+// are read for every token while they are still in L1.
+void DotRowRange(float* out, const float* x, const WeightView& w, int64_t m, int64_t r0,
+                 int64_t r1) {
+  constexpr int64_t kGroupRows = 16;
   const int64_t w_stride = RowBytes(w.type, w.cols);
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = r0; r < r1; ++r) {
+  const int64_t group = m == 1 ? r1 - r0 : kGroupRows;
+  for (int64_t g = r0; g < r1; g += group) {
+    const int64_t rows = std::min(group, r1 - g);
     for (int64_t t = 0; t < m; ++t) {
-      out[t * w.rows + r] = DotRow(base + r * w_stride, w.type, xa + t * xa_stride, w.cols);
+      DotRows(out + t * w.rows + g, base + g * w_stride, w_stride, rows, w.type, x + t * w.cols,
+              w.cols);
     }
   }
 }
@@ -79,19 +81,7 @@ int64_t MatMulPanelRows(int64_t cols) {
 }
 
 void MatMulDot(float* out, const float* x, const WeightView& w, int64_t m, ThreadPool& pool) {
-  const DType act = ActivationType(w.type);
-  const uint8_t* xa = reinterpret_cast<const uint8_t*>(x);
-  const int64_t xa_stride = RowBytes(act, w.cols);
-  if (act == DType::kQ8_0) {
-    std::vector<uint8_t>& buffer = ActivationBuffer();
-    buffer.resize(static_cast<size_t>(m * xa_stride));
-    for (int64_t t = 0; t < m; ++t) {
-      QuantizeRowQ8_0(buffer.data() + t * xa_stride, x + t * w.cols, w.cols);
-    }
-    xa = buffer.data();
-  }
-  pool.ParallelFor(w.rows, 16,
-                   [&](int64_t r0, int64_t r1) { DotRows(out, xa, xa_stride, w, m, r0, r1); });
+  pool.ParallelFor(w.rows, 16, [&](int64_t r0, int64_t r1) { DotRowRange(out, x, w, m, r0, r1); });
 }
 
 void MatMulPanels(float* out, const float* x, const WeightView& w, int64_t m, ThreadPool& pool) {

@@ -1,11 +1,9 @@
-// GGML block formats: sizes, fp16/bf16 conversions, dequantisation, Q8_0 activation quantisation
-// and the row dot products behind DotRow. Each op has a scalar reference here (GGML's reference
+// GGML block formats: sizes, fp16/bf16 conversions, dequantisation and the weight × fp32 row dot
+// products behind DotRow. Each op has a scalar reference here (GGML's reference
 // loops, ggml-quants.c / ggml-cpu/quants.c) and dispatches to the AVX2 fast path in quant_avx2.cc
 // where it was compiled in.
 #include "kernels/quant.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/quant_internal.h"
@@ -108,24 +106,19 @@ void DequantizeRow(float* out, const void* in, DType type, int64_t n) {
 #endif
 }
 
-void QuantizeRowQ8_0(void* out, const float* x, int64_t n) {
+void DotRows(float* out, const void* w, int64_t w_stride, int64_t rows, DType type, const float* x,
+             int64_t n) {
 #ifdef GLIMPSE_KERNELS_AVX2
-  internal::QuantizeRowQ8_0Avx2(out, x, n);
+  internal::DotRowsAvx2(out, w, w_stride, rows, type, x, n);
 #else
-  internal::QuantizeRowQ8_0Ref(out, x, n);
+  internal::DotRowsRef(out, w, w_stride, rows, type, x, n);
 #endif
 }
 
-float DotRow(const void* w_row, DType type, const void* x, int64_t n) {
-#ifdef GLIMPSE_KERNELS_AVX2
-  return internal::DotRowAvx2(w_row, type, x, n);
-#else
-  return internal::DotRowRef(w_row, type, x, n);
-#endif
-}
-
-DType ActivationType(DType weight_type) {
-  return BlockElems(weight_type) == 1 ? DType::kF32 : DType::kQ8_0;
+float DotRow(const void* w_row, DType type, const float* x, int64_t n) {
+  float out;
+  DotRows(&out, w_row, 0, 1, type, x, n);
+  return out;
 }
 
 namespace internal {
@@ -221,83 +214,73 @@ void DequantizeRowRef(float* out, const void* in, DType type, int64_t n) {
   }
 }
 
-// GGML's quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero), with the
-// division done as a multiplication by id = 1 / d.
-void QuantizeRowQ8_0Ref(void* out, const float* x, int64_t n) {
-  BlockQ8_0* blocks = static_cast<BlockQ8_0*>(out);
-  for (int64_t b = 0; b < n / QK; ++b) {
-    const float* xb = x + b * QK;
-    float amax = 0.0f;
-    for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    blocks[b].d = Fp32ToFp16Ref(d);
-    for (int j = 0; j < QK; ++j) blocks[b].qs[j] = static_cast<int8_t>(std::roundf(xb[j] * id));
-  }
-}
-
 namespace {
 
-// Σ_b d_w·d_x·Σ_j q_w[j]·q_x[j] (GGML's vec_dot_q8_0_q8_0 / q4_0_q8_0). `wq(blk, j)` decodes the
-// j-th signed quant of weight block `blk`.
-template <typename Block, typename Quant>
-float DotBlocksRef(const Block* w, const BlockQ8_0* x, int64_t nb, Quant wq) {
+int Nibble(const uint8_t* qs, int j) { return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4; }
+
+// Σ_b d·Σ_j q(blk, j)·x[j] + m(blk)·Σ_j x[j], where `q` decodes the j-th quant of a block and `m`
+// its offset (0 for Q8_0, −8·d for Q4_0, m for Q4_1; see quant.h).
+template <typename Block, typename Quant, typename Min>
+float DotBlocksRef(const Block* w, const float* x, int64_t nb, Quant q, Min m) {
   float sum = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    int32_t sumi = 0;
-    for (int j = 0; j < QK; ++j) sumi += wq(w[b], j) * x[b].qs[j];
-    sum += static_cast<float>(sumi) * (Fp16ToFp32Ref(w[b].d) * Fp16ToFp32Ref(x[b].d));
+    const float* xb = x + b * QK;  // [QK]
+    float sum_qx = 0.0f, sum_x = 0.0f;
+    for (int j = 0; j < QK; ++j) {
+      sum_qx += static_cast<float>(q(w[b], j)) * xb[j];
+      sum_x += xb[j];
+    }
+    sum += Fp16ToFp32Ref(w[b].d) * sum_qx + m(w[b]) * sum_x;
   }
   return sum;
 }
 
-int Nibble(const uint8_t* qs, int j) { return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4; }
+template <typename Decode>
+float DotPlainRef(const uint16_t* w, const float* x, int64_t n, Decode decode) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += decode(w[i]) * x[i];
+  return sum;
+}
+
+float DotRowRef(const void* w_row, DType type, const float* x, int64_t n) {
+  const int64_t nb = n / QK;
+  const auto no_min = [](const auto&) { return 0.0f; };
+  switch (type) {
+    case DType::kF32: {
+      const float* w = static_cast<const float*>(w_row);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
+      return sum;
+    }
+    case DType::kF16:
+      return DotPlainRef(static_cast<const uint16_t*>(w_row), x, n, Fp16ToFp32Ref);
+    case DType::kBF16:
+      return DotPlainRef(static_cast<const uint16_t*>(w_row), x, n, Bf16ToFp32);
+    case DType::kQ8_0:
+      return DotBlocksRef(
+          static_cast<const BlockQ8_0*>(w_row), x, nb,
+          [](const BlockQ8_0& blk, int j) { return int{blk.qs[j]}; }, no_min);
+    case DType::kQ4_0:
+      return DotBlocksRef(
+          static_cast<const BlockQ4_0*>(w_row), x, nb,
+          [](const BlockQ4_0& blk, int j) { return Nibble(blk.qs, j); },
+          [](const BlockQ4_0& blk) { return -8.0f * Fp16ToFp32Ref(blk.d); });
+    case DType::kQ4_1:
+      return DotBlocksRef(
+          static_cast<const BlockQ4_1*>(w_row), x, nb,
+          [](const BlockQ4_1& blk, int j) { return Nibble(blk.qs, j); },
+          [](const BlockQ4_1& blk) { return Fp16ToFp32Ref(blk.m); });
+  }
+  return 0.0f;
+}
 
 }  // namespace
 
-float DotRowRef(const void* w_row, DType type, const void* x, int64_t n) {
-  const float* xf = static_cast<const float*>(x);
-  const BlockQ8_0* xq = static_cast<const BlockQ8_0*>(x);
-  const int64_t nb = n / QK;
-  float sum = 0.0f;
-  switch (type) {
-    case DType::kF32:
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<const float*>(w_row)[i] * xf[i];
-      return sum;
-    case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) {
-        sum += Fp16ToFp32Ref(static_cast<const uint16_t*>(w_row)[i]) * xf[i];
-      }
-      return sum;
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        sum += Bf16ToFp32(static_cast<const uint16_t*>(w_row)[i]) * xf[i];
-      }
-      return sum;
-    case DType::kQ8_0:
-      return DotBlocksRef(static_cast<const BlockQ8_0*>(w_row), xq, nb,
-                          [](const BlockQ8_0& blk, int j) { return int{blk.qs[j]}; });
-    case DType::kQ4_0:
-      return DotBlocksRef(static_cast<const BlockQ4_0*>(w_row), xq, nb,
-                          [](const BlockQ4_0& blk, int j) { return Nibble(blk.qs, j) - 8; });
-    case DType::kQ4_1: {
-      // GGML's vec_dot_q4_1_q8_1: Σ_b d_w·d_x·Σ nib·q + m_w·s_x with s_x = d_x·Σ q. GGML stores s_x
-      // in the q8_1 block as fp16; here it is computed from the Q8_0 block in fp32.
-      const BlockQ4_1* w = static_cast<const BlockQ4_1*>(w_row);
-      for (int64_t b = 0; b < nb; ++b) {
-        int32_t sumi = 0, sumq = 0;
-        for (int j = 0; j < QK; ++j) {
-          sumi += Nibble(w[b].qs, j) * xq[b].qs[j];
-          sumq += xq[b].qs[j];
-        }
-        const float dx = Fp16ToFp32Ref(xq[b].d);
-        sum += static_cast<float>(sumi) * (Fp16ToFp32Ref(w[b].d) * dx) +
-               Fp16ToFp32Ref(w[b].m) * (dx * static_cast<float>(sumq));
-      }
-      return sum;
-    }
+void DotRowsRef(float* out, const void* w, int64_t w_stride, int64_t rows, DType type,
+                const float* x, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    out[r] = DotRowRef(static_cast<const uint8_t*>(w) + r * w_stride, type, x, n);
   }
-  return 0.0f;
 }
 
 }  // namespace internal

@@ -35,13 +35,14 @@ constexpr int64_t QK = 32;  // elements per block of every block format
 float Fp16ToFp32Ref(uint16_t h);
 uint16_t Fp32ToFp16Ref(float f);  // round to nearest even; NaN stays NaN (quiet)
 void DequantizeRowRef(float* out, const void* in, DType type, int64_t n);
-void QuantizeRowQ8_0Ref(void* out, const float* x, int64_t n);
-float DotRowRef(const void* w_row, DType type, const void* x, int64_t n);
+// Per row: plain types Σ w·x in index order; block types per block as quant.h describes.
+void DotRowsRef(float* out, const void* w, int64_t w_stride, int64_t rows, DType type,
+                const float* x, int64_t n);
 
 #ifdef GLIMPSE_KERNELS_AVX2
 void DequantizeRowAvx2(float* out, const void* in, DType type, int64_t n);
-void QuantizeRowQ8_0Avx2(void* out, const float* x, int64_t n);
-float DotRowAvx2(const void* w_row, DType type, const void* x, int64_t n);
+void DotRowsAvx2(float* out, const void* w, int64_t w_stride, int64_t rows, DType type,
+                 const float* x, int64_t n);
 #endif
 
 }  // namespace glimpse::kernels::internal
