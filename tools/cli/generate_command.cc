@@ -6,7 +6,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
 #include "core/model/generator.h"
 #include "core/model/model.h"
@@ -21,6 +25,8 @@ const std::vector<FlagSpec>& GenerateFlags() {
   static const std::vector<FlagSpec> flags = {
       {"model", "GGUF model file", false, "the cached default model"},
       {"prompt", "prompt text (with --chat: the user's message)", false, ""},
+      {"prompt-tokens", "prompt as comma-separated token ids, instead of --prompt", false, ""},
+      {"context", "context length in tokens, 0 = the model's", false, "0"},
       {"chat", "chat with the model's template; without --prompt, each stdin line is a turn", true,
        ""},
       {"max-tokens", "tokens to generate per turn", false, "128"},
@@ -38,13 +44,29 @@ const std::vector<FlagSpec>& GenerateFlags() {
 struct GenerateOptions {
   std::string model_path;
   std::string prompt;
+  std::vector<int32_t> prompt_tokens;
   bool has_prompt = false;
+  bool has_prompt_tokens = false;
   bool chat = false;
   bool json = false;
   int32_t max_tokens = 128;
   int32_t threads = 0;
+  int32_t context = 0;
   model::SamplingOptions sampling;
 };
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenList(const std::string& list) {
+  std::vector<int32_t> tokens;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt-tokens: '", std::string(part), "' is not a token id"));
+    }
+    tokens.push_back(id);
+  }
+  return tokens;
+}
 
 absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
   GenerateOptions o;
@@ -53,9 +75,21 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
   o.has_prompt = args.Has("prompt");
   o.chat = args.Has("chat");
   o.json = args.Has("json");
-  if (!o.has_prompt && !o.chat) {
-    return absl::InvalidArgumentError("give --prompt TEXT or --chat (see --help)");
+  o.has_prompt_tokens = args.Has("prompt-tokens");
+  if (o.has_prompt_tokens) {
+    if (o.has_prompt || o.chat) {
+      return absl::InvalidArgumentError("--prompt-tokens excludes --prompt and --chat");
+    }
+    ASSIGN_OR_RETURN(o.prompt_tokens, ParseTokenList(args.GetString("prompt-tokens")));
+  } else if (!o.has_prompt && !o.chat) {
+    return absl::InvalidArgumentError("give --prompt TEXT, --prompt-tokens IDS or --chat");
   }
+  ASSIGN_OR_RETURN(int64_t context, args.GetInt("context", 0));
+  if (context < 0 || context > (int64_t{1} << 24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--context must be in [0, 2^24], got ", context));
+  }
+  o.context = static_cast<int32_t>(context);
   ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
@@ -67,7 +101,8 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
         absl::StrCat("--max-tokens must be in [1, 1000000], got ", max_tokens));
   }
   if (threads < 0 || threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [0, 1024], got ", threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, 1024], got ", threads));
   }
   o.max_tokens = static_cast<int32_t>(max_tokens);
   o.threads = static_cast<int32_t>(threads);
@@ -89,8 +124,7 @@ size_t CompleteUtf8Prefix(const std::string& s) {
 }
 
 // Runs one turn: feeds `prompt`, streams text to stdout unless `json`.
-absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session,
-                                                model::Sampler& sampler,
+absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session, model::Sampler& sampler,
                                                 const std::vector<int32_t>& prompt,
                                                 const GenerateOptions& o) {
   const model::Tokenizer& tok = session.model().tokenizer();
@@ -118,8 +152,8 @@ absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session,
     std::fwrite(text.data() + printed, 1, text.size() - std::min(printed, text.size()), stdout);
     std::cout << std::endl;
     const double tps = result.tokens.size() / std::max(result.decode_seconds, 1e-9);
-    std::fprintf(stderr, "[prompt %zu tokens in %.3fs, %zu tokens at %.1f tok/s]\n",
-                 prompt.size(), result.prefill_seconds, result.tokens.size(), tps);
+    std::fprintf(stderr, "[prompt %zu tokens in %.3fs, %zu tokens at %.1f tok/s]\n", prompt.size(),
+                 result.prefill_seconds, result.tokens.size(), tps);
   }
   return result;
 }
@@ -166,11 +200,18 @@ absl::Status Run(const GenerateOptions& o) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
+  if (o.context > model->config().context_length) {
+    return absl::InvalidArgumentError(absl::StrCat("--context ", o.context,
+                                                   " exceeds the model's context length ",
+                                                   model->config().context_length));
+  }
   kernels::ThreadPool pool(o.threads);
-  model::Session session(*model, pool);
+  model::Session session(*model, pool, {.max_context = o.context});
   ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(o.sampling));
   if (o.chat) return RunChat(session, sampler, o);
-  return RunTurn(session, sampler, model->tokenizer().Encode(o.prompt), o).status();
+  const std::vector<int32_t> prompt =
+      o.has_prompt_tokens ? o.prompt_tokens : model->tokenizer().Encode(o.prompt);
+  return RunTurn(session, sampler, prompt, o).status();
 }
 
 }  // namespace
@@ -179,9 +220,11 @@ int GenerateCommand(int argc, char** argv) {
   auto args = Args::Parse(GenerateFlags(), argc, argv, 2);
   if (!args.ok() || args->Has("help")) {
     if (!args.ok()) std::fprintf(stderr, "glimpse generate: %s\n", args.status().message().data());
-    std::fprintf(args.ok() ? stdout : stderr,
-                 "usage: glimpse generate [--model PATH] (--prompt TEXT | --chat) [flags]\n%s",
-                 FlagHelp(GenerateFlags()).c_str());
+    std::fprintf(
+        args.ok() ? stdout : stderr,
+        "usage: glimpse generate [--model PATH] (--prompt TEXT | --prompt-tokens IDS | --chat) "
+        "[flags]\n%s",
+        FlagHelp(GenerateFlags()).c_str());
     return args.ok() ? 0 : 2;
   }
   auto options = ParseOptions(*args);

@@ -14,7 +14,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  generate   run the model on a prompt or a chat (glimpse generate --help)\n"
     "\n"
-    "environment: GLIMPSE_MODEL (model file), GLIMPSE_CACHE_DIR (cache, default ~/.cache/glimpse),\n"
+    "environment: GLIMPSE_MODEL (model file), GLIMPSE_CACHE_DIR (cache, default "
+    "~/.cache/glimpse),\n"
     "             GLIMPSE_LOG_LEVEL (debug|info|warning|error, default warning for the CLI)\n";
 
 }  // namespace
