@@ -42,8 +42,11 @@ fuzz: deps
 	  -DGLIMPSE_FUZZ=ON -DGLIMPSE_NATIVE=ON -DCMAKE_CUDA_COMPILER= >/dev/null
 	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target glimpse_gguf_fuzzer
 	@mkdir -p $(FUZZ_DIR)/corpus/gguf
+	@echo "fuzz: glimpse_gguf_fuzzer for $(FUZZ_SECONDS)s (log: $(FUZZ_DIR)/fuzz.log)"
 	@$(FUZZ_DIR)/core/model/glimpse_gguf_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	  $(FUZZ_DIR)/corpus/gguf tests/fixtures/fuzz
+	  $(FUZZ_DIR)/corpus/gguf tests/fixtures/fuzz > $(FUZZ_DIR)/fuzz.log 2>&1 \
+	  || { tail -n 60 $(FUZZ_DIR)/fuzz.log; exit 1; }
+	@grep -E '^Done [0-9]+ runs' $(FUZZ_DIR)/fuzz.log | sed 's/^/fuzz: /'
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -23,7 +23,6 @@ llama.cpp side only and say why under "transformers_error".
 """
 import argparse
 import base64
-import hashlib
 import json
 import os
 import pathlib
@@ -36,7 +35,9 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 OUT_DIR = REPO / "tests" / "fixtures" / "golden"
-MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+# The default model's checksum and hashing live with the script that fetches it.
+sys.path.insert(0, str(REPO / "tools" / "setup"))
+from fetch_model import SHA256 as MODEL_SHA256, sha256_of  # noqa: E402
 N_THREADS = 2
 N_CTX = 1024
 GREEDY_TOKENS = 32
@@ -132,14 +133,6 @@ GREEDY_MESSAGES = [
 
 # ---------------------------------------------------------------------------------------------
 # Provenance
-
-
-def sha256_of(path: pathlib.Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def tool_versions(with_hf: bool) -> dict:
