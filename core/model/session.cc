@@ -23,6 +23,7 @@ struct Session::Scratch {
   std::vector<float> gate;   // [n, F]
   std::vector<float> up;     // [n, F]
   std::vector<int32_t> pos;  // [n] positions of the chunk's tokens
+  std::vector<float> q_pre;  // [n, H·hd] pre-RoPE q, only while an observer asks for it
 
   void Resize(const ModelConfig& c, int64_t n) {
     const int64_t qd = int64_t{c.n_heads} * c.head_dim;
@@ -90,7 +91,7 @@ absl::Status Session::ValidateTokens(std::span<const int32_t> tokens) const {
 }
 
 absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tokens,
-                                                    bool all_logits) {
+                                                    bool all_logits, LayerObserver* observer) {
   RETURN_IF_ERROR(ValidateTokens(tokens));
   const int64_t vocab = model_.config().vocab_size;
   const int64_t total = static_cast<int64_t>(tokens.size());
@@ -101,18 +102,19 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
     const bool last = begin + n == total;
     // Only the final chunk's last row is needed unless every row was asked for.
     float* out = all_logits ? logits.data() + begin * vocab : (last ? logits.data() : nullptr);
-    ForwardChunk(tokens.subspan(begin, n), all_logits, out);
+    ForwardChunk(tokens.subspan(begin, n), all_logits, out, observer);
   }
   return logits;
 }
 
-void Session::ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits) {
+void Session::ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits,
+                           LayerObserver* observer) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   scratch_->Resize(model_.config(), n);
   for (int64_t i = 0; i < n; ++i) scratch_->pos[i] = next_position_ + static_cast<int32_t>(i);
   Embed(tokens);
   for (int32_t layer = 0; layer < model_.config().n_layers; ++layer) {
-    AttentionBlock(layer, n);
+    AttentionBlock(layer, n, observer);
     FeedForwardBlock(layer, n);
   }
   next_position_ += static_cast<int32_t>(n);
@@ -129,7 +131,7 @@ void Session::Embed(std::span<const int32_t> tokens) {
   }
 }
 
-void Session::AttentionBlock(int32_t layer, int64_t n) {
+void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.weights().layers[layer];
   Scratch& s = *scratch_;
@@ -146,10 +148,21 @@ void Session::AttentionBlock(int32_t layer, int64_t n) {
   if (w.k_norm != nullptr) {
     kernels::RmsNorm(s.k.data(), s.k.data(), w.k_norm, c.rms_eps, n * c.n_kv_heads, c.head_dim);
   }
+  const bool pre_rope = observer != nullptr && observer->wants_pre_rope_queries();
+  if (pre_rope) s.q_pre.assign(s.q.begin(), s.q.begin() + n * c.n_heads * c.head_dim);
   kernels::Rope(s.q.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_heads, c.head_dim);
   kernels::Rope(s.k.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_kv_heads,
                 c.head_dim);
   Attend(layer, n);
+  if (observer != nullptr) {
+    observer->OnLayer(layer, {.n_tokens = n,
+                              .positions = s.pos.data(),
+                              .xn = s.xn.data(),
+                              .pre_rope_q = pre_rope ? s.q_pre.data() : nullptr,
+                              .q = s.q.data(),
+                              .k = s.k.data(),
+                              .v = s.v.data()});
+  }
   kernels::MatMul(s.tmp.data(), s.attn.data(), w.wo, n, pool_);
   kernels::Add(s.x.data(), s.tmp.data(), n * c.hidden);
 }

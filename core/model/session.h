@@ -4,6 +4,10 @@
 // Prompt longer than the context, token ids out of range: InvalidArgument with the values; the
 // session is unchanged. Not thread-safe; the ThreadPool may be shared by sessions used one at a
 // time.
+//
+// A LayerObserver passed to Forward() sees every layer's attention activations of every chunk
+// (eviction captures what its scorers need this way, core/eviction/pipeline.h); without one the
+// forward pass does no extra work.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +21,30 @@
 #include "kernels/cpu/parallel.h"
 
 namespace glimpse::model {
+
+// One layer's attention activations for the current chunk of n tokens, all fp32 and row-major.
+// The pointers are valid only during LayerObserver::OnLayer.
+struct LayerActivations {
+  int64_t n_tokens = 0;                // n
+  const int32_t* positions = nullptr;  // [n] token positions
+  const float* xn = nullptr;           // [n, D] attention input (after attn_norm)
+  const float* pre_rope_q = nullptr;   // [n, H, hd] after bias / q_norm, before RoPE; nullptr
+                                       //   unless the observer wants_pre_rope_queries()
+  const float* q = nullptr;            // [n, H, hd] post-RoPE queries
+  const float* k = nullptr;            // [n, Hkv, hd] post-RoPE keys
+  const float* v = nullptr;            // [n, Hkv, hd] values
+};
+
+// Called once per (chunk, layer), after the chunk's K/V were appended to the layer's cache and
+// attention ran, before the output projection. OnLayer runs on the thread that called Forward();
+// it may read session.cache() and run loops on session.pool(), but must not call Forward/Reset.
+class LayerObserver {
+ public:
+  virtual ~LayerObserver() = default;
+  // True to receive pre_rope_q (costs one copy of q per layer and chunk).
+  virtual bool wants_pre_rope_queries() const { return false; }
+  virtual void OnLayer(int32_t layer, const LayerActivations& activations) = 0;
+};
 
 struct SessionOptions {
   int32_t max_context = 0;      // 0 = the model's context length
@@ -32,14 +60,20 @@ class Session {
 
   // Runs `tokens` at positions next_position() … and appends their K/V to the cache. Returns the
   // logits of the last token, [vocab]. With `all_logits`, returns [tokens.size(), vocab].
+  // `observer` (may be null, not owned) sees each layer of each chunk.
   absl::StatusOr<std::vector<float>> Forward(std::span<const int32_t> tokens,
-                                             bool all_logits = false);
+                                             bool all_logits = false,
+                                             LayerObserver* observer = nullptr);
 
   int32_t next_position() const { return next_position_; }
   int32_t max_context() const { return max_context_; }
   const Model& model() const { return model_; }
   KvCache& cache() { return cache_; }
   const KvCache& cache() const { return cache_; }
+  // RoPE inverse frequencies [head_dim / 2] (θ_i = pos · inv_freq[i]); the style is
+  // model().config().rope_style.
+  std::span<const float> rope_inv_freq() const { return inv_freq_; }
+  kernels::ThreadPool& pool() const { return pool_; }
   // Forgets everything (cache and position).
   void Reset();
 
@@ -47,9 +81,10 @@ class Session {
   struct Scratch;
   absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
   // Runs one chunk; writes its logits (last row, or every row) to `logits`.
-  void ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits);
+  void ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits,
+                    LayerObserver* observer);
   void Embed(std::span<const int32_t> tokens);
-  void AttentionBlock(int32_t layer, int64_t n);
+  void AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer);
   void FeedForwardBlock(int32_t layer, int64_t n);
   void Attend(int32_t layer, int64_t n);
   void Logits(int64_t n, bool all_logits, float* logits);

@@ -3,8 +3,9 @@
 # fixtures (tools/oracle/make_golden.py) and to benchmark against (bench/llama_cpp_bench.py).
 #
 #   tools/oracle/setup_venv.sh               llama-cpp-python, numpy, gguf (all `make bench` needs)
-#   tools/oracle/setup_venv.sh --with-torch  also transformers, torch (CPU use), accelerate: for
-#                                            tools/oracle/make_golden.py
+#   tools/oracle/setup_venv.sh --with-torch  also transformers, torch (CPU use), accelerate and
+#                                            kvpress: for tools/oracle/make_golden.py and
+#                                            tools/oracle/make_kvpress_fixtures.py
 #
 # Idempotent: a package set that is already installed at its pinned version is not touched, so a
 # second run takes a second. Prints the venv's path on stdout; progress goes to stderr.
@@ -22,12 +23,16 @@ GGUF_VERSION=0.19.0
 TRANSFORMERS_VERSION=5.23.0
 TORCH_VERSION=2.15.0
 ACCELERATE_VERSION=1.15.0  # transformers needs it to load GGUF files
+# kvpress declares transformers<5.3 (and datasets, peft, ... for its pipeline and other presses);
+# it is installed with --no-deps so the pinned transformers stays, and make_kvpress_fixtures.py
+# imports only the press modules it uses (torch + transformers suffice).
+KVPRESS_VERSION=0.5.5
 
 with_torch=0
 for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "setup_venv.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -87,6 +92,7 @@ if ((with_torch)); then
   installed transformers "$TRANSFORMERS_VERSION" || extra+=("transformers==$TRANSFORMERS_VERSION")
   installed accelerate "$ACCELERATE_VERSION" || extra+=("accelerate==$ACCELERATE_VERSION")
   if ((${#extra[@]})); then pip_install "${extra[@]}"; fi
+  installed kvpress "$KVPRESS_VERSION" || pip_install --no-deps "kvpress==$KVPRESS_VERSION"
 fi
 
 "$py" -c "import llama_cpp, numpy, gguf" >&2 || { log "imports failed in $venv"; exit 1; }

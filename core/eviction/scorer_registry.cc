@@ -1,0 +1,96 @@
+// The scorer registry: method name → factory plus the method's defaults. CreateScorer resolves the
+// config against the entry (0 / "" = the method's default), rejects parameters the method does not
+// take, and checks ranges before building the scorer.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/eviction/scorer.h"
+
+namespace glimpse::eviction {
+namespace {
+
+constexpr int64_t kMaxWindow = 1 << 16;
+constexpr int64_t kMaxKernel = 255;
+
+struct Params {
+  int64_t window = 0;
+  int64_t kernel = 0;
+  Pooling pooling = Pooling::kAvg;
+};
+
+struct Method {
+  // Defaults; 0 means the method takes no window (no kernel / pooling).
+  int64_t window = 0;
+  int64_t kernel = 0;
+  std::unique_ptr<Scorer> (*make)(const Params&) = nullptr;
+};
+
+const std::map<std::string, Method>& Registry() {
+  static const auto* registry = new std::map<std::string, Method>{
+      {"snapkv",  // kvpress SnapKVPress defaults
+       {64, 5, [](const Params& p) { return NewSnapKvScorer(p.window, p.kernel, p.pooling); }}},
+      {"streamingllm", {0, 0, [](const Params&) { return NewStreamingLlmScorer(); }}},
+      {"h2o", {0, 0, [](const Params&) { return NewH2oScorer(); }}},
+      {"expected_attention", {0, 0, [](const Params&) { return NewExpectedAttentionScorer(); }}},
+      {"defensivekv",  // FFY0/DefensiveKV EfficientDefensiveKVPress defaults
+       {32, 5,
+        [](const Params& p) { return NewDefensiveKvScorer(p.window, p.kernel, p.pooling); }}},
+  };
+  return *registry;
+}
+
+absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method) {
+  const std::string& who = config.method;
+  Params p;
+  if (method.window == 0) {
+    if (config.window != 0 || config.kernel != 0 || !config.pooling.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " takes no window, kernel or pooling (got window=", config.window,
+                       " kernel=", config.kernel, " pooling=\"", config.pooling, "\")"));
+    }
+    return p;
+  }
+  p.window = config.window == 0 ? method.window : config.window;
+  p.kernel = config.kernel == 0 ? method.kernel : config.kernel;
+  if (p.window < 1 || p.window > kMaxWindow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": window ", p.window, " is outside [1, ", kMaxWindow, "]"));
+  }
+  if (p.kernel < 1 || p.kernel > kMaxKernel || p.kernel % 2 == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": pooling kernel ", p.kernel,
+                                                   " must be odd and in [1, ", kMaxKernel, "]"));
+  }
+  if (config.pooling.empty() || config.pooling == "avg") {
+    p.pooling = Pooling::kAvg;
+  } else if (config.pooling == "max") {
+    p.pooling = Pooling::kMax;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": unknown pooling \"", config.pooling, "\" (avg or max)"));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> KnownScorers() {
+  std::vector<std::string> names;
+  for (const auto& [name, method] : Registry()) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config) {
+  const auto it = Registry().find(config.method);
+  if (it == Registry().end()) {
+    return absl::NotFoundError(absl::StrCat("unknown scorer \"", config.method,
+                                            "\"; known: ", absl::StrJoin(KnownScorers(), ", ")));
+  }
+  absl::StatusOr<Params> params = Resolve(config, it->second);
+  if (!params.ok()) return params.status();
+  return it->second.make(*params);
+}
+
+}  // namespace glimpse::eviction

@@ -1,0 +1,271 @@
+// Our eviction pipeline against NVIDIA kvpress (tests/fixtures/kvpress/, made by
+// tools/oracle/make_kvpress_fixtures.py from the same GGUF loaded by transformers in fp32): for
+// each press, compression ratio and prompt, every (layer, kv-head) must keep the same positions as
+// kvpress, except where the two sides disagree only at a near-tie of the cut.
+//
+// Settings that make our pipeline do what each press does (kvpress 0.5.5):
+//   snapkv / pyramidkv  snapkv scorer with the fixture's window_size and kernel_size (W = 32,
+//                       k = 5, avg pooling); sinks 0 (kvpress protects only the window, via max + 1
+//                       scores; the pipeline makes the scorer's window the selection window).
+//   streamingllm        sinks 4, window 0: the scorer ranks recent entries highest.
+//   expected_attention  sinks 4 (kvpress pads the 4 sinks with max + 1), window 0.
+// Budget: kvpress keeps n_kept = int(T·(1 − ratio)) per head (truncation), which the fixture
+// records per layer; we pass it as budget_tokens, since our budget_ratio rounds to nearest.
+// PyramidKV: kvpress's per-layer budgets differ from selection.h's kPyramid (kvpress spreads
+// max_capacity = W + T(1 − ratio) without adding W back, and falls back to SnapKV's budget when its
+// min < W). So the asserted check selects, per layer, with kvpress's recorded budget on the
+// pipeline's own snapkv scores; the kPyramid schedule's agreement is printed, not asserted.
+//
+// Tie tolerance: a mismatch is accepted when every entry kept by one side only has, on our scores,
+// |s − s_cut| <= kRtol·|s_cut| + kAtol, where s_cut is our lowest kept score (forced entries
+// excluded). Our prefill matches transformers to ~5e-5 in the logits; attention probabilities then
+// differ by ~1e-4 relative, so kRtol = 5e-4 only forgives reorderings at an exact or near tie.
+// (Fixtures of 2026-11-22: every position agreed exactly, although kvpress's own gap at the cut
+// was as small as 1.3e-6 relative; see the "cut" pairs in the fixtures.)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/eviction/pipeline.h"
+#include "core/model/model_store.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace glimpse::eviction {
+namespace {
+
+constexpr double kRtol = 5e-4;
+constexpr double kAtol = 1e-9;
+
+using nlohmann::json;
+
+json ReadFixture(const std::string& name) {
+  const std::string path = std::string(GLIMPSE_SOURCE_DIR) + "/tests/fixtures/kvpress/" + name;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "missing " << path << " (tools/oracle/make_kvpress_fixtures.py)";
+  return in.good() ? json::parse(in) : json();
+}
+
+// Hex bitmask (byte i = positions 8i..8i+7, bit p % 8) → sorted positions.
+std::vector<int32_t> DecodeMask(const std::string& hex) {
+  std::vector<int32_t> positions;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    const int byte = std::stoi(hex.substr(i, 2), nullptr, 16);
+    for (int b = 0; b < 8; ++b) {
+      if (byte & (1 << b)) positions.push_back(static_cast<int32_t>(i / 2 * 8 + b));
+    }
+  }
+  return positions;
+}
+
+// Forwards to a real scorer and keeps each layer's scores [Hkv, T].
+class RecordingScorer : public Scorer {
+ public:
+  explicit RecordingScorer(std::unique_ptr<Scorer> inner) : inner_(std::move(inner)) {}
+  std::string_view name() const override { return inner_->name(); }
+  uint32_t needs() const override { return inner_->needs(); }
+  int64_t window() const override { return inner_->window(); }
+  absl::Status Score(const LayerView& view, float* scores) const override {
+    absl::Status status = inner_->Score(view, scores);
+    if (static_cast<int32_t>(recorded.size()) <= view.layer) recorded.resize(view.layer + 1);
+    recorded[view.layer].assign(scores, scores + view.n_kv_heads * view.n_tokens);
+    return status;
+  }
+  mutable std::vector<std::vector<float>> recorded;
+
+ private:
+  std::unique_ptr<Scorer> inner_;
+};
+
+struct Tally {
+  int64_t kept = 0, agreeing = 0, tie_heads = 0, heads = 0;
+  double worst_rel = 0.0;  // the largest |s − s_cut| / |s_cut| over mismatched entries
+  void Add(const Tally& t) {
+    kept += t.kept, agreeing += t.agreeing, tie_heads += t.tie_heads, heads += t.heads;
+    worst_rel = std::max(worst_rel, t.worst_rel);
+  }
+};
+
+// Compares one head's kept sets; `scores` [T] are ours, `forced` our always-kept entries.
+Tally CompareHead(const std::vector<int32_t>& ours, const std::vector<int32_t>& theirs,
+                  const float* scores, const std::vector<bool>& forced, std::string* error) {
+  Tally t{.kept = static_cast<int64_t>(std::max(ours.size(), theirs.size())), .heads = 1};
+  std::vector<int32_t> only;  // entries kept by exactly one side
+  std::set_symmetric_difference(ours.begin(), ours.end(), theirs.begin(), theirs.end(),
+                                std::back_inserter(only));
+  std::vector<int32_t> both;
+  std::set_intersection(ours.begin(), ours.end(), theirs.begin(), theirs.end(),
+                        std::back_inserter(both));
+  t.agreeing = static_cast<int64_t>(both.size());
+  if (ours.size() != theirs.size()) *error = "different kept counts";
+  if (only.empty()) return t;
+  double cut = INFINITY;
+  for (int32_t p : ours) {
+    if (!forced[p]) cut = std::min(cut, double{scores[p]});
+  }
+  t.tie_heads = 1;
+  for (int32_t p : only) {
+    const double rel = std::fabs(scores[p] - cut) / std::max(std::fabs(cut), 1e-30);
+    t.worst_rel = std::max(t.worst_rel, rel);
+    if (std::fabs(scores[p] - cut) > kRtol * std::fabs(cut) + kAtol) {
+      *error = "position " + std::to_string(p) + " score " + std::to_string(scores[p]) +
+               " is not a near-tie of the cut " + std::to_string(cut);
+    }
+  }
+  return t;
+}
+
+struct Case {
+  std::string method;  // fixture name prefix
+  double ratio;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.method << " cr " << c.ratio; }
+
+class KvpressTest : public testing::TestWithParam<Case> {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = model::DefaultModelPath();
+    ASSERT_TRUE(std::filesystem::exists(path))
+        << path << " is missing: run `make model` (make test does it first)";
+    auto loaded = model::Model::Load(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    model_ = loaded->release();
+    pool_ = new kernels::ThreadPool();
+    prompts_ = new json(ReadFixture("prompts.json"));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+    delete prompts_;
+  }
+
+  static std::vector<int32_t> Tokens(const std::string& name) {
+    for (const json& p : (*prompts_)["prompts"]) {
+      if (p["name"] == name) return p["tokens"].get<std::vector<int32_t>>();
+    }
+    ADD_FAILURE() << "prompt " << name << " not in prompts.json";
+    return {};
+  }
+
+  static model::Model* model_;
+  static kernels::ThreadPool* pool_;
+  static json* prompts_;
+};
+
+model::Model* KvpressTest::model_ = nullptr;
+kernels::ThreadPool* KvpressTest::pool_ = nullptr;
+json* KvpressTest::prompts_ = nullptr;
+
+// The scorer matching the press, with the window and kernel the fixture records.
+ScorerConfig ScorerFor(const std::string& method, const json& settings) {
+  if (method == "snapkv" || method == "pyramidkv") {
+    return {"snapkv", settings["window_size"].get<int64_t>(),
+            settings["kernel_size"].get<int64_t>(), "avg"};
+  }
+  return {method, 0, 0, ""};
+}
+
+SelectionOptions OptionsFor(const std::string& method, int64_t budget) {
+  const bool window = method == "snapkv" || method == "pyramidkv";
+  return {.budget_tokens = budget, .sinks = window ? 0 : 4, .window = 0};
+}
+
+std::vector<bool> Forced(const SelectionOptions& o, int64_t window, int64_t T) {
+  std::vector<bool> forced(T, false);
+  for (int64_t j = 0; j < T; ++j) forced[j] = j < o.sinks || j >= T - window;
+  return forced;
+}
+
+// Compares one layer of every head; for PyramidKV also selects with kvpress's layer budget.
+void CompareLayer(const std::string& method, const RecordingScorer& scorer,
+                  const EvictionResult& result, int32_t l, const json& layer,
+                  const std::vector<bool>& forced, Tally& total, Tally& schedule_total) {
+  const int64_t T = static_cast<int64_t>(forced.size());
+  std::vector<std::vector<int32_t>> ours = result.kept_positions[l];
+  if (method == "pyramidkv") {  // kvpress's layer budget on our scores
+    SelectionOptions options = OptionsFor(method, layer["n_kept"].get<int64_t>());
+    options.window = scorer.window();
+    auto kept = Select({scorer.recorded[l]}, T, static_cast<int32_t>(ours.size()), options);
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    for (size_t h = 0; h < ours.size(); ++h) {
+      ours[h].assign((*kept)[0][h].begin(), (*kept)[0][h].end());
+    }
+  }
+  for (size_t h = 0; h < ours.size(); ++h) {
+    const std::vector<int32_t> theirs = DecodeMask(layer["heads"][h]["kept"]);
+    const float* scores = scorer.recorded[l].data() + h * T;
+    std::string error;
+    total.Add(CompareHead(ours[h], theirs, scores, forced, &error));
+    EXPECT_TRUE(error.empty()) << "head " << h << ": " << error;
+    if (method == "pyramidkv") {
+      schedule_total.Add(CompareHead(result.kept_positions[l][h], theirs, scores, forced, &error));
+    }
+  }
+}
+
+TEST_P(KvpressTest, KeepsTheSamePositionsAsKvpress) {
+  const Case& c = GetParam();
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s_cr%.1f.json", c.method.c_str(), c.ratio);
+  const json fixture = ReadFixture(name);
+  ASSERT_FALSE(fixture.is_null());
+  ASSERT_EQ(fixture["model"], std::filesystem::path(model::DefaultModelPath()).filename().string());
+  Tally total, schedule_total;
+  for (const json& fc : fixture["cases"]) {
+    const std::vector<int32_t> tokens = Tokens(fc["prompt"]);
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    ASSERT_EQ(T, fc["n_tokens"].get<int64_t>());
+    const json& layers = fc["layers"];
+    auto inner = CreateScorer(ScorerFor(c.method, fixture["settings"]));
+    ASSERT_TRUE(inner.ok()) << inner.status();
+    RecordingScorer scorer(std::move(*inner));
+    // kvpress's n_kept = int(T·(1 − ratio)); PyramidKV's layer budgets average to it.
+    const int64_t n_kept = static_cast<int64_t>(static_cast<double>(T) * (1.0 - c.ratio));
+    SelectionOptions options = OptionsFor(c.method, n_kept);
+    if (c.method == "pyramidkv") options.schedule = Schedule::kPyramid;
+    model::Session session(*model_, *pool_);
+    auto result = PrefillAndEvict(session, tokens, scorer, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const std::vector<bool> forced = Forced(options, scorer.window(), T);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      SCOPED_TRACE(testing::Message() << fc["prompt"] << " layer " << l);
+      CompareLayer(c.method, scorer, *result, static_cast<int32_t>(l), layers[l], forced, total,
+                   schedule_total);
+    }
+  }
+  std::printf(
+      "[kvpress] %-18s cr %.1f: %.2f %% of kept positions agree (%lld / %lld), %lld of %lld "
+      "heads differ at near-ties, worst |s - cut| / cut %.2e\n",
+      c.method.c_str(), c.ratio, 100.0 * total.agreeing / std::max<int64_t>(total.kept, 1),
+      static_cast<long long>(total.agreeing), static_cast<long long>(total.kept),
+      static_cast<long long>(total.tie_heads), static_cast<long long>(total.heads),
+      total.worst_rel);
+  if (c.method == "pyramidkv") {
+    std::printf(
+        "[kvpress] %-18s cr %.1f: with selection.h's kPyramid budgets instead: %.2f %% "
+        "agree\n",
+        c.method.c_str(), c.ratio,
+        100.0 * schedule_total.agreeing / std::max<int64_t>(schedule_total.kept, 1));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presses, KvpressTest,
+                         testing::Values(Case{"snapkv", 0.5}, Case{"snapkv", 0.8},
+                                         Case{"streamingllm", 0.5}, Case{"streamingllm", 0.8},
+                                         Case{"pyramidkv", 0.5}, Case{"pyramidkv", 0.8},
+                                         Case{"expected_attention", 0.5},
+                                         Case{"expected_attention", 0.8}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return info.param.method + (info.param.ratio < 0.6 ? "_cr05" : "_cr08");
+                         });
+
+}  // namespace
+}  // namespace glimpse::eviction
