@@ -19,7 +19,7 @@ build: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# The whole suite: a short libFuzzer run on the GGUF parser, then unit, golden and CLI tests.
+# The whole suite: a short libFuzzer run on the GGUF and page parsers, then unit, golden and CLI tests.
 test: build model
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
@@ -33,20 +33,31 @@ run: build model
 bench: build model
 	@BUILD_DIR=$(BUILD_DIR) bash bench/run_model_bench.sh
 
-# libFuzzer over the GGUF parser for FUZZ_SECONDS, in its own clang + ASan build tree. New inputs
-# go to build-fuzz/corpus/gguf; tests/fixtures/fuzz seeds it. CUDA is left out of this build.
+# libFuzzer over the GGUF parser and the KV page decoder, FUZZ_SECONDS split between them, in its
+# own clang + ASan build tree. Seeds: tests/fixtures/fuzz/*.gguf.bin and *.page.bin; new inputs go
+# to build-fuzz/corpus/<name>, logs to build-fuzz/fuzz-<name>.log. CUDA is left out of this build.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 30
+FUZZ_GGUF_SECONDS = $(shell echo $$(( ($(FUZZ_SECONDS) + 1) / 2 )))
+FUZZ_PAGE_SECONDS = $(shell echo $$(( $(FUZZ_SECONDS) / 2 )))
+
+# $(call run_fuzzer,NAME,BINARY,SECONDS): seeds from tests/fixtures/fuzz/*.NAME.bin.
+define run_fuzzer
+	@mkdir -p $(FUZZ_DIR)/corpus/$(1) $(FUZZ_DIR)/seeds/$(1)
+	@cp tests/fixtures/fuzz/*.$(1).bin $(FUZZ_DIR)/seeds/$(1)/
+	@echo "fuzz: $(notdir $(2)) for $(3)s (log: $(FUZZ_DIR)/fuzz-$(1).log)"
+	@$(FUZZ_DIR)/$(2) -max_total_time=$(3) -rss_limit_mb=2048 \
+	  $(FUZZ_DIR)/corpus/$(1) $(FUZZ_DIR)/seeds/$(1) > $(FUZZ_DIR)/fuzz-$(1).log 2>&1 \
+	  || { tail -n 60 $(FUZZ_DIR)/fuzz-$(1).log; exit 1; }
+	@grep -E '^Done [0-9]+ runs' $(FUZZ_DIR)/fuzz-$(1).log | sed 's/^/fuzz: $(1): /'
+endef
+
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DGLIMPSE_FUZZ=ON -DGLIMPSE_NATIVE=ON -DCMAKE_CUDA_COMPILER= >/dev/null
-	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target glimpse_gguf_fuzzer
-	@mkdir -p $(FUZZ_DIR)/corpus/gguf
-	@echo "fuzz: glimpse_gguf_fuzzer for $(FUZZ_SECONDS)s (log: $(FUZZ_DIR)/fuzz.log)"
-	@$(FUZZ_DIR)/core/model/glimpse_gguf_fuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	  $(FUZZ_DIR)/corpus/gguf tests/fixtures/fuzz > $(FUZZ_DIR)/fuzz.log 2>&1 \
-	  || { tail -n 60 $(FUZZ_DIR)/fuzz.log; exit 1; }
-	@grep -E '^Done [0-9]+ runs' $(FUZZ_DIR)/fuzz.log | sed 's/^/fuzz: /'
+	@cmake --build $(FUZZ_DIR) -j$(JOBS) --target glimpse_gguf_fuzzer glimpse_page_fuzzer
+	$(call run_fuzzer,gguf,core/model/glimpse_gguf_fuzzer,$(FUZZ_GGUF_SECONDS))
+	$(call run_fuzzer,page,core/kvpage/glimpse_page_fuzzer,$(FUZZ_PAGE_SECONDS))
 
 clean:
 	rm -rf $(BUILD_DIR)
