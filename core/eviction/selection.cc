@@ -154,33 +154,34 @@ void LevelToSum(std::vector<int64_t>& b, int64_t target, int64_t lo, int64_t hi)
   }
 }
 
-// PyramidKV with KVCache-Factory's integer arithmetic (W = window, all terms >= 0 since
-// window <= forced <= C < T here):
-//   min = ⌊(C − W)/β⌋,  max = 2(C − W) − min;  if max >= T − W: max = T − W, min = 2(C − W) − max;
-//   steps = ⌊(max − min)/(L − 1)⌋ (0 when L = 1);  raw_l = max − l·steps + W.
-// Flooring `steps` makes Σ raw_l >= C·L. The difference D = C·L − Σ raw_l is spread evenly:
-// every layer gets trunc(D/L) and the |D| mod L remaining tokens come off the last layers (D < 0)
-// or go to the first layers (D > 0). Then LevelToSum clamps to [forced, T] and restores the sum.
-std::vector<int64_t> PyramidBudgets(const Problem& p, int64_t c, double beta) {
-  const int64_t layers = p.n_layers, w = p.window, base = c - w;
-  int64_t min_num = static_cast<int64_t>(std::floor(static_cast<double>(base) / beta));
-  int64_t max_num = 2 * base - min_num;
-  if (max_num >= p.n_tokens - w) {
-    max_num = p.n_tokens - w;
-    min_num = 2 * base - max_num;
+// PyramidKV exactly as NVIDIA kvpress 0.5.5 (presses/pyramidkv_press.py, get_layer_budget), with
+// the same double operations in the same order so that every round() lands where Python's does.
+// x is the real budget (T·budget_ratio unrounded, or budget_tokens), `uniform` kvpress's fallback
+// (round(T·budget_ratio) or budget_tokens), W the window:
+//   cap = W + x;  min = (cap − W)/β;  max = 2(cap − W) − min;
+//   if max >= T − W: max = T − W, min = 2(cap − W) − max;
+//   if not (T >= max >= min >= W): every layer keeps `uniform`;
+//   else B_l = round(max − l·(max − min)/(L − 1)), round = halves to even (std::nearbyint).
+// The condition bounds B_l to [W, T]; only the forced floor F (> W when sinks > 0) is added.
+// L = 1 keeps `uniform` (kvpress would divide by zero).
+std::vector<int64_t> PyramidBudgets(const Problem& p, double x, int64_t uniform, double beta) {
+  const int64_t layers = p.n_layers;
+  const auto w = static_cast<double>(p.window), t = static_cast<double>(p.n_tokens);
+  const double cap = w + x;
+  double min_num = (cap - w) / beta;
+  double max_num = (cap - w) * 2 - min_num;
+  if (max_num >= t - w) {
+    max_num = t - w;
+    min_num = (cap - w) * 2 - max_num;
   }
-  const int64_t steps = layers > 1 ? (max_num - min_num) / (layers - 1) : 0;
-  std::vector<int64_t> b(layers);
-  for (int64_t l = 0; l < layers; ++l) b[l] = max_num - l * steps + w;
-  const int64_t target = c * layers;
-  const int64_t diff = target - std::accumulate(b.begin(), b.end(), int64_t{0});
-  const int64_t each = diff / layers, extra = std::abs(diff % layers);
+  std::vector<int64_t> b(layers, std::max(uniform, p.forced));
+  if (layers == 1 || !(t >= max_num && max_num >= min_num && min_num >= w)) return b;
+  const double steps = (max_num - min_num) / static_cast<double>(layers - 1);
   for (int64_t l = 0; l < layers; ++l) {
-    b[l] += each;
-    if (diff > 0 && l < extra) ++b[l];
-    if (diff < 0 && l >= layers - extra) --b[l];
+    const auto rounded =
+        static_cast<int64_t>(std::nearbyint(max_num - static_cast<double>(l) * steps));
+    b[l] = std::max(rounded, p.forced);
   }
-  LevelToSum(b, target, p.forced, p.n_tokens);
   return b;
 }
 
@@ -329,7 +330,12 @@ absl::StatusOr<KeptEntries> Select(const std::vector<std::vector<float>>& scores
   }
   std::vector<int64_t> budgets(n_layers, std::min(c, n_tokens));
   if (c < n_tokens && options.schedule == Schedule::kPyramid) {
-    budgets = PyramidBudgets(p, c, options.pyramid_beta);
+    // kvpress spreads the unrounded T·(1 − ratio) and falls back to its round() (halves to even).
+    const bool ratio = options.budget_ratio != 0.0;
+    const double x =
+        ratio ? options.budget_ratio * static_cast<double>(n_tokens) : static_cast<double>(c);
+    const int64_t uniform = ratio ? static_cast<int64_t>(std::nearbyint(x)) : c;
+    budgets = PyramidBudgets(p, x, uniform, options.pyramid_beta);
   } else if (c < n_tokens && options.schedule == Schedule::kCake) {
     budgets = CakeBudgets(p, c, layer_preference);
   }

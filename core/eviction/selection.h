@@ -6,7 +6,7 @@
 // every kept entry, sinks and window included: Σ over (layer, head) of kept entries ==
 // Hkv · Σ_l B_l for the schedule's layer budgets B_l below, and never more than T per head. For
 // kUniform and kCake Σ_l B_l == C·L exactly; for kPyramid it is whatever kvpress's per-layer
-// rounding gives (within about L/2 of C·L, see below).
+// rounding gives (within L/2 of T·budget_ratio·L or budget_tokens·L, see below).
 //
 // Budget and forced entries (all integer rules):
 //   C = budget_tokens, or max(1, llround(budget_ratio · T)) (nearest, halves away from zero, in
@@ -25,9 +25,9 @@
 //   kGlobal    one top-k across all layers and heads with the same per-head safeguard.
 //   Safeguard: n_safe = ⌊α · B_l⌋ (kvpress's int() truncation) of a head's own top entries, forced
 //   ones first, so each head keeps at least max(F, n_safe). In kGlobal the schedule only sets these
-//   per-layer safeguards; the single top-k takes C·L·Hkv − Σ guaranteed over all rows, so layers'
-//   totals follow the scores. (kvpress derives n_kept = int(T·(1 − ratio)) by truncation; here the
-//   budget is C as above.)
+//   per-layer safeguards; the single top-k takes Hkv·Σ_l B_l − Σ guaranteed over all rows, so
+//   layers' totals follow the scores. (kvpress derives n_kept = int(T·(1 − ratio)) by truncation;
+//   here the budget is C as above.)
 // Schedule (per-layer budgets B_l before granularity applies; each B_l in [F, T]):
 //   kUniform   every layer the same C.
 //   kPyramid   PyramidKV exactly as NVIDIA kvpress 0.5.5 computes it (kvpress/presses/
@@ -42,9 +42,10 @@
 //              round() is Python's: halves to even. The condition already puts B_l in [W, T];
 //              the one extra rule is B_l = max(B_l, F), which matters only when sinks > 0 (or U
 //              rounds a half down below C = F). L = 1 (kvpress divides by zero) keeps U. Budgets
-//              never increase with the layer. Σ_l B_l is not forced to C·L: the linear part sums
-//              to x·L when max was capped at T − W (and to 2x·L·... in general its mean is
-//              (max + min)/2 = x), and each round() moves it by at most 1/2. Requires β >= 1.
+//              never increase with the layer. Σ_l B_l is not corrected to C·L, as in kvpress: in
+//              both branches max + min = 2x, so the unrounded line sums to x·L exactly and each
+//              round() moves it by at most 1/2, i.e. |Σ_l B_l − x·L| <= L/2 (before the F rule).
+//              Requires β >= 1.
 //   kCake      CAKE: B_l ∝ layer_preference[l] (the scorer supplies P_l = H_l^{1/τ1}·V_l^{1/τ2}).
 //              Real shares C·L·P_l/ΣP; shares outside [F, T] are fixed at the bound and the rest
 //              re-shared in proportion (water-filling); then ⌊share⌋ plus one token each to the

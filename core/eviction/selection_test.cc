@@ -56,8 +56,9 @@ KeptEntries MustSelect(const Scores& scores, int64_t t, int32_t heads, const Sel
 }
 
 // ---- Hand-computed cases: every granularity × schedule on SmallScores (C = 5). ----
-// Pyramid (W = 2, β = 20): min = ⌊3/20⌋ = 0, max = 6, steps = 3, raw = [8, 5, 2] (sum 15 = C·L);
-// clamp layer 2 up to F = 3 → sum 16; LevelToSum takes one from the largest → [7, 5, 3].
+// Pyramid as kvpress (W = 2, x = 5, β = 20): cap = 7, min = 5/20 = 0.25, max = 10 − 0.25 = 9.75
+// >= T − W = 8, so max = 8, min = 10 − 8 = 2; 10 >= 8 >= 2 >= 2 holds; steps = 6/2 = 3 →
+// [8, 5, 2]; layer 2 raised to F = 3 (sinks = 1) → [8, 5, 3], Σ = 16 (kvpress does not re-level).
 // CAKE with P = [1, 1, 2]: shares 3.75, 3.75, 7.5 → floors [3, 3, 7], 2 left to the largest
 // fractions (layers 0, 1) → [4, 4, 7].
 const std::vector<double> kCakePref = {1, 1, 2};
@@ -73,7 +74,7 @@ TEST(SelectHandTest, PerHeadUniform) {
 TEST(SelectHandTest, PerHeadPyramid) {
   const auto k = MustSelect(SmallScores(), kT, kHeads,
                             SmallOptions(Granularity::kPerHead, Schedule::kPyramid));
-  EXPECT_EQ(k, (KeptEntries{{Row{0, 2, 4, 6, 7, 8, 9}, Row{0, 1, 2, 3, 6, 8, 9}},
+  EXPECT_EQ(k, (KeptEntries{{Row{0, 2, 4, 5, 6, 7, 8, 9}, Row{0, 1, 2, 3, 6, 7, 8, 9}},
                             {Row{0, 5, 6, 8, 9}, Row{0, 1, 2, 8, 9}},
                             {Row{0, 8, 9}, Row{0, 8, 9}}}));
 }
@@ -96,10 +97,12 @@ TEST(SelectHandTest, PerLayerUniform) {
                             {Row{0, 7, 8, 9}, Row{0, 1, 2, 3, 8, 9}}}));
 }
 
+// Pyramid [8, 5, 3]: layer 0 picks 2·(8 − 3) = 10 of its 14 free entries: 9 (h1 i3), 8 (h0 i2,
+// h1 i6), 7, 6 (h0 i4, i6), 5 (h1 i1, i2), 4, 3 (h0 i7, i5) and, of the two 2s, h0 i3 (lower row).
 TEST(SelectHandTest, PerLayerPyramid) {
   const auto k = MustSelect(SmallScores(), kT, kHeads,
                             SmallOptions(Granularity::kPerLayer, Schedule::kPyramid));
-  EXPECT_EQ(k, (KeptEntries{{Row{0, 2, 4, 6, 7, 8, 9}, Row{0, 1, 2, 3, 6, 8, 9}},
+  EXPECT_EQ(k, (KeptEntries{{Row{0, 2, 3, 4, 5, 6, 7, 8, 9}, Row{0, 1, 2, 3, 6, 8, 9}},
                             {Row{0, 6, 8, 9}, Row{0, 1, 2, 4, 8, 9}},
                             {Row{0, 8, 9}, Row{0, 8, 9}}}));
 }
@@ -124,12 +127,16 @@ TEST(SelectHandTest, GlobalUniform) {
       kGlobalSmall);
 }
 
-// In global mode the schedule only sets each layer's safeguard ⌊α·B_l⌋; the total is C·L·Hkv
-// whatever the schedule. With α = 0.2 no safeguard exceeds F, so the result is the uniform one;
-// with α = 1 every head is guaranteed its whole layer budget, i.e. the per-head result.
+// In global mode the schedule only sets each layer's safeguard ⌊α·B_l⌋ and the total Hkv·Σ_l B_l.
+// Pyramid [8, 5, 3] sums to 16, not 15: with α = 0.2 no safeguard exceeds F, so the top-14 is the
+// uniform top-12, the sixth 7 (L2 h1 i4) and the first 6 (L0 h0 i6). With α = 1 every head is
+// guaranteed its whole layer budget, i.e. the per-head result.
 TEST(SelectHandTest, GlobalPyramid) {
   auto o = SmallOptions(Granularity::kGlobal, Schedule::kPyramid);
-  EXPECT_EQ(MustSelect(SmallScores(), kT, kHeads, o), kGlobalSmall);
+  EXPECT_EQ(MustSelect(SmallScores(), kT, kHeads, o),
+            (KeptEntries{{Row{0, 2, 4, 6, 8, 9}, Row{0, 3, 6, 8, 9}},
+                         {Row{0, 6, 8, 9}, Row{0, 1, 2, 4, 8, 9}},
+                         {Row{0, 7, 8, 9}, Row{0, 1, 2, 3, 4, 8, 9}}}));
   o.safeguard = 1.0;
   EXPECT_EQ(MustSelect(SmallScores(), kT, kHeads, o),
             MustSelect(SmallScores(), kT, kHeads,
@@ -189,23 +196,61 @@ Scores RandomScores(std::mt19937& rng, int64_t layers, int64_t heads, int64_t t,
   return s;
 }
 
-// KVCache-Factory's numbers. T = 1000, W = 32, C = 100, L = 4: min = ⌊68/20⌋ = 3, max = 133,
-// steps = ⌊130/3⌋ = 43, raw = [165, 122, 79, 36] (sum 402); the 2 surplus come off the last two
-// layers → [165, 122, 78, 35]. T = 100, W = 10, C = 60, L = 3: max = 98 >= T − W so max = 90,
-// min = 10, steps = 40 → [100, 60, 20], already exact.
-TEST(SelectHandTest, PyramidFollowsKvCacheFactory) {
+// kvpress pyramidkv_press.py's numbers (sinks = 0; worked in Python with get_layer_budget).
+//  T = 1000, W = 4, x = 100, β = 8, L = 4: min = 12.5, max = 187.5 < T − W, 1000 >= 187.5 >= 12.5
+//    >= 4; steps = 175/3 = 58.33 → round(187.5, 129.17, 70.83, 12.5) = [188, 129, 71, 12]
+//    (halves to even: 187.5 → 188, 12.5 → 12).
+//  T = 100, W = 10, x = 60, β = 20, L = 3: max = 117 >= T − W = 90 → max = 90, min = 120 − 90 =
+//    30; steps = 30 → [90, 60, 30].
+//  T = 1000, W = 32, x = 100, β = 20, L = 4: min = 5 < W → SnapKV fallback, [100, 100, 100, 100].
+//  T = 10, W = 1, ratio 0.25 (x = 2.5), L = 2: min = 0.125 < W → fallback round(2.5) = 2 per layer,
+//    where the uniform schedule's C = llround(2.5) = 3.
+TEST(SelectHandTest, PyramidFollowsKvpress) {
   std::mt19937 rng(7);
   SelectionOptions o;
   o.sinks = 0;
-  o.window = 32;
+  o.window = 4;
   o.budget_tokens = 100;
+  o.pyramid_beta = 8;
   o.schedule = Schedule::kPyramid;
   EXPECT_THAT(LayerCounts(MustSelect(RandomScores(rng, 4, 1, 1000, 50), 1000, 1, o)),
-              ElementsAre(165, 122, 78, 35));
+              ElementsAre(188, 129, 71, 12));
   o.window = 10;
   o.budget_tokens = 60;
+  o.pyramid_beta = 20;
   EXPECT_THAT(LayerCounts(MustSelect(RandomScores(rng, 3, 2, 100, 50), 100, 2, o)),
-              ElementsAre(100, 60, 20));
+              ElementsAre(90, 60, 30));
+  o.window = 32;
+  o.budget_tokens = 100;
+  EXPECT_THAT(LayerCounts(MustSelect(RandomScores(rng, 4, 1, 1000, 50), 1000, 1, o)),
+              ElementsAre(100, 100, 100, 100));
+  o.window = 1;
+  o.budget_tokens = 0;
+  o.budget_ratio = 0.25;
+  EXPECT_THAT(LayerCounts(MustSelect(RandomScores(rng, 2, 1, 10, 50), 10, 1, o)),
+              ElementsAre(2, 2));
+  o.schedule = Schedule::kUniform;
+  EXPECT_THAT(LayerCounts(MustSelect(RandomScores(rng, 2, 1, 10, 50), 10, 1, o)),
+              ElementsAre(3, 3));
+}
+
+// The budgets kvpress 0.5.5 recorded in tests/fixtures/kvpress/pyramidkv_cr0.5.json (T = 294,
+// W = 32, β = 20, L = 30, compression 0.5 → ratio 0.5): x = 147, max = 286.65 >= 262 → max = 262,
+// min = 32; steps = 230/29. With compression 0.8 (x = 58.8) min = 2.94 < W: round(58.8) = 59 each,
+// Σ = 1770 where x·L = 1764.
+TEST(SelectHandTest, PyramidMatchesKvpressFixtureBudgets) {
+  std::mt19937 rng(5);
+  const Scores s = RandomScores(rng, 30, 1, 294, 50);
+  SelectionOptions o;
+  o.sinks = 0;
+  o.window = 32;
+  o.budget_ratio = 1.0 - 0.5;
+  o.schedule = Schedule::kPyramid;
+  EXPECT_THAT(LayerCounts(MustSelect(s, 294, 1, o)),
+              ElementsAre(262, 254, 246, 238, 230, 222, 214, 206, 199, 191, 183, 175, 167, 159, 151,
+                          143, 135, 127, 119, 111, 103, 95, 88, 80, 72, 64, 56, 48, 40, 32));
+  o.budget_ratio = 1.0 - 0.8;
+  EXPECT_EQ(LayerCounts(MustSelect(s, 294, 1, o)), std::vector<int64_t>(30, 59));
 }
 
 // ---- Budgets, forced entries, overlap. ----
@@ -408,7 +453,8 @@ void CheckProperties(const Case& k, const KeptEntries& kept, const std::vector<i
       if (in.count(i) && !IsForced(k, i) && !guard.count(i)) chosen.push_back({row, i});
     }
   }
-  ASSERT_EQ(total, k.c * k.layers * k.heads) << "exact budget";
+  const int64_t budget_sum = std::accumulate(budgets.begin(), budgets.end(), int64_t{0});
+  ASSERT_EQ(total, budget_sum * k.heads) << "Hkv · Σ_l B_l";
   // Kept set = top scores: every chosen entry beats every dropped entry of its group.
   auto group = [&](int64_t row) {
     if (k.o.granularity == Granularity::kPerHead) return row;
@@ -422,10 +468,17 @@ void CheckProperties(const Case& k, const KeptEntries& kept, const std::vector<i
     }
   }
   if (k.c >= k.t || k.o.granularity != Granularity::kPerHead) return;
-  ASSERT_EQ(std::accumulate(budgets.begin(), budgets.end(), int64_t{0}), k.c * k.layers);
   for (int64_t b : budgets) ASSERT_TRUE(b >= k.forced && b <= k.t);
-  if (k.o.schedule == Schedule::kPyramid) {
+  if (k.o.schedule != Schedule::kPyramid) {
+    ASSERT_EQ(budget_sum, k.c * k.layers) << "exact budget";
+  } else {
     ASSERT_TRUE(std::is_sorted(budgets.rbegin(), budgets.rend())) << "pyramid must not increase";
+    // kvpress's line through (max, min) averages x; each round() moves a layer by <= 1/2. Only
+    // the forced floor (sinks > 0) may add more.
+    const double x = k.o.budget_tokens != 0 ? static_cast<double>(k.c) : k.o.budget_ratio * k.t;
+    if (k.sinks == 0) {
+      ASSERT_LE(std::fabs(budget_sum - x * k.layers), 0.5 * k.layers + 1e-9);
+    }
   }
   if (k.o.schedule == Schedule::kCake) {  // a larger preference never gets a smaller budget
     for (int64_t a = 0; a < k.layers; ++a) {
@@ -467,14 +520,17 @@ INSTANTIATE_TEST_SUITE_P(
                                          Granularity::kGlobal),
                        ::testing::Values(Schedule::kUniform, Schedule::kPyramid, Schedule::kCake)));
 
-// Pyramid budgets strictly decrease across a realistic shape and sum exactly.
-TEST(SelectTest, PyramidDecreasesAndSumsExactly) {
+// Pyramid budgets strictly decrease across a realistic shape (T = 2048, ratio 0.5, W = 32, β = 20,
+// L = 16: min = 51.2 >= W, max = 1996.8 → [1997, 1867, …, 181, 51], Σ = 16384 = x·L here).
+TEST(SelectTest, PyramidDecreasesAcrossLayers) {
   std::mt19937 rng(11);
   SelectionOptions o;
-  o.budget_ratio = 0.2;
+  o.budget_ratio = 0.5;
   o.schedule = Schedule::kPyramid;
   const auto counts = LayerCounts(MustSelect(RandomScores(rng, 16, 1, 2048, 100), 2048, 1, o));
-  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), 410 * 16);
+  EXPECT_EQ(counts.front(), 1997);
+  EXPECT_EQ(counts.back(), 51);
+  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), 1024 * 16);
   for (size_t l = 1; l < counts.size(); ++l) EXPECT_LT(counts[l], counts[l - 1]) << l;
 }
 
