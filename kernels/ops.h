@@ -11,8 +11,8 @@ namespace glimpse::kernels {
 void RmsNorm(float* out, const float* x, const float* w, float eps, int64_t rows, int64_t dim);
 
 // How RoPE pairs the channels of a head. kInterleaved rotates (x[2i], x[2i+1]) (GGML's "norm"
-// mode, used for llama-arch GGUF files whose q/k weights were permuted on conversion); kHalf rotates
-// (x[i], x[i + d/2]) (GGML "neox" mode, Hugging Face checkpoints, Qwen2/3).
+// mode, used for llama-arch GGUF files whose q/k weights were permuted on conversion); kHalf
+// rotates (x[i], x[i + d/2]) (GGML "neox" mode, Hugging Face checkpoints, Qwen2/3).
 enum class RopeStyle { kInterleaved, kHalf };
 
 // Rotates x in place: x: [n_tokens, n_heads, head_dim], pos: [n_tokens] (token positions),

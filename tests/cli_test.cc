@@ -95,8 +95,9 @@ TEST(CliTest, TokenIdOutOfRangeIsNamed) {
 }
 
 TEST(CliTest, PromptLongerThanContextIsRejected) {
-  const CliRun run = Glimpse("generate " + ModelFlag() +
-                          " --context 8 --prompt 'one two three four five six seven eight nine'");
+  const CliRun run =
+      Glimpse("generate " + ModelFlag() +
+              " --context 8 --prompt 'one two three four five six seven eight nine'");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.output.find("exceeds the context length 8"), std::string::npos) << run.output;
   EXPECT_EQ(Glimpse("generate " + ModelFlag() + " --context 100000 --prompt hi").exit_code, 1);
@@ -104,7 +105,7 @@ TEST(CliTest, PromptLongerThanContextIsRejected) {
 
 TEST(CliTest, JsonOutputCarriesPromptAndGeneratedTokens) {
   const CliRun run = Glimpse("generate " + ModelFlag() +
-                          " --prompt 'The capital of France is' --max-tokens 4 --json");
+                             " --prompt 'The capital of France is' --max-tokens 4 --json");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string line = run.output.substr(run.output.find('{'));
   const auto doc = nlohmann::json::parse(line);

@@ -34,6 +34,7 @@
 
 #include "core/eviction/pipeline.h"
 #include "core/model/model_store.h"
+#include "core/model/test_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -131,20 +132,12 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.method << " cr " << c.r
 class KvpressTest : public testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = model::DefaultModelPath();
-    ASSERT_TRUE(std::filesystem::exists(path))
-        << path << " is missing: run `make model` (make test does it first)";
-    auto loaded = model::Model::Load(path);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    model_ = loaded->release();
-    pool_ = new kernels::ThreadPool();
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    pool_ = &model::testing::SharedPool();
     prompts_ = new json(ReadFixture("prompts.json"));
   }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
-    delete prompts_;
-  }
+  static void TearDownTestSuite() { delete prompts_; }
 
   static std::vector<int32_t> Tokens(const std::string& name) {
     for (const json& p : (*prompts_)["prompts"]) {
@@ -154,12 +147,12 @@ class KvpressTest : public testing::TestWithParam<Case> {
     return {};
   }
 
-  static model::Model* model_;
+  static const model::Model* model_;
   static kernels::ThreadPool* pool_;
   static json* prompts_;
 };
 
-model::Model* KvpressTest::model_ = nullptr;
+const model::Model* KvpressTest::model_ = nullptr;
 kernels::ThreadPool* KvpressTest::pool_ = nullptr;
 json* KvpressTest::prompts_ = nullptr;
 

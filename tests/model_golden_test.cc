@@ -3,10 +3,9 @@
 // made by tools/oracle/make_golden.py; make test fetches the model before the suite runs.
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include "core/model/generator.h"
-#include "core/model/model_store.h"
+#include "core/model/test_model.h"
 #include "gtest/gtest.h"
 #include "tests/golden_fixtures.h"
 
@@ -19,23 +18,16 @@ using model::Session;
 class GoldenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = model::DefaultModelPath();
-    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run `make model`";
-    auto loaded = Model::Load(path);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    model_ = loaded->release();
-    pool_ = new kernels::ThreadPool();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    pool_ = &model::testing::SharedPool();
   }
 
-  static Model* model_;
+  static const Model* model_;
   static kernels::ThreadPool* pool_;
 };
 
-Model* GoldenTest::model_ = nullptr;
+const Model* GoldenTest::model_ = nullptr;
 kernels::ThreadPool* GoldenTest::pool_ = nullptr;
 
 const std::vector<float>* FindEngine(const testing::LogitsCase& c, const std::string& engine) {

@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <random>
 
-#include "core/model/model_store.h"
+#include "core/model/test_model.h"
 #include "gtest/gtest.h"
 #include "kernels/attention_stats.h"
 #include "kernels/ops.h"
@@ -80,17 +79,9 @@ class LayerRecorder : public model::LayerObserver {
 class PipelineTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = model::DefaultModelPath();
-    ASSERT_TRUE(std::filesystem::exists(path))
-        << path << " is missing: run `make model` (make test does it first)";
-    auto loaded = model::Model::Load(path);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    model_ = loaded->release();
-    pool_ = new kernels::ThreadPool();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    pool_ = &model::testing::SharedPool();
   }
 
   std::vector<int32_t> Prompt() const {
@@ -102,11 +93,11 @@ class PipelineTest : public testing::Test {
         "kept the logbook, and for how long?");
   }
 
-  static model::Model* model_;
+  static const model::Model* model_;
   static kernels::ThreadPool* pool_;
 };
 
-model::Model* PipelineTest::model_ = nullptr;
+const model::Model* PipelineTest::model_ = nullptr;
 kernels::ThreadPool* PipelineTest::pool_ = nullptr;
 
 int32_t Argmax(const std::vector<float>& v) {

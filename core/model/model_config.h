@@ -11,11 +11,11 @@ namespace glimpse::model {
 struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", "qwen3"
   int32_t n_layers = 0;
-  int32_t hidden = 0;        // model width D
-  int32_t n_heads = 0;       // query heads H
-  int32_t n_kv_heads = 0;    // key/value heads Hkv (GQA groups of H / Hkv)
-  int32_t head_dim = 0;      // usually D / H
-  int32_t ffn_hidden = 0;    // SwiGLU inner width
+  int32_t hidden = 0;      // model width D
+  int32_t n_heads = 0;     // query heads H
+  int32_t n_kv_heads = 0;  // key/value heads Hkv (GQA groups of H / Hkv)
+  int32_t head_dim = 0;    // usually D / H
+  int32_t ffn_hidden = 0;  // SwiGLU inner width
   int32_t vocab_size = 0;
   int32_t context_length = 0;
   float rms_eps = 1e-5f;

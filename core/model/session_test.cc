@@ -3,29 +3,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <numeric>
 
-#include "core/model/model_store.h"
+#include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::model {
 namespace {
 
-class SessionTest : public testing::Test {
+class SessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = DefaultModelPath();
-    ASSERT_TRUE(std::filesystem::exists(path))
-        << path << " is missing: run `make model` (make test does it first)";
-    auto model = Model::Load(path);
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = model->release();
-    pool_ = new kernels::ThreadPool();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    pool_ = &model::testing::SharedPool();
   }
 
   std::vector<int32_t> Prompt() const {
@@ -34,11 +25,11 @@ class SessionTest : public testing::Test {
         "and two astronauts walked on its surface.");
   }
 
-  static Model* model_;
+  static const Model* model_;
   static kernels::ThreadPool* pool_;
 };
 
-Model* SessionTest::model_ = nullptr;
+const Model* SessionTest::model_ = nullptr;
 kernels::ThreadPool* SessionTest::pool_ = nullptr;
 
 float MaxAbsDiff(std::span<const float> a, std::span<const float> b) {

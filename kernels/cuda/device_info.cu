@@ -1,6 +1,6 @@
-#include "kernels/cuda/device_info.h"
-
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/device_info.h"
 
 namespace glimpse::kernels::cuda {
 
