@@ -17,6 +17,10 @@
 //     view is gathered from the cache just before it is scored.
 //   - A session that is not empty is FailedPrecondition and is left untouched; every later error
 //     resets the session.
+//   - Lookahead attention (kLookaheadAttention, LookaheadKV) is not captured during the prefill:
+//     after it, RunLookaheadPass (lookahead_pass.h) runs the scorer's module over the prompt's
+//     full cache, leaving the cache as it was; its time counts as scoring (the eviction overhead,
+//     as the paper counts it). The module is checked against the model before the prefill.
 #include "core/eviction/pipeline.h"
 
 #include <chrono>
@@ -25,6 +29,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/eviction/lookahead_module.h"
+#include "core/eviction/lookahead_pass.h"
 #include "kernels/attention_stats.h"
 
 namespace glimpse::eviction {
@@ -129,10 +135,11 @@ void GatherCache(const model::KvCache& cache, int32_t layer, bool keys, std::vec
 }
 
 // Scores every layer from the captured inputs. scores[layer] is [Hkv, T].
-absl::StatusOr<std::vector<std::vector<float>>> ScoreLayers(const model::Session& session,
-                                                            const CaptureObserver& capture,
-                                                            const Scorer& scorer, int64_t n_tokens,
-                                                            std::span<const int32_t> positions) {
+// `lookahead` is [layer][Hkv, T] when the scorer needs kLookaheadAttention, else empty.
+absl::StatusOr<std::vector<std::vector<float>>> ScoreLayers(
+    const model::Session& session, const CaptureObserver& capture, const Scorer& scorer,
+    int64_t n_tokens, std::span<const int32_t> positions,
+    const std::vector<std::vector<float>>& lookahead, std::vector<double>* preferences) {
   const model::ModelConfig& c = session.model().config();
   const uint32_t needs = scorer.needs();
   std::vector<std::vector<float>> scores(c.n_layers);
@@ -163,8 +170,13 @@ absl::StatusOr<std::vector<std::vector<float>>> ScoreLayers(const model::Session
     if (needs & kPreRopeQueries) view.pre_rope_queries = l.pre_rope_q.data();
     if (needs & kAccumulatedAttention) view.accumulated_attention = l.attention.data();
     if (needs & kLayerWeights) view.weights = &session.model().weights().layers[layer];
+    if (needs & kLookaheadAttention) view.lookahead_attention = lookahead[layer].data();
     scores[layer].assign(int64_t{c.n_kv_heads} * n_tokens, 0.0f);
-    absl::Status status = scorer.Score(view, scores[layer].data());
+    // CAKE: the layer preference P_l goes to Select (Schedule::kCake) when `preferences` is set.
+    absl::Status status =
+        preferences != nullptr
+            ? scorer.ScoreWithPreference(view, scores[layer].data(), &(*preferences)[layer])
+            : scorer.Score(view, scores[layer].data());
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat("scorer '", std::string(scorer.name()), "' at layer ", layer,
@@ -188,6 +200,20 @@ absl::StatusOr<std::vector<std::vector<std::vector<int32_t>>>> ApplyKept(model::
   return positions;
 }
 
+// The scorer's lookahead module, checked against the session's model; null when not needed.
+absl::StatusOr<const LookaheadModule*> CheckLookahead(const model::Session& session,
+                                                      const Scorer& scorer) {
+  if ((scorer.needs() & kLookaheadAttention) == 0) return nullptr;
+  const LookaheadModule* module = scorer.lookahead_module();
+  if (module == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scorer '", std::string(scorer.name()), "' needs lookahead attention but has no module"));
+  }
+  RETURN_IF_ERROR(
+      module->AdapterFor(session.model().config(), session.model().fingerprint()).status());
+  return module;
+}
+
 absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int32_t> prompt,
                                    const Scorer& scorer, SelectionOptions options) {
   const int64_t n_tokens = static_cast<int64_t>(prompt.size());
@@ -200,6 +226,7 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
     }
     options.window = window;
   }
+  ASSIGN_OR_RETURN(const LookaheadModule* lookahead_module, CheckLookahead(session, scorer));
   EvictionResult result;
   const auto prefill_start = std::chrono::steady_clock::now();
   CaptureObserver capture(session, scorer.needs(), n_tokens, window);
@@ -209,10 +236,20 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
   const auto scoring_start = std::chrono::steady_clock::now();
   std::vector<int32_t> positions(n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) positions[t] = static_cast<int32_t>(t);
+  std::vector<std::vector<float>> lookahead;  // [layer][Hkv, T]
+  if (lookahead_module != nullptr) {
+    ASSIGN_OR_RETURN(lookahead, RunLookaheadPass(session, *lookahead_module));
+  }
+  // Schedule::kCake takes the scorer's per-layer preferences (CAKE); other scorers have none, and
+  // Select then reports the missing layer_preference.
+  std::vector<double> preferences;
+  const bool cake = options.schedule == Schedule::kCake && scorer.has_layer_preference();
+  if (cake) preferences.assign(session.model().config().n_layers, 0.0);
   ASSIGN_OR_RETURN(std::vector<std::vector<float>> scores,
-                   ScoreLayers(session, capture, scorer, n_tokens, positions));
-  ASSIGN_OR_RETURN(result.kept,
-                   Select(scores, n_tokens, session.model().config().n_kv_heads, options));
+                   ScoreLayers(session, capture, scorer, n_tokens, positions, lookahead,
+                               cake ? &preferences : nullptr));
+  ASSIGN_OR_RETURN(result.kept, Select(scores, n_tokens, session.model().config().n_kv_heads,
+                                       options, preferences));
   ASSIGN_OR_RETURN(result.kept_positions, ApplyKept(session.cache(), result.kept));
   result.scoring_seconds = SecondsSince(scoring_start);
   return result;

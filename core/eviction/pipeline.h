@@ -27,7 +27,10 @@ struct EvictionResult {
 // kept entries and continues at position prompt.size(). A scorer with a window (scorer.window() >
 // 0, e.g. SnapKV's W) sets the selection's always-kept recent window, overriding
 // options.window, as SnapKV and kvpress do; a prompt shorter than it is InvalidArgument before any
-// prefill. Any later error (session, scorer, selection) resets the session to empty.
+// prefill. A scorer needing kLookaheadAttention (LookaheadKV) gets its module checked against the
+// model before the prefill (FailedPrecondition for another model's module) and its second pass run
+// after it (lookahead_pass.h). Any later error (session, scorer, selection) resets the session to
+// empty.
 absl::StatusOr<EvictionResult> PrefillAndEvict(model::Session& session,
                                                std::span<const int32_t> prompt,
                                                const Scorer& scorer,

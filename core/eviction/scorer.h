@@ -18,6 +18,8 @@
 
 namespace glimpse::eviction {
 
+class LookaheadModule;  // core/eviction/lookahead_module.h
+
 // What a scorer reads. Inputs not declared are nullptr in the view.
 enum Need : uint32_t {
   kHiddenStates = 1u << 0,          // attention input of every prompt token (after attn_norm)
@@ -27,6 +29,10 @@ enum Need : uint32_t {
   kPreRopeQueries = 1u << 4,        // pre-RoPE queries of every prompt token
   kAccumulatedAttention = 1u << 5,  // Σ over all prompt queries of their attention to each key
   kLayerWeights = 1u << 6,          // the layer's weights (W_o for DefensiveKV, W_q for gates)
+  // LookaheadKV: the lookahead rows' mean attention to each prompt key, from a second pass the
+  // pipeline runs after the prefill with Scorer::lookahead_module()
+  // (core/eviction/lookahead_pass.h).
+  kLookaheadAttention = 1u << 7,
 };
 
 // One layer of the prompt, T tokens, as the scorer sees it. Shapes in comments; all fp32.
@@ -47,6 +53,7 @@ struct LayerView {
   const float* pre_rope_queries = nullptr;       // [T, H, hd]         kPreRopeQueries
   const float* accumulated_attention = nullptr;  // [H, T]             kAccumulatedAttention
   const model::LayerWeights* weights = nullptr;  //                    kLayerWeights
+  const float* lookahead_attention = nullptr;    // [Hkv, T]           kLookaheadAttention
   const float* rope_inv_freq = nullptr;          // [hd / 2] always set
   kernels::RopeStyle rope_style = kernels::RopeStyle::kHalf;
 };
@@ -60,6 +67,18 @@ class Scorer {
   virtual int64_t window() const { return 0; }
   // Writes scores [Hkv, T]. InvalidArgument when the view lacks a declared input or T < window().
   virtual absl::Status Score(const LayerView& view, float* scores) const = 0;
+  // The module whose second pass fills LayerView::lookahead_attention; non-null exactly when
+  // needs() has kLookaheadAttention. Owned by the scorer.
+  virtual const LookaheadModule* lookahead_module() const { return nullptr; }
+  // Scorers that also rank layers (CAKE) return true and implement ScoreWithPreference, which
+  // writes the same scores as Score() plus the layer's preference P_l > 0 (finite) for
+  // Schedule::kCake (B_l ∝ P_l, selection.h). The pipeline calls it instead of Score() when the
+  // schedule is kCake. The default is Unimplemented.
+  virtual bool has_layer_preference() const { return false; }
+  virtual absl::Status ScoreWithPreference(const LayerView& view, float* scores,
+                                           double* preference) const {
+    return absl::UnimplementedError(std::string(name()) + " has no layer preference");
+  }
 };
 
 // Parameters of a scorer by name; unknown keys are an error naming the key and the scorer.
@@ -68,6 +87,12 @@ struct ScorerConfig {
   int64_t window = 0;   // 0 = the method's default
   int64_t kernel = 0;   // pooling kernel, 0 = default
   std::string pooling;  // "avg" | "max" | "" = default
+  // Learned gates only (kvzip_gate, trimkv_gate, retention_global): their .safetensors weights,
+  // required there and rejected elsewhere. Tensor names are documented in each scorer's file.
+  std::string weights_path;
+  // LookaheadKV only: the lookahead module (.safetensors, lookahead_module.h); required there
+  // and rejected elsewhere.
+  std::string module_path;
 };
 
 // Builds a scorer from the registry. NotFound listing the known methods for an unknown name.
@@ -88,5 +113,14 @@ std::unique_ptr<Scorer> NewStreamingLlmScorer();
 std::unique_ptr<Scorer> NewH2oScorer();
 std::unique_ptr<Scorer> NewExpectedAttentionScorer();
 std::unique_ptr<Scorer> NewDefensiveKvScorer(int64_t window, int64_t kernel, Pooling pooling);
+// CAKE (cake.cc): τ1, τ2 are the preference exponents, γ the variance weight.
+std::unique_ptr<Scorer> NewCakeScorer(int64_t window, int64_t kernel, Pooling pooling,
+                                      double tau1 = 1.0, double tau2 = 1.0, double gamma = 200.0);
+// Learned gates, loading their weights (errors name the file and the tensor).
+absl::StatusOr<std::unique_ptr<Scorer>> NewKvzipGateScorer(const std::string& weights_path);
+absl::StatusOr<std::unique_ptr<Scorer>> NewTrimKvGateScorer(const std::string& weights_path);
+absl::StatusOr<std::unique_ptr<Scorer>> NewRetentionGlobalScorer(const std::string& weights_path);
+// LookaheadKV (lookahead_scorer.cc), loading its module (errors name the file and the tensor).
+absl::StatusOr<std::unique_ptr<Scorer>> NewLookaheadScorer(const std::string& module_path);
 
 }  // namespace glimpse::eviction

@@ -19,6 +19,7 @@ struct Params {
   int64_t window = 0;
   int64_t kernel = 0;
   Pooling pooling = Pooling::kAvg;
+  std::string weights_path;  // learned gates only
 };
 
 struct Method {
@@ -26,7 +27,20 @@ struct Method {
   int64_t window = 0;
   int64_t kernel = 0;
   std::unique_ptr<Scorer> (*make)(const Params&) = nullptr;
+  // Learned gates: built from Params::weights_path (required for them, rejected for the others).
+  absl::StatusOr<std::unique_ptr<Scorer>> (*load)(const Params&) = nullptr;
+  // Methods built from a module file (lookahead): take the config as is and check it themselves;
+  // module_path is rejected for every other method.
+  absl::StatusOr<std::unique_ptr<Scorer>> (*open)(const ScorerConfig&) = nullptr;
 };
+
+absl::StatusOr<std::unique_ptr<Scorer>> OpenLookahead(const ScorerConfig& c) {
+  if (c.window != 0 || c.kernel != 0 || !c.pooling.empty() || !c.weights_path.empty()) {
+    return absl::InvalidArgumentError(
+        "lookahead takes only module_path (no window, kernel, pooling or weights_path)");
+  }
+  return NewLookaheadScorer(c.module_path);
+}
 
 const std::map<std::string, Method>& Registry() {
   static const auto* registry = new std::map<std::string, Method>{
@@ -38,6 +52,15 @@ const std::map<std::string, Method>& Registry() {
       {"defensivekv",  // FFY0/DefensiveKV EfficientDefensiveKVPress defaults
        {32, 5,
         [](const Params& p) { return NewDefensiveKvScorer(p.window, p.kernel, p.pooling); }}},
+      {"cake",  // antgroup/cakekv pred_cake.py defaults (W = 32, avg_pool1d k = 5)
+       {32, 5, [](const Params& p) { return NewCakeScorer(p.window, p.kernel, p.pooling); }}},
+      {"kvzip_gate",
+       {0, 0, nullptr, [](const Params& p) { return NewKvzipGateScorer(p.weights_path); }}},
+      {"trimkv_gate",
+       {0, 0, nullptr, [](const Params& p) { return NewTrimKvGateScorer(p.weights_path); }}},
+      {"retention_global",
+       {0, 0, nullptr, [](const Params& p) { return NewRetentionGlobalScorer(p.weights_path); }}},
+      {"lookahead", {0, 0, nullptr, nullptr, OpenLookahead}},  // LookaheadKV, --module
   };
   return *registry;
 }
@@ -45,6 +68,13 @@ const std::map<std::string, Method>& Registry() {
 absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method) {
   const std::string& who = config.method;
   Params p;
+  if ((method.load != nullptr) != !config.weights_path.empty()) {
+    return absl::InvalidArgumentError(
+        method.load != nullptr
+            ? absl::StrCat(who, " needs weights_path (--weights)")
+            : absl::StrCat(who, " takes no weights_path (got \"", config.weights_path, "\")"));
+  }
+  p.weights_path = config.weights_path;
   if (method.window == 0) {
     if (config.window != 0 || config.kernel != 0 || !config.pooling.empty()) {
       return absl::InvalidArgumentError(
@@ -88,8 +118,14 @@ absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config)
     return absl::NotFoundError(absl::StrCat("unknown scorer \"", config.method,
                                             "\"; known: ", absl::StrJoin(KnownScorers(), ", ")));
   }
+  if (it->second.open != nullptr) return it->second.open(config);
+  if (!config.module_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.method, " takes no module_path (got \"", config.module_path, "\")"));
+  }
   absl::StatusOr<Params> params = Resolve(config, it->second);
   if (!params.ok()) return params.status();
+  if (it->second.load != nullptr) return it->second.load(*params);
   return it->second.make(*params);
 }
 

@@ -424,14 +424,26 @@ TEST(DefensiveKvTest, MatchesReferenceScoresAndKeptSets) {
 
 // A window that fits T = 10 for the windowed methods, 0 (none) for the others.
 int64_t WindowFor(const std::string& method) {
-  return method == "snapkv" || method == "defensivekv" ? 3 : 0;
+  return method == "snapkv" || method == "defensivekv" || method == "cake" ? 3 : 0;
+}
+
+// The registered methods that need no weights or module file (gate_scorers_test.cc and
+// lookahead_test.cc cover the others with their files).
+std::vector<std::string> FileFreeScorers() {
+  std::vector<std::string> methods;
+  for (const std::string& m : KnownScorers()) {
+    if (m != "kvzip_gate" && m != "trimkv_gate" && m != "retention_global" && m != "lookahead") {
+      methods.push_back(m);
+    }
+  }
+  return methods;
 }
 
 TEST(ScorerTest, ScoringIsDeterministic) {
   Layer layer = LayerB();
   layer.pre_rope_q = layer.q;  // any [T, H, hd] values do for expected_attention
   layer.acc.assign(4 * kT, 0.25f);
-  for (const std::string& method : KnownScorers()) {
+  for (const std::string& method : FileFreeScorers()) {
     const auto scorer = MustCreate(Config(method, WindowFor(method)));
     const LayerView view = layer.View(std::max<int64_t>(scorer->window(), 1));
     EXPECT_EQ(MustScore(*scorer, view), MustScore(*scorer, view)) << method;
@@ -443,7 +455,7 @@ TEST(ScorerTest, MissingInputsAreInvalidArgument) {
   layer.pre_rope_q = layer.q;
   layer.acc.assign(4 * kT, 0.25f);
   std::vector<float> scores(2 * kT);
-  for (const std::string& method : KnownScorers()) {
+  for (const std::string& method : FileFreeScorers()) {
     const auto scorer = MustCreate(Config(method, WindowFor(method)));
     const LayerView full = layer.View(std::max<int64_t>(scorer->window(), 1));
     for (uint32_t bit = 1; bit <= kLayerWeights; bit <<= 1) {
@@ -485,13 +497,20 @@ TEST(ScorerTest, ShortPromptsAreInvalidArgument) {
 }
 
 TEST(RegistryTest, KnowsTheMethodsAndTheirDefaults) {
-  EXPECT_EQ(KnownScorers(), (std::vector<std::string>{"defensivekv", "expected_attention", "h2o",
-                                                      "snapkv", "streamingllm"}));
+  EXPECT_EQ(KnownScorers(),
+            (std::vector<std::string>{"cake", "defensivekv", "expected_attention", "h2o",
+                                      "kvzip_gate", "lookahead", "retention_global", "snapkv",
+                                      "streamingllm", "trimkv_gate"}));
   EXPECT_EQ(MustCreate(Config("snapkv"))->window(), 64);
   EXPECT_EQ(MustCreate(Config("defensivekv"))->window(), 32);
   EXPECT_EQ(MustCreate(Config("snapkv", 16, 7, "max"))->window(), 16);
-  for (const std::string& method : KnownScorers())
+  for (const std::string& method : FileFreeScorers())
     EXPECT_EQ(MustCreate(Config(method))->name(), method);
+  // Learned methods without their file are a clear error, not a scorer with missing weights.
+  for (const char* method : {"kvzip_gate", "trimkv_gate", "retention_global", "lookahead"}) {
+    const auto scorer = CreateScorer(Config(method));
+    EXPECT_EQ(scorer.status().code(), absl::StatusCode::kInvalidArgument) << method;
+  }
 }
 
 TEST(RegistryTest, UnknownMethodIsNotFoundListingTheKnownOnes) {

@@ -13,17 +13,19 @@ namespace glimpse::model {
 
 // Activations of one chunk of n tokens. Buffers grow to the largest chunk seen and are reused.
 struct Session::Scratch {
-  std::vector<float> x;      // [n, D] residual stream
-  std::vector<float> xn;     // [n, D] normalised input of a block
-  std::vector<float> q;      // [n, H·hd]
-  std::vector<float> k;      // [n, Hkv·hd]
-  std::vector<float> v;      // [n, Hkv·hd]
-  std::vector<float> attn;   // [n, H·hd] attention output
-  std::vector<float> tmp;    // [n, D] block output before the residual add
-  std::vector<float> gate;   // [n, F]
-  std::vector<float> up;     // [n, F]
-  std::vector<int32_t> pos;  // [n] positions of the chunk's tokens
-  std::vector<float> q_pre;  // [n, H·hd] pre-RoPE q, only while an observer asks for it
+  std::vector<float> x;         // [n, D] residual stream
+  std::vector<float> xn;        // [n, D] normalised input of a block
+  std::vector<float> q;         // [n, H·hd]
+  std::vector<float> k;         // [n, Hkv·hd]
+  std::vector<float> v;         // [n, Hkv·hd]
+  std::vector<float> attn;      // [n, H·hd] attention output
+  std::vector<float> tmp;       // [n, D] block output before the residual add
+  std::vector<float> gate;      // [n, F]
+  std::vector<float> up;        // [n, F]
+  std::vector<int32_t> pos;     // [n] positions of the chunk's tokens
+  std::vector<float> q_pre;     // [n, H·hd] pre-RoPE q, only while an observer asks for it
+  std::vector<float> lora_mid;  // [n, r] A x of the adapted rows, only with an adapter
+  std::vector<float> lora_out;  // [n, out] B (A x) of the adapted rows, only with an adapter
 
   void Resize(const ModelConfig& c, int64_t n) {
     const int64_t qd = int64_t{c.n_heads} * c.head_dim;
@@ -72,6 +74,16 @@ void Session::Reset() {
   next_position_ = 0;
 }
 
+absl::Status Session::ValidateLength(int64_t n) const {
+  const int64_t end = int64_t{next_position_} + n;
+  if (end > max_context_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "sequence of %d tokens (%d already in the session + %d new) exceeds the context length %d",
+        end, next_position_, n, max_context_));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Session::ValidateTokens(std::span<const int32_t> tokens) const {
   if (tokens.empty()) return absl::InvalidArgumentError("Forward() needs at least one token");
   const int32_t vocab = model_.config().vocab_size;
@@ -81,11 +93,38 @@ absl::Status Session::ValidateTokens(std::span<const int32_t> tokens) const {
           absl::StrFormat("token id %d at index %d is out of range [0, %d)", tokens[i], i, vocab));
     }
   }
-  const int64_t end = int64_t{next_position_} + static_cast<int64_t>(tokens.size());
-  if (end > max_context_) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "sequence of %d tokens (%d already in the session + %d new) exceeds the context length %d",
-        end, next_position_, tokens.size(), max_context_));
+  return ValidateLength(static_cast<int64_t>(tokens.size()));
+}
+
+absl::Status Session::ValidateLora(const LoraAdapter& lora) const {
+  const ModelConfig& c = model_.config();
+  if (static_cast<int32_t>(lora.layers.size()) != c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrFormat("LoRA adapter has %d layers, the model %d",
+                                                      lora.layers.size(), c.n_layers));
+  }
+  struct Slot {
+    const char* name;
+    const LoraPair LoraLayer::*pair;
+    const kernels::WeightView LayerWeights::*base;
+  };
+  static constexpr Slot kSlots[] = {{"q", &LoraLayer::q, &LayerWeights::wq},
+                                    {"k", &LoraLayer::k, &LayerWeights::wk},
+                                    {"v", &LoraLayer::v, &LayerWeights::wv},
+                                    {"o", &LoraLayer::o, &LayerWeights::wo},
+                                    {"gate", &LoraLayer::gate, &LayerWeights::w_gate},
+                                    {"up", &LoraLayer::up, &LayerWeights::w_up},
+                                    {"down", &LoraLayer::down, &LayerWeights::w_down}};
+  for (int32_t l = 0; l < c.n_layers; ++l) {
+    for (const Slot& slot : kSlots) {
+      const LoraPair& p = lora.layers[l].*slot.pair;
+      const kernels::WeightView& w = model_.weights().layers[l].*slot.base;
+      if (p.a.data == nullptr || p.b.data == nullptr || p.a.rows < 1 || p.a.cols != w.cols ||
+          p.b.rows != w.rows || p.b.cols != p.a.rows) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "LoRA layer %d %s: A [%d, %d] and B [%d, %d] do not fit the projection [%d, %d]", l,
+            slot.name, p.a.rows, p.a.cols, p.b.rows, p.b.cols, w.rows, w.cols));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -102,20 +141,63 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
     const bool last = begin + n == total;
     // Only the final chunk's last row is needed unless every row was asked for.
     float* out = all_logits ? logits.data() + begin * vocab : (last ? logits.data() : nullptr);
-    ForwardChunk(tokens.subspan(begin, n), all_logits, out, observer);
+    scratch_->Resize(model_.config(), n);
+    Embed(tokens.subspan(begin, n));
+    ForwardChunk(n, all_logits, out, observer, {});
   }
   return logits;
 }
 
-void Session::ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits,
-                           LayerObserver* observer) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  scratch_->Resize(model_.config(), n);
+absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const float> embeddings,
+                                                              const EmbeddingsCall& call) {
+  const int64_t D = model_.config().hidden;
+  if (embeddings.empty() || static_cast<int64_t>(embeddings.size()) % D != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ForwardEmbeddings() needs [n, %d] floats with n >= 1, got %d", D, embeddings.size()));
+  }
+  const int64_t total = static_cast<int64_t>(embeddings.size()) / D;
+  RETURN_IF_ERROR(ValidateLength(total));
+  if (call.lora != nullptr) RETURN_IF_ERROR(ValidateLora(*call.lora));
+  std::vector<int64_t> sizes;  // entries per head before the call, to undo it
+  for (int32_t l = 0; !call.keep_entries && l < cache_.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h) sizes.push_back(cache_.head(l, h).size());
+  }
+  const int32_t start_position = next_position_;
+  const int64_t vocab = model_.config().vocab_size;
+  std::vector<float> logits((call.all_logits ? total : 1) * vocab);
+  const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
+  for (int64_t begin = 0; begin < total; begin += chunk) {
+    const int64_t n = std::min(chunk, total - begin);
+    const bool last = begin + n == total;
+    float* out = call.all_logits ? logits.data() + begin * vocab : (last ? logits.data() : nullptr);
+    scratch_->Resize(model_.config(), n);
+    std::memcpy(scratch_->x.data(), embeddings.data() + begin * D, n * D * sizeof(float));
+    const ChunkLora lora{call.lora, std::max<int64_t>(call.lora_first_row - begin, 0)};
+    ForwardChunk(n, call.all_logits, out, call.observer, lora);
+  }
+  if (!call.keep_entries) Truncate(sizes, start_position);
+  return logits;
+}
+
+void Session::Truncate(const std::vector<int64_t>& sizes, int32_t position) {
+  size_t i = 0;
+  for (int32_t l = 0; l < cache_.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h, ++i) {
+      KvHead& kv = cache_.head(l, h);
+      kv.keys.resize(sizes[i] * cache_.head_dim());
+      kv.values.resize(sizes[i] * cache_.head_dim());
+      kv.positions.resize(sizes[i]);
+    }
+  }
+  next_position_ = position;
+}
+
+void Session::ForwardChunk(int64_t n, bool all_logits, float* logits, LayerObserver* observer,
+                           const ChunkLora& lora) {
   for (int64_t i = 0; i < n; ++i) scratch_->pos[i] = next_position_ + static_cast<int32_t>(i);
-  Embed(tokens);
   for (int32_t layer = 0; layer < model_.config().n_layers; ++layer) {
-    AttentionBlock(layer, n, observer);
-    FeedForwardBlock(layer, n);
+    AttentionBlock(layer, n, observer, lora);
+    FeedForwardBlock(layer, n, lora);
   }
   next_position_ += static_cast<int32_t>(n);
   if (logits != nullptr) Logits(n, all_logits, logits);
@@ -131,7 +213,23 @@ void Session::Embed(std::span<const int32_t> tokens) {
   }
 }
 
-void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer) {
+void Session::AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
+                      int64_t n, const ChunkLora& lora) {
+  if (lora.adapter == nullptr || lora.first_row >= n) return;
+  const LoraPair& p = lora.adapter->layers[layer].*pair;
+  Scratch& s = *scratch_;
+  const int64_t r0 = lora.first_row, rows = n - r0;
+  s.lora_mid.resize(rows * p.a.rows);
+  s.lora_out.resize(rows * p.b.rows);
+  kernels::MatMul(s.lora_mid.data(), x + r0 * p.a.cols, p.a, rows, pool_);  // [rows, r]
+  kernels::MatMul(s.lora_out.data(), s.lora_mid.data(), p.b, rows, pool_);  // [rows, out]
+  float* dst = out + r0 * p.b.rows;
+  const float scale = lora.adapter->scale;
+  for (int64_t i = 0; i < rows * p.b.rows; ++i) dst[i] += scale * s.lora_out[i];
+}
+
+void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
+                             const ChunkLora& lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.weights().layers[layer];
   Scratch& s = *scratch_;
@@ -139,6 +237,9 @@ void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer) 
   kernels::MatMul(s.q.data(), s.xn.data(), w.wq, n, pool_);
   kernels::MatMul(s.k.data(), s.xn.data(), w.wk, n, pool_);
   kernels::MatMul(s.v.data(), s.xn.data(), w.wv, n, pool_);
+  AddLora(s.q.data(), s.xn.data(), &LoraLayer::q, layer, n, lora);
+  AddLora(s.k.data(), s.xn.data(), &LoraLayer::k, layer, n, lora);
+  AddLora(s.v.data(), s.xn.data(), &LoraLayer::v, layer, n, lora);
   if (w.bq != nullptr) kernels::AddBias(s.q.data(), w.bq, n, w.wq.rows);
   if (w.bk != nullptr) kernels::AddBias(s.k.data(), w.bk, n, w.wk.rows);
   if (w.bv != nullptr) kernels::AddBias(s.v.data(), w.bv, n, w.wv.rows);
@@ -164,6 +265,7 @@ void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer) 
                               .v = s.v.data()});
   }
   kernels::MatMul(s.tmp.data(), s.attn.data(), w.wo, n, pool_);
+  AddLora(s.tmp.data(), s.attn.data(), &LoraLayer::o, layer, n, lora);
   kernels::Add(s.x.data(), s.tmp.data(), n * c.hidden);
 }
 
@@ -223,15 +325,18 @@ void Session::Attend(int32_t layer, int64_t n) {
   });
 }
 
-void Session::FeedForwardBlock(int32_t layer, int64_t n) {
+void Session::FeedForwardBlock(int32_t layer, int64_t n, const ChunkLora& lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.weights().layers[layer];
   Scratch& s = *scratch_;
   kernels::RmsNorm(s.xn.data(), s.x.data(), w.ffn_norm, c.rms_eps, n, c.hidden);
   kernels::MatMul(s.gate.data(), s.xn.data(), w.w_gate, n, pool_);
   kernels::MatMul(s.up.data(), s.xn.data(), w.w_up, n, pool_);
+  AddLora(s.gate.data(), s.xn.data(), &LoraLayer::gate, layer, n, lora);
+  AddLora(s.up.data(), s.xn.data(), &LoraLayer::up, layer, n, lora);
   kernels::SiluMul(s.gate.data(), s.gate.data(), s.up.data(), n * c.ffn_hidden);
   kernels::MatMul(s.tmp.data(), s.gate.data(), w.w_down, n, pool_);
+  AddLora(s.tmp.data(), s.gate.data(), &LoraLayer::down, layer, n, lora);
   kernels::Add(s.x.data(), s.tmp.data(), n * c.hidden);
 }
 

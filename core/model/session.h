@@ -8,6 +8,11 @@
 // A LayerObserver passed to Forward() sees every layer's attention activations of every chunk
 // (eviction captures what its scorers need this way, core/eviction/pipeline.h); without one the
 // forward pass does no extra work.
+//
+// ForwardEmbeddings() runs rows given as input embeddings instead of token ids, optionally with a
+// low-rank adapter (LoRA) on every projection of some rows of that call, and optionally without
+// keeping the appended entries: LookaheadKV's second pass over a prompt's cache
+// (core/eviction/lookahead_pass.h) is one such call.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +51,31 @@ class LayerObserver {
   virtual void OnLayer(int32_t layer, const LayerActivations& activations) = 0;
 };
 
+// A LoRA adapter for one call (PEFT convention): a projection y = W x of an adapted row becomes
+// y = W x + scale · B (A x). The views point into memory the caller owns for the whole call.
+struct LoraPair {
+  kernels::WeightView a;  // [r, in]
+  kernels::WeightView b;  // [out, r]
+};
+
+struct LoraLayer {
+  LoraPair q, k, v, o;      // attention projections; in/out as LayerWeights' wq, wk, wv, wo
+  LoraPair gate, up, down;  // feed-forward projections; as w_gate, w_up, w_down
+};
+
+struct LoraAdapter {
+  float scale = 1.0f;             // α / r
+  std::vector<LoraLayer> layers;  // one per model layer
+};
+
+struct EmbeddingsCall {
+  const LoraAdapter* lora = nullptr;  // not owned; nullptr = no adapter
+  int64_t lora_first_row = 0;         // rows [lora_first_row, n) of the call are adapted
+  bool keep_entries = true;           // false: the call's K/V leave the cache when it returns
+  bool all_logits = false;            // as Forward()
+  LayerObserver* observer = nullptr;  // as Forward()
+};
+
 struct SessionOptions {
   int32_t max_context = 0;      // 0 = the model's context length
   int32_t prefill_chunk = 256;  // tokens per prefill step (bounds scratch memory)
@@ -65,6 +95,16 @@ class Session {
                                              bool all_logits = false,
                                              LayerObserver* observer = nullptr);
 
+  // Runs n = embeddings.size() / D rows, embeddings [n, D] (fp32, the residual stream's input in
+  // place of the token-embedding lookup), at positions next_position() … next_position() + n − 1.
+  // With call.keep_entries, the rows' K/V stay in the cache and the position advances as with
+  // Forward(); without, each row attends to the cache and the call's earlier rows (causally) as
+  // usual, and afterwards cache and position are as before the call. InvalidArgument (session
+  // unchanged) when the size is not a positive multiple of D, the rows exceed the context, or the
+  // adapter's layer count or shapes do not match the model.
+  absl::StatusOr<std::vector<float>> ForwardEmbeddings(std::span<const float> embeddings,
+                                                       const EmbeddingsCall& call = {});
+
   int32_t next_position() const { return next_position_; }
   int32_t max_context() const { return max_context_; }
   const Model& model() const { return model_; }
@@ -79,13 +119,26 @@ class Session {
 
  private:
   struct Scratch;
+  // The adapter rows of one chunk: rows [first_row, n) get `adapter` (none when it is nullptr).
+  struct ChunkLora {
+    const LoraAdapter* adapter = nullptr;
+    int64_t first_row = 0;
+  };
+  absl::Status ValidateLength(int64_t n) const;
   absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
-  // Runs one chunk; writes its logits (last row, or every row) to `logits`.
-  void ForwardChunk(std::span<const int32_t> tokens, bool all_logits, float* logits,
-                    LayerObserver* observer);
+  absl::Status ValidateLora(const LoraAdapter& lora) const;
+  // Runs one chunk of n rows whose input embeddings are already in the scratch residual stream;
+  // writes its logits (last row, or every row) to `logits` (may be null).
+  void ForwardChunk(int64_t n, bool all_logits, float* logits, LayerObserver* observer,
+                    const ChunkLora& lora);
   void Embed(std::span<const int32_t> tokens);
-  void AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer);
-  void FeedForwardBlock(int32_t layer, int64_t n);
+  void AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer, const ChunkLora& lora);
+  void FeedForwardBlock(int32_t layer, int64_t n, const ChunkLora& lora);
+  // out[first_row.., out_dim] += scale · B (A x) for rows [lora.first_row, n) of x [n, in].
+  void AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
+               int64_t n, const ChunkLora& lora);
+  // Drops the entries past `sizes[layer · Hkv + h]` from every head and rewinds the position.
+  void Truncate(const std::vector<int64_t>& sizes, int32_t position);
   void Attend(int32_t layer, int64_t n);
   void Logits(int64_t n, bool all_logits, float* logits);
 

@@ -33,9 +33,13 @@ const std::vector<FlagSpec>& EvictFlags() {
        false, "the method's default; 32 for selection"},
       {"kernel", "pooling kernel of window scorers", false, "the method's default"},
       {"pooling", "avg or max, for window scorers", false, "the method's default"},
+      {"module", "lookahead module file (.safetensors), for --method lookahead", false, ""},
+      {"weights", "gate weights (.safetensors) for kvzip_gate, trimkv_gate, retention_global",
+       false, ""},
       {"sinks", "always-kept first entries", false, "4"},
       {"granularity", "head, layer or global", false, "head"},
-      {"schedule", "uniform or pyramid", false, "uniform (pyramid for pyramidkv)"},
+      {"schedule", "uniform, pyramid or cake", false,
+       "uniform (pyramid for pyramidkv, cake for cake)"},
       {"json", "write the kept positions as JSON to this file (- = stdout)", false, ""},
       {"threads", "worker threads", false, "the number of cores"},
       {"help", "show this help", true, ""},
@@ -81,15 +85,18 @@ absl::Status ParseSelection(const Args& args, EvictOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--granularity must be head, layer or global, got '", granularity, "'"));
   }
-  const std::string schedule =
-      args.GetString("schedule", o.method == "pyramidkv" ? "pyramid" : "uniform");
+  const std::string schedule = args.GetString("schedule", o.method == "pyramidkv" ? "pyramid"
+                                                          : o.method == "cake"    ? "cake"
+                                                                                  : "uniform");
   if (schedule == "uniform") {
     o.selection.schedule = eviction::Schedule::kUniform;
   } else if (schedule == "pyramid") {
     o.selection.schedule = eviction::Schedule::kPyramid;
+  } else if (schedule == "cake") {
+    o.selection.schedule = eviction::Schedule::kCake;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("--schedule must be uniform or pyramid, got '", schedule, "'"));
+        absl::StrCat("--schedule must be uniform, pyramid or cake, got '", schedule, "'"));
   }
   return absl::OkStatus();
 }
@@ -107,6 +114,8 @@ absl::StatusOr<EvictOptions> ParseOptions(const Args& args) {
   // PyramidKV is SnapKV's scores under the pyramid schedule.
   o.scorer.method = o.method == "pyramidkv" ? "snapkv" : o.method;
   o.scorer.pooling = args.GetString("pooling");
+  o.scorer.weights_path = args.GetString("weights");
+  o.scorer.module_path = args.GetString("module");
   ASSIGN_OR_RETURN(o.scorer.kernel, args.GetInt("kernel", 0));
   o.has_window = args.Has("window");
   ASSIGN_OR_RETURN(int64_t window, args.GetInt("window", 0));
