@@ -1,0 +1,222 @@
+#include "core/transport/loopback/loopback_transport.h"
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/kvpage/crc32c.h"
+
+namespace glimpse::transport {
+namespace {
+
+constexpr std::string_view kPrefix = "loopback:";
+
+struct Inbound {
+  uint64_t from = 0;
+  uint32_t crc = 0;
+  std::vector<std::vector<uint8_t>> buffers;
+};
+
+// Receive queue of one engine; shared with the fabric so senders can reach it.
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Inbound> queue;
+};
+
+class VectorStorage : public ReceivedBatch::Storage {
+ public:
+  explicit VectorStorage(std::vector<std::vector<uint8_t>> b) : buffers(std::move(b)) {}
+  std::vector<std::vector<uint8_t>> buffers;
+};
+
+class PlainRegion : public MemoryRegion {
+ public:
+  PlainRegion(const void* d, size_t n) : data_(static_cast<const uint8_t*>(d)), size_(n) {}
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+};
+
+}  // namespace
+
+class LoopbackFabric {
+ public:
+  uint64_t Add(std::shared_ptr<Mailbox> box) {
+    std::lock_guard l(mu_);
+    boxes_[next_] = box;
+    return next_++;
+  }
+  void Remove(uint64_t id) {
+    std::lock_guard l(mu_);
+    boxes_.erase(id);
+  }
+  std::shared_ptr<Mailbox> Find(uint64_t id) {
+    std::lock_guard l(mu_);
+    auto it = boxes_.find(id);
+    return it == boxes_.end() ? nullptr : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t next_ = 1;
+  std::map<uint64_t, std::shared_ptr<Mailbox>> boxes_;
+};
+
+std::shared_ptr<LoopbackFabric> NewLoopbackFabric() { return std::make_shared<LoopbackFabric>(); }
+
+namespace {
+
+class LoopbackTransport : public Transport {
+ public:
+  LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, const Options& options)
+      : fabric_(std::move(fabric)), options_(options), box_(std::make_shared<Mailbox>()) {
+    id_ = fabric_->Add(box_);
+  }
+  ~LoopbackTransport() override { fabric_->Remove(id_); }
+
+  std::string LocalAddress() const override { return absl::StrCat(std::string(kPrefix), id_); }
+
+  absl::StatusOr<PeerId> Connect(std::string_view address) override {
+    uint64_t id = 0;
+    if (!address.starts_with(kPrefix) ||
+        !absl::SimpleAtoi(std::string(address.substr(kPrefix.size())), &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not a loopback address: '", std::string(address.substr(0, 64)), "'"));
+    }
+    if (fabric_->Find(id) == nullptr) {
+      return absl::UnavailableError(absl::StrCat("loopback engine ", id, " does not exist"));
+    }
+    return id;
+  }
+  absl::Status Disconnect(PeerId) override { return absl::OkStatus(); }
+
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(const void* data,
+                                                               size_t size) override {
+    return std::make_unique<PlainRegion>(data, size);
+  }
+
+  absl::StatusOr<TransferId> Submit(PeerId peer, std::span<const std::span<const uint8_t>> buffers,
+                                    const SubmitOptions& options) override {
+    if (buffers.empty() || buffers.size() > kMaxBuffersPerBatch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", buffers.size(), " buffers; allowed 1..", kMaxBuffersPerBatch));
+    }
+    Inbound in;
+    in.from = id_;
+    uint64_t bytes = 0;
+    for (auto b : buffers) {
+      in.crc = kvpage::Crc32cExtend(in.crc, b.data(), b.size());
+      in.buffers.emplace_back(b.begin(), b.end());
+      bytes += b.size();
+    }
+    if (bytes > options_.max_inflight_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("batch of ", bytes, " bytes exceeds ",
+                                                     "max_inflight_bytes ",
+                                                     options_.max_inflight_bytes));
+    }
+    if (options.corrupt_checksum_for_testing) in.crc ^= 1;
+    TransferStatus st{true, absl::OkStatus(), bytes};
+    std::shared_ptr<Mailbox> box = fabric_->Find(peer);
+    if (box == nullptr) {
+      st.status = absl::UnavailableError(absl::StrCat("loopback peer ", peer, " is gone"));
+    } else {
+      std::lock_guard l(box->mu);
+      box->queue.push_back(std::move(in));
+      box->cv.notify_all();
+    }
+    std::lock_guard l(mu_);
+    ++metrics_.transfers_submitted;
+    (st.status.ok() ? metrics_.transfers_completed : metrics_.transfers_failed)++;
+    if (st.status.ok()) metrics_.bytes_sent += bytes;
+    metrics_.peak_inflight_bytes = std::max<uint64_t>(metrics_.peak_inflight_bytes, bytes);
+    transfers_[next_id_] = st;
+    return next_id_++;
+  }
+
+  absl::StatusOr<TransferStatus> GetStatus(TransferId id) override {
+    std::lock_guard l(mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
+    return it->second;
+  }
+  absl::Status Wait(TransferId id, absl::Time) override {
+    std::lock_guard l(mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
+    absl::Status s = it->second.status;
+    transfers_.erase(it);
+    return s;
+  }
+  absl::Status Cancel(TransferId id) override {
+    std::lock_guard l(mu_);
+    if (!transfers_.contains(id)) return absl::NotFoundError(absl::StrCat("transfer ", id));
+    return absl::OkStatus();  // already done
+  }
+
+  absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override;
+
+  Metrics GetMetrics() const override {
+    std::lock_guard l(mu_);
+    return metrics_;
+  }
+
+ private:
+  std::shared_ptr<LoopbackFabric> fabric_;
+  Options options_;
+  std::shared_ptr<Mailbox> box_;
+  uint64_t id_ = 0;
+  mutable std::mutex mu_;
+  Metrics metrics_;
+  TransferId next_id_ = 1;
+  std::map<TransferId, TransferStatus> transfers_;
+};
+
+absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
+  Inbound in;
+  {
+    std::unique_lock l(box_->mu);
+    while (box_->queue.empty()) {
+      if (box_->cv.wait_for(l, absl::ToChronoNanoseconds(deadline - absl::Now())) ==
+              std::cv_status::timeout &&
+          box_->queue.empty()) {
+        return absl::DeadlineExceededError("no batch arrived before the deadline");
+      }
+    }
+    in = std::move(box_->queue.front());
+    box_->queue.pop_front();
+  }
+  uint32_t crc = 0;
+  std::vector<std::span<const uint8_t>> spans;
+  for (const auto& b : in.buffers) {
+    crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
+    spans.emplace_back(b.data(), b.size());
+  }
+  std::lock_guard l(mu_);
+  if (crc != in.crc) {
+    ++metrics_.checksum_errors;
+    ++metrics_.receive_errors;
+    return absl::DataLossError(
+        absl::StrCat("batch from loopback engine ", in.from, ": CRC32C ", crc, " != ", in.crc));
+  }
+  ++metrics_.batches_received;
+  for (auto s : spans) metrics_.bytes_received += s.size();
+  return ReceivedBatch(in.from, std::move(spans),
+                       std::make_unique<VectorStorage>(std::move(in.buffers)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateLoopbackTransport(
+    std::shared_ptr<LoopbackFabric> fabric, const Options& options) {
+  if (fabric == nullptr) return absl::InvalidArgumentError("null LoopbackFabric");
+  return std::make_unique<LoopbackTransport>(std::move(fabric), options);
+}
+
+}  // namespace glimpse::transport

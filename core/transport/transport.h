@@ -1,0 +1,161 @@
+// Transport: ships batches of byte buffers (KV pages) between engines, one logical transfer per
+// batch with one completion, in the shape of Mooncake's transfer engine (abstract transport,
+// one folder per backend, batch API submit -> status).
+//
+// Contract (every backend):
+//   - LocalAddress() is an opaque byte string that a coordinator hands to peers; Connect(address)
+//     turns it into a PeerId. A malformed address is InvalidArgument, an unreachable one an
+//     error from Connect or from the first transfer (Unavailable / DeadlineExceeded), never a hang.
+//   - Submit(peer, buffers) ships the buffers as one batch and returns a TransferId at once. The
+//     caller keeps the buffers alive and unchanged until Wait() returns a final status (or
+//     GetStatus() says done). The batch carries a CRC32C of all its bytes; the receiver verifies it
+//     and yields DataLoss on a mismatch, never the wrong bytes.
+//   - In-flight bytes are bounded by Options::max_inflight_bytes: Submit blocks (until space or the
+//     submit deadline) or returns ResourceExhausted, per SubmitOptions::block.
+//   - Every transfer has a deadline (SubmitOptions::deadline, default now + default timeout).
+//     Past it, or after Cancel(), the transfer's status is fixed to DeadlineExceeded / Cancelled
+//     at once; it is reported done (Wait returns) when the backend no longer touches the buffers,
+//     which are then free to reuse. Backends bound that delay (UCX: see ucx_transport.h).
+//   - A peer that dies mid-transfer ends the transfer with an error on both sides within the
+//     deadlines: Unavailable when the backend notices the failure, DeadlineExceeded otherwise.
+//   - Receive(deadline) yields whole, verified batches in arrival order, or an error for a batch
+//     that failed (peer died, stalled past Options::receive_stall_timeout, checksum mismatch).
+//   - All methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace glimpse::transport {
+
+using PeerId = uint64_t;
+using TransferId = uint64_t;
+
+// Largest number of buffers in one batch (the tag layout reserves 12 bits for the index).
+inline constexpr size_t kMaxBuffersPerBatch = 4096;
+
+struct Options {
+  // Bound on bytes submitted but not yet completed (sum over all transfers of this engine).
+  size_t max_inflight_bytes = size_t{1} << 30;
+  // Deadline applied to a transfer whose SubmitOptions::deadline is InfiniteFuture.
+  absl::Duration default_transfer_timeout = absl::Seconds(30);
+  // A batch being received that sees no progress for this long fails with DeadlineExceeded.
+  absl::Duration receive_stall_timeout = absl::Seconds(10);
+  // Received buffers are recycled through a pool of at most this many bytes.
+  size_t receive_pool_bytes = size_t{512} << 20;
+  // UCX backend: UCX 1.13's shared-memory transports (posix, sysv) cannot detect peer failure,
+  // and a CMA read from a dead peer without error handling aborts the process inside UCX. By
+  // default Connect therefore refuses such endpoints (FailedPrecondition); add tcp to UCX_TLS
+  // (bulk data still moves by CMA) or set this to accept the risk, e.g. for single-host tests.
+  bool allow_no_peer_failure_detection = false;
+  // UCX backend: open an endpoint back to each sender only to be told of its death (faster than
+  // receive_stall_timeout). Off by default: in UCX 1.13 (tcp) the wireup it triggers can leave
+  // a REP message pending on the sender's endpoint, and a force close of that endpoint trips a
+  // UCX assertion that aborts the process. Cancel and deadlines no longer force-close healthy
+  // endpoints (see ucx_engine.h, CloseMode), but this mode has no tests yet.
+  bool watch_senders = false;
+};
+
+struct SubmitOptions {
+  absl::Time deadline = absl::InfiniteFuture();
+  // true: Submit waits (until `deadline`) for in-flight space; false: ResourceExhausted at once.
+  bool block = true;
+  // Test hook: send a wrong checksum so the receiver must report DataLoss.
+  bool corrupt_checksum_for_testing = false;
+};
+
+struct TransferStatus {
+  bool done = false;
+  absl::Status status;  // OK while pending; the final status once done
+  uint64_t bytes = 0;   // payload bytes of the batch
+};
+
+// Counters since creation. Snapshots; read with Transport::GetMetrics().
+struct Metrics {
+  uint64_t bytes_sent = 0;      // payload bytes of completed buffers, sender side
+  uint64_t bytes_received = 0;  // payload bytes of completed buffers, receiver side
+  uint64_t transfers_submitted = 0;
+  uint64_t transfers_completed = 0;  // ended OK
+  uint64_t transfers_failed = 0;     // ended with an error (incl. deadline, cancel)
+  uint64_t batches_received = 0;     // delivered OK by Receive
+  uint64_t receive_errors = 0;       // failed batches (peer, stall, checksum)
+  uint64_t checksum_errors = 0;
+  uint64_t inflight_bytes = 0;       // now
+  uint64_t peak_inflight_bytes = 0;  // maximum ever observed
+  uint64_t submits_rejected = 0;     // ResourceExhausted by back-pressure
+};
+
+// One received batch. Owns its buffers (returned to the engine's pool on destruction).
+class ReceivedBatch {
+ public:
+  class Storage {  // backend-owned memory behind the spans
+   public:
+    virtual ~Storage() = default;
+  };
+  ReceivedBatch() = default;
+  ReceivedBatch(PeerId from, std::vector<std::span<const uint8_t>> buffers,
+                std::unique_ptr<Storage> storage)
+      : from_(from), buffers_(std::move(buffers)), storage_(std::move(storage)) {}
+
+  // Sender's engine id (not a PeerId of the receiver; identifies the origin for logs).
+  uint64_t from() const { return from_; }
+  const std::vector<std::span<const uint8_t>>& buffers() const { return buffers_; }
+  size_t total_bytes() const;
+
+ private:
+  uint64_t from_ = 0;
+  std::vector<std::span<const uint8_t>> buffers_;
+  std::unique_ptr<Storage> storage_;
+};
+
+// Memory registered with the backend (pinned / mapped for zero-copy). Unregistered on destruction;
+// must outlive every transfer that uses it.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual std::string LocalAddress() const = 0;
+  virtual absl::StatusOr<PeerId> Connect(std::string_view peer_address) = 0;
+  // Drops the endpoint; its pending transfers fail with Cancelled.
+  virtual absl::Status Disconnect(PeerId peer) = 0;
+
+  // Registers [data, data + size) so that buffers inside it ship zero-copy without a
+  // per-transfer registration. Optional for callers: unregistered buffers work too.
+  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(const void* data,
+                                                                       size_t size) = 0;
+
+  virtual absl::StatusOr<TransferId> Submit(PeerId peer,
+                                            std::span<const std::span<const uint8_t>> buffers,
+                                            const SubmitOptions& options = {}) = 0;
+  // NotFound for an unknown (or already waited-for) id.
+  virtual absl::StatusOr<TransferStatus> GetStatus(TransferId id) = 0;
+  // The final status of the transfer, which is then forgotten; DeadlineExceeded if `deadline`
+  // passes first (the transfer stays pending and may be waited for again).
+  virtual absl::Status Wait(TransferId id, absl::Time deadline) = 0;
+  // Ends the transfer with Cancelled (no-op if already done); Wait then returns Cancelled once the
+  // buffers are released. NOTE: a backend may retire the peer's endpoint to end a send already
+  // handed to the network; later Submits to that peer then fail (see the backend's header).
+  virtual absl::Status Cancel(TransferId id) = 0;
+
+  // Next whole batch (or batch error) from any peer; DeadlineExceeded if none by `deadline`.
+  virtual absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) = 0;
+
+  virtual Metrics GetMetrics() const = 0;
+};
+
+}  // namespace glimpse::transport

@@ -1,0 +1,182 @@
+// Internal: the UcxTransport engine. See ucx_transport.h for the contract and design.
+//
+// Concurrency: mu_ guards every member below it and every UCX call; UCX callbacks run inside
+// ucp_worker_progress / ucp_*_nbx under mu_ and never lock. cv_ is notified on any completion,
+// failure, freed in-flight space or ready batch. Callback contexts (Outbound, Inbound, peers)
+// live in unique_ptrs so their addresses stay stable while UCX holds them.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "core/transport/transport.h"
+#include "core/transport/ucx/ucx_buffer_pool.h"
+#include "core/transport/ucx/ucx_wire.h"
+
+namespace glimpse::transport::ucx_internal {
+
+class UcxEngine;
+
+struct RequestCtx {       // user_data of one UCX request
+  void* owner = nullptr;  // Outbound* or Inbound*
+  uint32_t index = 0;     // buffer index; kHeaderIndex for the header
+  void* request = nullptr;
+};
+inline constexpr uint32_t kHeaderIndex = ~0u;
+
+struct EndpointState {  // an endpoint we opened (to a receiver, or back to a sender)
+  UcxEngine* engine = nullptr;
+  ucp_ep_h ep = nullptr;
+  absl::Status error;       // set once the endpoint failed or was torn down
+  bool failed = false;      // UCX reported it failed (error callback): only then force-closed
+  bool flush_done = false;  // Connect's wireup flush; here so a late callback finds it alive
+  ucs_status_t flush_status = UCS_OK;
+  uint32_t remote_id = 0;  // remote engine id
+  bool is_sender_watch = false;
+  bool peer_failure_detection = true;  // false: UCP_ERR_HANDLING_MODE_NONE (shm in UCX 1.13)
+};
+
+struct Outbound {
+  UcxEngine* engine = nullptr;
+  TransferId id = 0;
+  PeerId peer = 0;
+  uint64_t bytes = 0;
+  absl::Time deadline;
+  std::vector<uint64_t> sizes;
+  std::vector<uint8_t> header;  // must live until the header send completes
+  std::vector<RequestCtx> ctx;  // [n + 1]: data requests, then the header
+  int outstanding = 0;          // posted sends UCX has not called back yet
+  absl::Status status;
+  bool done = false;                               // final status reported to the caller
+  absl::Time aborted_at = absl::InfiniteFuture();  // Cancel / deadline / shutdown time
+};
+
+struct Inbound {
+  UcxEngine* engine = nullptr;
+  uint64_t key = 0;  // sender << 32 | seq
+  ucx_wire::BatchHeader header;
+  std::vector<PooledBuffer> buffers;
+  std::vector<RequestCtx> ctx;
+  int outstanding = 0;
+  absl::Time last_progress;
+  absl::Status status;
+  bool reported = false;  // handed to the ready queue (OK or error)
+};
+
+// Waits on cv in slices until pred() or the deadline (a far deadline must not overflow the
+// clock conversion). Returns pred().
+template <typename Pred>
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& l, absl::Time deadline,
+               Pred pred) {
+  while (!pred()) {
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return pred();
+    cv.wait_for(l, absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(100))));
+  }
+  return true;
+}
+
+// How an endpoint is closed. NOTE: UCX 1.13 asserts (ucp_request.c:684 "got REP message") when
+// an endpoint is force-closed, or its worker destroyed, while wireup messages are still pending
+// on it (tcp under load). kForce is therefore used only for endpoints UCX already reported as
+// failed; everything else is flush-closed, which completes once wireup and all sends are done.
+enum class CloseMode { kFlush, kForce };
+
+// An aborted transfer whose sends UCX has not released within this time is reported done anyway
+// (see UcxEngine::CheckDeadlines); the engine destructor waits this long for a clean shutdown.
+inline constexpr absl::Duration kAbortGrace = absl::Seconds(2);
+inline constexpr absl::Duration kShutdownDrain = absl::Seconds(5);
+
+struct ReadyItem {
+  absl::Status status;             // error of a failed batch, or OK
+  std::unique_ptr<Inbound> batch;  // set when OK
+};
+
+class UcxEngine : public Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<UcxEngine>> Create(const Options& options);
+  ~UcxEngine() override;
+
+  std::string LocalAddress() const override { return address_; }
+  absl::StatusOr<PeerId> Connect(std::string_view peer_address) override;
+  absl::Status Disconnect(PeerId peer) override;
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(const void* data,
+                                                               size_t size) override;
+  absl::StatusOr<TransferId> Submit(PeerId peer, std::span<const std::span<const uint8_t>> buffers,
+                                    const SubmitOptions& options) override;
+  absl::StatusOr<TransferStatus> GetStatus(TransferId id) override;
+  absl::Status Wait(TransferId id, absl::Time deadline) override;
+  absl::Status Cancel(TransferId id) override;
+  absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override;
+  Metrics GetMetrics() const override;
+
+  // Callbacks (static trampolines in the .cc files call these under mu_).
+  void OnSendDone(Outbound* o, RequestCtx* c, ucs_status_t status);
+  void OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status);
+  void OnEndpointError(EndpointState* e, ucs_status_t status);
+  void OnHeaderBytes(std::span<const uint8_t> bytes);
+  void UnregisterMemory(ucp_mem_h memh, const uint8_t* start);
+
+ private:
+  explicit UcxEngine(const Options& options);
+  absl::Status Init();
+  void ProgressLoop();
+  void PollHeaders();
+  void CheckDeadlines(absl::Time now);
+  absl::StatusOr<ucp_ep_h> CreateEndpoint(std::span<const uint8_t> ucp_address, EndpointState* e);
+  void TearDown(EndpointState* e, absl::Status why, CloseMode mode);
+  bool Drained() const;
+  bool DrainForShutdown();
+  void CancelSends(Outbound* o);
+  void FinishOutbound(Outbound* o);
+  void FailInbound(Inbound* in, absl::Status why);
+  void MaybeRetireInbound(Inbound* in);
+  absl::Status PostSends(Outbound* o, EndpointState* e, uint32_t seq,
+                         std::span<const std::span<const uint8_t>> buffers);
+  void AbortLocked(Outbound* o, absl::Status why);
+  ucp_mem_h FindMemh(const uint8_t* p, size_t n);
+  void Wake();
+
+  const Options options_;
+  uint32_t engine_id_ = 0;
+  std::string address_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::shared_ptr<BufferPool> pool_;
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Metrics metrics_;
+  PeerId next_peer_ = 1;
+  TransferId next_transfer_ = 1;
+  uint32_t next_seq_ = 0;
+  std::map<PeerId, std::unique_ptr<EndpointState>> peers_;
+  std::map<uint32_t, std::unique_ptr<EndpointState>> senders_;  // by sender engine id
+  std::vector<std::unique_ptr<EndpointState>> dead_endpoints_;  // kept: UCX may still call back
+  std::vector<EndpointState*> to_close_;                        // failed, close soon
+  std::vector<void*> closing_;                                  // ep close requests
+  bool worker_flushed_ = false;  // shutdown's ucp_worker_flush_nbx completed
+  std::map<TransferId, std::unique_ptr<Outbound>> transfers_;
+  // Waited-for transfers whose sends UCX still holds (aborted ones): freed on the last callback.
+  std::map<TransferId, std::unique_ptr<Outbound>> retiring_;
+  std::map<uint64_t, std::unique_ptr<Inbound>> inbound_;
+  std::deque<ReadyItem> ready_;
+  struct Region {
+    const uint8_t* end;
+    ucp_mem_h memh;
+  };
+  std::map<const uint8_t*, Region> regions_;
+};
+
+}  // namespace glimpse::transport::ucx_internal

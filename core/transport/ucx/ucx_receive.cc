@@ -1,0 +1,227 @@
+// UcxEngine receive side: headers are probed by the progress thread, each posts one tag receive
+// per buffer into pooled memory; whole batches queue for Receive(), which verifies the CRC32C.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/kvpage/crc32c.h"
+#include "core/transport/ucx/ucx_engine.h"
+
+namespace glimpse::transport::ucx_internal {
+
+namespace {
+
+struct HeaderRecv {
+  UcxEngine* engine;
+  std::vector<uint8_t> bytes;
+};
+
+void HeaderCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
+  std::unique_ptr<HeaderRecv> h(static_cast<HeaderRecv*>(user_data));
+  if (status == UCS_OK) h->engine->OnHeaderBytes(h->bytes);
+  ucp_request_free(request);
+}
+
+void DataCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
+  auto* c = static_cast<RequestCtx*>(user_data);
+  auto* in = static_cast<Inbound*>(c->owner);
+  in->engine->OnRecvDone(in, c, status);
+  ucp_request_free(request);
+}
+
+// Gives the buffers of a delivered batch back to the pool when the caller drops it.
+class PoolStorage : public ReceivedBatch::Storage {
+ public:
+  PoolStorage(std::shared_ptr<BufferPool> pool, std::vector<PooledBuffer> buffers)
+      : pool_(std::move(pool)), buffers_(std::move(buffers)) {}
+  ~PoolStorage() override {
+    for (auto& b : buffers_) pool_->Put(std::move(b));
+  }
+
+ private:
+  std::shared_ptr<BufferPool> pool_;
+  std::vector<PooledBuffer> buffers_;
+};
+
+absl::Status RecvError(const Inbound& in, uint32_t index, ucs_status_t s) {
+  std::string what = absl::StrFormat("batch %d from engine %07x, buffer %d: %s", in.header.seq,
+                                     in.header.sender, index, ucs_status_string(s));
+  if (s == UCS_ERR_MESSAGE_TRUNCATED) return absl::DataLossError(what);
+  if (s == UCS_ERR_CANCELED) return absl::CancelledError(what);
+  return absl::UnavailableError(what);
+}
+
+}  // namespace
+
+void UcxEngine::PollHeaders() {
+  for (int i = 0; i < 64; ++i) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg =
+        ucp_tag_probe_nb(worker_, ucx_wire::kKindHeader, ucx_wire::kKindMask, 1, &info);
+    if (msg == nullptr) return;
+    auto* h = new HeaderRecv{this, std::vector<uint8_t>(info.length)};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv = HeaderCb;
+    p.user_data = h;
+    void* r = ucp_tag_msg_recv_nbx(worker_, h->bytes.data(), h->bytes.size(), msg, &p);
+    if (UCS_PTR_IS_PTR(r)) continue;  // HeaderCb owns h now
+    std::unique_ptr<HeaderRecv> owned(h);
+    if (UCS_PTR_STATUS(r) == UCS_OK) {
+      OnHeaderBytes(h->bytes);
+    } else {
+      ++metrics_.receive_errors;
+      ready_.push_back({absl::UnavailableError(absl::StrCat("receiving a batch header: ",
+                                                            ucs_status_string(UCS_PTR_STATUS(r)))),
+                        nullptr});
+      cv_.notify_all();
+    }
+  }
+}
+
+void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
+  absl::StatusOr<ucx_wire::BatchHeader> h = ucx_wire::DecodeHeader(bytes);
+  uint64_t key = h.ok() ? (uint64_t{h->sender} << 32) | h->seq : 0;
+  if (h.ok() && inbound_.contains(key)) {
+    h = absl::DataLossError(
+        absl::StrFormat("duplicate batch %d from engine %07x", h->seq, h->sender));
+  }
+  if (!h.ok()) {
+    ++metrics_.receive_errors;
+    ready_.push_back({h.status(), nullptr});
+    cv_.notify_all();
+    return;
+  }
+  if (options_.watch_senders &&
+      !senders_.contains(h->sender)) {  // watch the sender so that its death is noticed
+    auto e = std::make_unique<EndpointState>();
+    e->engine = this;
+    e->remote_id = h->sender;
+    e->is_sender_watch = true;
+    absl::StatusOr<ucx_wire::ParsedAddress> a = ucx_wire::UnwrapAddress(h->sender_address);
+    if (a.ok()) {
+      absl::StatusOr<ucp_ep_h> ep = CreateEndpoint(a->ucp_address, e.get());
+      if (ep.ok() && e->peer_failure_detection) {
+        e->ep = *ep;
+      } else if (ep.ok()) {  // a watch that cannot see failures is useless
+        TearDown(e.get(), absl::OkStatus(), CloseMode::kFlush);
+      }
+    }
+    senders_[h->sender] = std::move(e);
+  }
+  auto owned = std::make_unique<Inbound>();
+  Inbound* in = owned.get();
+  in->engine = this;
+  in->key = key;
+  in->header = *std::move(h);
+  in->last_progress = absl::Now();
+  const size_t n = in->header.sizes.size();
+  in->ctx.assign(n, RequestCtx{in, 0, nullptr});
+  inbound_[key] = std::move(owned);
+  for (uint32_t i = 0; i < n; ++i) {
+    size_t size = in->header.sizes[i];
+    in->buffers.push_back(pool_->Get(size));
+    RequestCtx* c = &in->ctx[i];
+    c->index = i;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv = DataCb;
+    p.user_data = c;
+    uint64_t tag = ucx_wire::MakeTag(ucx_wire::kKindData, in->header.sender, in->header.seq, i);
+    void* r =
+        ucp_tag_recv_nbx(worker_, in->buffers[i].data.get(), size, tag, ucx_wire::kFullMask, &p);
+    if (UCS_PTR_IS_PTR(r)) {
+      c->request = r;
+      ++in->outstanding;
+    } else if (UCS_PTR_STATUS(r) == UCS_OK) {
+      metrics_.bytes_received += size;
+    } else if (in->status.ok()) {
+      in->status = RecvError(*in, i, UCS_PTR_STATUS(r));
+    }
+  }
+  if (!in->status.ok()) {
+    FailInbound(in, in->status);
+  } else {
+    MaybeRetireInbound(in);
+  }
+}
+
+void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
+  c->request = nullptr;
+  --in->outstanding;
+  if (status == UCS_OK) {
+    metrics_.bytes_received += in->header.sizes[c->index];
+    in->last_progress = absl::Now();
+  } else if (in->status.ok()) {
+    in->status = RecvError(*in, c->index, status);
+  }
+  if (!in->status.ok() && !in->reported) {
+    FailInbound(in, in->status);  // retires `in` if nothing is outstanding
+    return;
+  }
+  MaybeRetireInbound(in);
+}
+
+// Reports `in` as failed at once; its still-posted receives are cancelled (those UCX has
+// already matched finish or fail on their own), and it is freed when none is outstanding.
+void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
+  if (in->reported) return;
+  in->reported = true;
+  if (in->status.ok()) in->status = why;
+  ++metrics_.receive_errors;
+  ready_.push_back({std::move(why), nullptr});
+  cv_.notify_all();
+  std::vector<void*> posted;
+  for (auto& c : in->ctx) {
+    if (c.request != nullptr) posted.push_back(c.request);
+  }
+  if (posted.empty()) {
+    MaybeRetireInbound(in);
+    return;
+  }
+  // NOTE: a cancel may complete synchronously and retire (free) `in`; touch only `posted`.
+  for (void* r : posted) ucp_request_cancel(worker_, r);
+}
+
+void UcxEngine::MaybeRetireInbound(Inbound* in) {
+  if (in->outstanding > 0) return;
+  auto node = inbound_.extract(in->key);
+  if (node.empty()) return;
+  std::unique_ptr<Inbound> owned = std::move(node.mapped());
+  if (!in->reported) {
+    in->reported = true;
+    ready_.push_back({absl::OkStatus(), std::move(owned)});
+    cv_.notify_all();
+    return;
+  }
+  for (auto& b : in->buffers) pool_->Put(std::move(b));
+}
+
+absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
+  std::unique_lock l(mu_);
+  if (!WaitUntil(cv_, l, deadline, [this] { return !ready_.empty(); })) {
+    return absl::DeadlineExceededError("no batch arrived before the deadline");
+  }
+  ReadyItem item = std::move(ready_.front());
+  ready_.pop_front();
+  l.unlock();
+  if (!item.status.ok()) return item.status;
+  Inbound& in = *item.batch;
+  uint32_t crc = 0;
+  std::vector<std::span<const uint8_t>> spans;
+  for (size_t i = 0; i < in.buffers.size(); ++i) {
+    spans.emplace_back(in.buffers[i].data.get(), in.header.sizes[i]);
+    crc = kvpage::Crc32cExtend(crc, spans.back().data(), spans.back().size());
+  }
+  auto storage = std::make_unique<PoolStorage>(pool_, std::move(in.buffers));
+  l.lock();
+  if (crc != in.header.crc) {
+    ++metrics_.checksum_errors;
+    ++metrics_.receive_errors;
+    return absl::DataLossError(absl::StrFormat(
+        "batch %d from engine %07x (%d buffers, %d bytes): CRC32C %08x, header says %08x",
+        in.header.seq, in.header.sender, spans.size(), in.header.total_bytes, crc, in.header.crc));
+  }
+  ++metrics_.batches_received;
+  return ReceivedBatch(in.header.sender, std::move(spans), std::move(storage));
+}
+
+}  // namespace glimpse::transport::ucx_internal

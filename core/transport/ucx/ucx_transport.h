@@ -1,0 +1,43 @@
+// UcxTransport: the Transport over UCX (ucp tag API). One ucp context + worker per engine and a
+// progress thread that owns the worker (every UCX call runs under the engine's mutex, the worker
+// is UCS_THREAD_MODE_SERIALIZED). UCX's own environment picks the transports (UCX_TLS, e.g.
+// "posix,sysv,cma,self" for shared memory or "tcp,self"); Options never override it.
+//
+// Data path: per batch one eager header message (sizes, CRC32C, sender address) then one tag
+// send per buffer. Small buffers go eager; above UCX's rendezvous threshold UCX switches to
+// rendezvous on its own (shm: CMA process_vm_readv by the receiver; tcp: zero-copy
+// fragments), straight from the caller's memory into a receive buffer from a recycled pool.
+// Why tag rendezvous rather than RMA put into peer-registered memory: the receiver learns the
+// sizes from the header and provides buffers itself, so there is no rkey exchange round trip
+// per batch and no remote memory the sender could overrun; UCX already registers (and caches
+// the registration of) large send buffers, and RegisterMemory() pre-registers a caller's arena
+// (ucp_mem_map) so its buffers skip even that lookup. UCX 1.13's TCP transport has no native
+// put, so RMA would be emulated over the same active messages anyway.
+//
+// Failure handling: endpoints use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint fails its
+// transfers with Unavailable and is force-closed. Nothing else is ever force-closed: UCX 1.13
+// asserts (ucp_request.c:684 "got REP message", process abort) when an endpoint, or its worker,
+// is torn down while wireup messages are still pending on it, as happens on tcp under load.
+// So a deadline or Cancel() fixes the transfer's status at once, withdraws its posted sends with
+// ucp_request_cancel (sends UCX has already started, e.g. a rendezvous, run to completion) and
+// retires its endpoint with a flush close: other transfers on it finish, new Submits fail with
+// Unavailable and the peer must be connected again. The transfer is reported done when UCX has
+// called back every send, at most kAbortGrace (2 s) after the abort; past that it is reported
+// done anyway and UCX may still read the buffers (logged; the receiver's CRC32C guards the data).
+// The destructor withdraws all requests, flush-closes all endpoints and flushes the worker for
+// at most kShutdownDrain (5 s) before ucp_worker_destroy; if that does not drain (a peer that
+// neither answers nor fails, e.g. pure shm without failure detection) it logs and leaks the
+// worker rather than risk the assertion. Receive-side stalls past
+// Options::receive_stall_timeout fail the batch; optionally (Options::watch_senders) the
+// receiver opens an endpoint back to each sender to learn of its death sooner.
+#pragma once
+
+#include <memory>
+
+#include "core/transport/transport.h"
+
+namespace glimpse::transport {
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const Options& options = {});
+
+}  // namespace glimpse::transport

@@ -1,0 +1,43 @@
+// Shared by the UCX transport tests: the transport sets under test, selected the way a
+// deployment selects them — UCX_TLS in the environment before ucp_config_read.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include "core/transport/transport.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::transport {
+
+struct TlsCase {
+  const char* name;
+  const char* tls;
+  bool detects_peer_failure;  // false: UCX 1.13 shm only, peer death would abort inside UCX
+};
+// shm: pure shared memory (posix/sysv active messages, CMA bulk). shm_tcp: the same CMA bulk
+// path with tcp carrying the small messages, so UCX can detect a dead peer. tcp: sockets only.
+inline constexpr TlsCase kTlsCases[] = {{"shm", "posix,sysv,cma,self", false},
+                                        {"shm_tcp", "posix,sysv,cma,tcp,self", true},
+                                        {"tcp", "tcp,self", true}};
+inline constexpr char kAllowEnv[] = "GLIMPSE_TRANSPORT_ALLOW_NO_PEER_FAILURE_DETECTION";
+
+class UcxTlsTest : public ::testing::TestWithParam<TlsCase> {
+ protected:
+  void SetUp() override {
+    setenv("UCX_TLS", GetParam().tls, 1);
+    setenv(kAllowEnv, GetParam().detects_peer_failure ? "0" : "1", 1);  // for child processes
+  }
+};
+
+inline Options TestOptions(const TlsCase& c) {
+  Options o;
+  o.allow_no_peer_failure_detection = !c.detects_peer_failure;
+  return o;
+}
+
+inline std::string TlsName(const ::testing::TestParamInfo<TlsCase>& info) {
+  return info.param.name;
+}
+
+}  // namespace glimpse::transport

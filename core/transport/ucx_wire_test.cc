@@ -1,0 +1,51 @@
+#include "core/transport/ucx/ucx_wire.h"
+
+#include "gtest/gtest.h"
+
+namespace glimpse::transport::ucx_wire {
+namespace {
+
+TEST(UcxWire, AddressRoundTripAndGarbage) {
+  std::vector<uint8_t> ucp = {1, 2, 3, 4, 5};
+  std::string a = WrapAddress(0x123456, ucp);
+  auto p = UnwrapAddress(a);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->engine_id, 0x123456u);
+  EXPECT_EQ(std::vector<uint8_t>(p->ucp_address.begin(), p->ucp_address.end()), ucp);
+  EXPECT_EQ(UnwrapAddress("garbage").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UnwrapAddress("").status().code(), absl::StatusCode::kInvalidArgument);
+  for (size_t i = 0; i < a.size(); ++i) {  // every single-byte corruption is caught
+    std::string b = a;
+    b[i] ^= 0x40;
+    EXPECT_FALSE(UnwrapAddress(b).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(UnwrapAddress(a.substr(0, a.size() - 1)).ok());
+}
+
+TEST(UcxWire, HeaderRoundTripAndRejects) {
+  BatchHeader h{7, 42, 0xdeadbeef, 1 + 4096 + 3, {1, 4096, 3}, "addr"};
+  std::vector<uint8_t> b = EncodeHeader(h);
+  auto d = DecodeHeader(b);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->sender, 7u);
+  EXPECT_EQ(d->seq, 42u);
+  EXPECT_EQ(d->crc, 0xdeadbeefu);
+  EXPECT_EQ(d->sizes, h.sizes);
+  EXPECT_EQ(d->sender_address, "addr");
+  std::vector<uint8_t> short_b(b.begin(), b.end() - 1);
+  EXPECT_EQ(DecodeHeader(short_b).status().code(), absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> bad_total = b;
+  bad_total[24] ^= 1;
+  EXPECT_EQ(DecodeHeader(bad_total).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(UcxWire, TagLayoutSeparatesKindsSendersSeqsIndices) {
+  uint64_t t = MakeTag(kKindData, kEngineIdMask, kSeqMask, 4095);
+  EXPECT_EQ(t & kKindMask, kKindData);
+  EXPECT_NE(MakeTag(kKindData, 1, 2, 3), MakeTag(kKindData, 1, 2, 4));
+  EXPECT_NE(MakeTag(kKindData, 1, 2, 3), MakeTag(kKindData, 2, 2, 3));
+  EXPECT_NE(MakeTag(kKindData, 1, 2, 3), MakeTag(kKindHeader, 1, 2, 3));
+}
+
+}  // namespace
+}  // namespace glimpse::transport::ucx_wire
