@@ -61,3 +61,11 @@ fuzz: deps
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# UcxTransport vs ucx_perftest (tag_bw), shm and tcp on 127.0.0.1, 64 KiB .. 4 MiB pages: a table
+# on stdout and $(BUILD_DIR)/transport_bench.json. Builds only its own targets.
+.PHONY: bench-transport
+bench-transport: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_transport glimpse_transport_peer
+	@$(BUILD_DIR)/bench/glimpse_bench_transport

@@ -1,0 +1,338 @@
+// glimpse_bench_transport: UcxTransport throughput between two processes on one host, beside
+// ucx_perftest (tag_bw) run with the same UCX_TLS and message sizes in the same run.
+//
+// For each transport set (shm = posix,sysv,cma,self; tcp = tcp,self) and page size (64 KiB,
+// 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB in batches of --pages pages to a
+// glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8 of that, with at most
+// --window batches in flight; "ours" is payload bytes / (first Submit .. last Wait). Then it runs
+// an ucx_perftest server and client (127.0.0.1, a free port, -n iterations moving the same bytes,
+// -w 1/8 of them) and takes the client's final "overall" bandwidth. Both are sender-side
+// completion times; GB/s are 1e9 bytes/s (ucx_perftest's MB/s are MiB/s and are converted).
+//
+// Only loopback: UCX_NET_DEVICES=lo for us and every child. Every child is started through
+// testing::Child (fork + exec), waited for with a deadline and SIGKILLed + reaped otherwise.
+// Prints a table and writes all numbers as JSON (--json, default in the build dir).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/common/progress.h"
+#include "core/common/status_macros.h"
+#include "core/transport/testing/peer_util.h"
+#include "core/transport/ucx/ucx_transport.h"
+#include "nlohmann/json.hpp"
+
+namespace glimpse::transport {
+namespace {
+
+using testing::Child;
+
+struct Config {
+  size_t total_bytes = size_t{256} << 20;
+  size_t pages_per_batch = 8;
+  size_t window = 4;  // batches in flight
+  std::string peer = GLIMPSE_TRANSPORT_PEER;
+  std::string perftest = GLIMPSE_UCX_PERFTEST;
+  std::string json = GLIMPSE_BENCH_JSON;
+};
+
+struct TlsSet {
+  const char* name;
+  const char* tls;
+  bool detects_peer_failure;  // false: needs Options::allow_no_peer_failure_detection
+};
+constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false}, {"tcp", "tcp,self", true}};
+constexpr size_t kPageSizes[] = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
+                                 size_t{4} << 20};
+
+struct Result {
+  std::string tls;
+  size_t page_bytes = 0;
+  double ours_gbps = 0;      // 0 if the run failed
+  double perftest_gbps = 0;  // 0 if the run failed
+  double ours_seconds = 0;
+  std::string ours_error, perftest_error;
+};
+
+void SetTlsEnv(const TlsSet& set) {
+  setenv("UCX_TLS", set.tls, 1);
+  setenv("UCX_NET_DEVICES", "lo", 1);
+  setenv("GLIMPSE_TRANSPORT_ALLOW_NO_PEER_FAILURE_DETECTION", set.detects_peer_failure ? "0" : "1",
+         1);
+}
+
+// Ships `batches` batches from the arena's slots, at most `window` in flight. Bounded by the
+// transfers' deadlines.
+absl::Status SendBatches(Transport& t, PeerId peer,
+                         const std::vector<std::vector<std::span<const uint8_t>>>& slots,
+                         size_t batches) {
+  std::deque<TransferId> inflight;
+  for (size_t b = 0; b < batches; ++b) {
+    if (inflight.size() == slots.size()) {
+      RETURN_IF_ERROR(t.Wait(inflight.front(), absl::Now() + absl::Seconds(30)));
+      inflight.pop_front();
+    }
+    SubmitOptions so;
+    so.deadline = absl::Now() + absl::Seconds(30);
+    ASSIGN_OR_RETURN(TransferId id, t.Submit(peer, slots[b % slots.size()], so));
+    inflight.push_back(id);
+  }
+  for (TransferId id : inflight) RETURN_IF_ERROR(t.Wait(id, absl::Now() + absl::Seconds(30)));
+  return absl::OkStatus();
+}
+
+// Our transport: this process sends, a glimpse_transport_peer child receives. Returns seconds.
+absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page_bytes) {
+  ASSIGN_OR_RETURN(Child child, Child::Start({cfg.peer, "recv", "120"}));
+  ASSIGN_OR_RETURN(std::string line, child.ReadLine(absl::Now() + absl::Seconds(20), {"ADDR "}));
+  const std::string address = testing::FromHex(line.substr(5));
+  double seconds = 0;
+  {  // The sender engine goes before the child is killed: with shm a dying peer is fatal to UCX.
+    Options options;
+    options.allow_no_peer_failure_detection = !set.detects_peer_failure;
+    ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, CreateUcxTransport(options));
+    ASSIGN_OR_RETURN(PeerId peer, t->Connect(address));
+    const size_t batch_bytes = page_bytes * cfg.pages_per_batch;
+    std::vector<uint8_t> arena(batch_bytes * cfg.window);  // [window][pages][page_bytes]
+    for (size_t i = 0; i < arena.size(); ++i) arena[i] = static_cast<uint8_t>(i * 131 + 7);
+    ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region,
+                     t->RegisterMemory(arena.data(), arena.size()));
+    std::vector<std::vector<std::span<const uint8_t>>> slots(cfg.window);
+    for (size_t s = 0; s < cfg.window; ++s) {
+      for (size_t p = 0; p < cfg.pages_per_batch; ++p) {
+        slots[s].emplace_back(arena.data() + s * batch_bytes + p * page_bytes, page_bytes);
+      }
+    }
+    const size_t batches = std::max<size_t>(1, cfg.total_bytes / batch_bytes);
+    // Warm-up: wireup, and the receiver's pool fills with a window's worth of buffers.
+    RETURN_IF_ERROR(SendBatches(*t, peer, slots, std::max(2 * cfg.window, batches / 8)));
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(SendBatches(*t, peer, slots, batches));
+    seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    (void)t->Disconnect(peer);
+  }
+  child.Kill();
+  return seconds;
+}
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  if (port <= 0) return absl::InternalError("no free port on 127.0.0.1");
+  return port;
+}
+
+// True once some socket listens on `port` (per /proc/net/tcp{,6}), without connecting to it: the
+// ucx_perftest server takes its first connection as the client.
+bool Listening(int port) {
+  const std::string want = absl::StrFormat(":%04X", port);  // local_address is HEXIP:HEXPORT
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(path);
+    std::string row;
+    while (std::getline(in, row)) {
+      std::vector<std::string> f = absl::StrSplit(row, ' ', absl::SkipEmpty());
+      if (f.size() > 3 && absl::EndsWith(f[1], want) && f[3] == "0A") {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// All stdout lines until the child closes it (or the deadline).
+std::vector<std::string> ReadAll(Child& c, absl::Time deadline) {
+  std::vector<std::string> lines;
+  for (;;) {
+    absl::StatusOr<std::string> l = c.ReadLine(deadline, {""});
+    if (!l.ok()) return lines;
+    lines.push_back(*l);
+  }
+}
+
+// The client's final row: "<iters> <p50> <avg> <overall> <bw avg> <bw overall> <rate> <rate>".
+absl::StatusOr<double> ParsePerftestMiBps(const std::vector<std::string>& lines) {
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    std::vector<std::string> f = absl::StrSplit(*it, ' ', absl::SkipEmpty());
+    double v[8];
+    if (f.size() != 7 && f.size() != 8) continue;
+    bool numeric = true;
+    for (size_t i = 0; i < f.size() && numeric; ++i) numeric = absl::SimpleAtod(f[i], &v[i]);
+    if (numeric) return v[f.size() - 3];  // bandwidth, overall
+  }
+  return absl::InternalError("no final result row in ucx_perftest output");
+}
+
+// ucx_perftest tag_bw with the same UCX_TLS. Returns GB/s (1e9).
+absl::StatusOr<double> RunPerftest(const Config& cfg, size_t page_bytes) {
+  ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
+  const size_t iters = std::max<size_t>(1, cfg.total_bytes / page_bytes);
+  ASSIGN_OR_RETURN(Child server, Child::Start({cfg.perftest, "-p", absl::StrCat(port)}));
+  const absl::Time listen_by = absl::Now() + absl::Seconds(10);
+  while (!Listening(port)) {
+    if (absl::Now() > listen_by) return absl::DeadlineExceededError("ucx_perftest never listened");
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSIGN_OR_RETURN(
+      Child client,
+      Child::Start({cfg.perftest, "127.0.0.1", "-p", absl::StrCat(port), "-t", "tag_bw", "-s",
+                    absl::StrCat(page_bytes), "-n", absl::StrCat(iters), "-w",
+                    absl::StrCat(std::max<size_t>(8, iters / 8)), "-f"}));
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::vector<std::string> lines = ReadAll(client, deadline);
+  ASSIGN_OR_RETURN(int rc, client.WaitExit(deadline));
+  (void)ReadAll(server, absl::Now() + absl::Seconds(5));
+  (void)server.WaitExit(absl::Now() + absl::Seconds(5));  // else killed by ~Child
+  if (rc != 0) return absl::InternalError(absl::StrCat("ucx_perftest client exit code ", rc));
+  ASSIGN_OR_RETURN(double mibps, ParsePerftestMiBps(lines));
+  return mibps * 1048576.0 / 1e9;
+}
+
+std::string PageName(size_t bytes) {
+  return bytes >= (size_t{1} << 20) ? absl::StrCat(bytes >> 20, " MiB")
+                                    : absl::StrCat(bytes >> 10, " KiB");
+}
+
+void PrintTable(const std::vector<Result>& results) {
+  std::printf("\n%-5s %-9s %10s %16s %7s\n", "tls", "page", "ours GB/s", "ucx_perftest GB/s",
+              "ratio");
+  for (const Result& r : results) {
+    const double ratio = r.perftest_gbps > 0 ? r.ours_gbps / r.perftest_gbps : 0;
+    const bool goal = r.page_bytes < (size_t{1} << 20) || ratio >= 0.9;
+    std::printf("%-5s %-9s %10.2f %16.2f %6.2fx%s\n", r.tls.c_str(), PageName(r.page_bytes).c_str(),
+                r.ours_gbps, r.perftest_gbps, ratio, goal ? "" : "  (< 0.9 goal)");
+    if (!r.ours_error.empty()) std::printf("      ours failed: %s\n", r.ours_error.c_str());
+    if (!r.perftest_error.empty()) std::printf("      ucx_perftest failed: %s\n",
+                                               r.perftest_error.c_str());
+  }
+}
+
+absl::Status WriteJson(const Config& cfg, const std::vector<Result>& results) {
+  nlohmann::json j;
+  j["total_bytes"] = cfg.total_bytes;
+  j["pages_per_batch"] = cfg.pages_per_batch;
+  j["window_batches"] = cfg.window;
+  j["units"] = "GB/s = 1e9 bytes/s, sender-side completion";
+  for (const Result& r : results) {
+    j["results"].push_back({{"tls", r.tls},
+                            {"page_bytes", r.page_bytes},
+                            {"ours_gbps", r.ours_gbps},
+                            {"ours_seconds", r.ours_seconds},
+                            {"ucx_perftest_gbps", r.perftest_gbps},
+                            {"ratio", r.perftest_gbps > 0 ? r.ours_gbps / r.perftest_gbps : 0},
+                            {"ours_error", r.ours_error},
+                            {"ucx_perftest_error", r.perftest_error}});
+  }
+  std::ofstream out(cfg.json);
+  out << j.dump(2) << "\n";
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", cfg.json));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
+  Config cfg;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    size_t n = 0;
+    if (absl::ConsumePrefix(&a, "--total_mib=") && absl::SimpleAtoi(a, &n) && n > 0) {
+      cfg.total_bytes = n << 20;
+    } else if (absl::ConsumePrefix(&a, "--pages=") && absl::SimpleAtoi(a, &n) && n > 0 &&
+               n <= kMaxBuffersPerBatch) {
+      cfg.pages_per_batch = n;
+    } else if (absl::ConsumePrefix(&a, "--window=") && absl::SimpleAtoi(a, &n) && n > 0) {
+      cfg.window = n;
+    } else if (absl::ConsumePrefix(&a, "--json=")) {
+      cfg.json = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--perftest=")) {
+      cfg.perftest = std::string(a);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad flag '", argv[i], "'; flags: --total_mib=N --pages=N --window=N --json=PATH "
+          "--perftest=PATH"));
+    }
+  }
+  return cfg;
+}
+
+int Run(int argc, char** argv) {
+  absl::StatusOr<Config> cfg = ParseFlags(argc, argv);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "%s\n", cfg.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<Result> results;
+  ProgressBar bar("transport bench", std::size(kTlsSets) * std::size(kPageSizes) * 2);
+  int64_t step = 0;
+  for (const TlsSet& set : kTlsSets) {
+    SetTlsEnv(set);
+    for (size_t page : kPageSizes) {
+      Result r;
+      r.tls = set.name;
+      r.page_bytes = page;
+      absl::StatusOr<double> s = RunOurs(*cfg, set, page);
+      if (s.ok()) {
+        r.ours_seconds = *s;
+        r.ours_gbps = *s > 0 ? cfg->total_bytes / *s / 1e9 : 0;
+      } else {
+        r.ours_error = s.status().ToString();
+      }
+      bar.Update(++step);
+      absl::StatusOr<double> p = RunPerftest(*cfg, page);
+      if (p.ok()) r.perftest_gbps = *p;
+      else r.perftest_error = p.status().ToString();
+      bar.Update(++step);
+      results.push_back(r);
+    }
+  }
+  bar.Done();
+  PrintTable(results);
+  absl::Status js = WriteJson(*cfg, results);
+  if (!js.ok()) std::fprintf(stderr, "%s\n", js.ToString().c_str());
+  else std::printf("\nJSON: %s\n", cfg->json.c_str());
+  for (const Result& r : results) {
+    if (!r.ours_error.empty() || !r.perftest_error.empty()) return 1;
+  }
+  return js.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace glimpse::transport
+
+int main(int argc, char** argv) {
+  // UCX logs to stdout by default, where it would mix with the peers' line protocol and our table;
+  // libucs reads UCX_LOG_FILE when loaded, so set it and re-exec once (children inherit it).
+  if (std::getenv("UCX_LOG_FILE") == nullptr) {
+    setenv("UCX_LOG_FILE", "stderr", 1);
+    setenv("UCX_LOG_LEVEL", "error", 0);
+    execv("/proc/self/exe", argv);
+    std::perror("re-exec with UCX_LOG_FILE=stderr failed; UCX may log to stdout");
+  }
+  return glimpse::transport::Run(argc, argv);
+}
