@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/common/log.h"
+#include "tools/cli/eval_command.h"
 #include "tools/cli/evict_command.h"
 #include "tools/cli/generate_command.h"
 
@@ -15,6 +16,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  generate   run the model on a prompt or a chat (glimpse generate --help)\n"
     "  evict      prefill a prompt with KV-cache eviction, report kept positions (--help)\n"
+    "  eval       score eviction methods and budgets against the full cache (--help)\n"
     "\n"
     "environment: GLIMPSE_MODEL (model file), GLIMPSE_CACHE_DIR (cache, default "
     "~/.cache/glimpse),\n"
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "generate") return glimpse::cli::GenerateCommand(argc, argv);
   if (command == "evict") return glimpse::cli::EvictCommand(argc, argv);
+  if (command == "eval") return glimpse::cli::EvalCommand(argc, argv);
   std::fprintf(stderr, "glimpse: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

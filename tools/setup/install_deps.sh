@@ -9,6 +9,7 @@ PACKAGES=(
   libucx-dev ucx-utils librocksdb-dev rocksdb-tools libabsl-dev
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  python3-matplotlib
 )
 
 missing=()

@@ -1,0 +1,96 @@
+// End to end on the real default model: the `--quick` suite under two methods, checking that the
+// full-cache baseline is reported and that a budget of 1 reproduces it exactly.
+#include <algorithm>
+
+#include "core/eviction/eval/report.h"
+#include "core/eviction/eval/runner.h"
+#include "core/eviction/eval/tasks.h"
+#include "core/eviction/pipeline.h"
+#include "core/model/generator.h"
+#include "core/model/test_model.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::eviction::eval {
+namespace {
+
+TEST(EvalTest, QuickSuiteFullBudgetEqualsBaseline) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const RunOptions options{.methods = {"snapkv", "h2o"}, .budgets = {0.2, 1.0}};
+  std::vector<TaskScores> tasks;
+  for (const Task& task : GenerateSuite(QuickSuiteOptions(1))) {
+    auto scores = RunTask(*model, model::testing::SharedPool(), task, options);
+    ASSERT_TRUE(scores.ok()) << scores.status();
+    ASSERT_EQ(scores->runs.size(), 4u);
+    EXPECT_EQ(scores->full.method, "full");
+    EXPECT_EQ(scores->full.kl, 0.0);
+    EXPECT_GT(scores->prefill_seconds, 0.0);
+    for (const RunScores& run : scores->runs) {
+      SCOPED_TRACE(run.method + " at " + std::to_string(run.budget));
+      EXPECT_GE(run.kl, 0.0);
+      EXPECT_GE(run.agreement, 0.0);
+      EXPECT_LE(run.agreement, 1.0);
+      if (run.budget == 1.0) {
+        EXPECT_EQ(run.answer, scores->full.answer);
+        EXPECT_EQ(run.correct, scores->full.correct);
+        EXPECT_EQ(run.agreement, scores->full.agreement);
+        EXPECT_EQ(run.kl, 0.0);
+      }
+    }
+    tasks.push_back(*std::move(scores));
+  }
+  const std::vector<ReportRow> rows = Aggregate(tasks, options);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].method, "full");
+  EXPECT_EQ(rows[0].tasks, 4);
+  for (const ReportRow& row : rows) {
+    if (row.budget == 1.0) {
+      EXPECT_EQ(row.accuracy, rows[0].accuracy) << row.method;
+      EXPECT_EQ(row.agreement, rows[0].agreement) << row.method;
+      EXPECT_EQ(row.by_kind, rows[0].by_kind) << row.method;
+    }
+  }
+  const std::string table = MarkdownTable(rows);
+  EXPECT_NE(table.find("| full | 100 % |"), std::string::npos) << table;
+  std::printf("%s", table.c_str());
+}
+
+// The harness's shortcut (one prefill, cache contents swapped, continuations not kept) answers
+// as the real path does: PrefillAndEvict with the method's own scorer, then Generate.
+TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const Task task = GenerateTask(TaskKind::kNeedleSingle, 11, 512);
+  for (const double budget : {0.5, 0.2}) {
+    const RunOptions options{.methods = {"snapkv"}, .budgets = {budget}};
+    auto scores = RunTask(*model, model::testing::SharedPool(), task, options);
+    ASSERT_TRUE(scores.ok()) << scores.status();
+
+    const model::Tokenizer& tok = model->tokenizer();
+    const std::vector<int32_t> prompt =
+        tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, false));
+    model::Session session(*model, model::testing::SharedPool());
+    ScorerConfig config;
+    config.method = "snapkv";
+    config.window = options.window;
+    auto scorer = CreateScorer(config);
+    ASSERT_TRUE(scorer.ok()) << scorer.status();
+    SelectionOptions selection;
+    selection.budget_ratio = budget;
+    selection.sinks = options.sinks;
+    ASSERT_TRUE(PrefillAndEvict(session, prompt, **scorer, selection).ok());
+    auto sampler = model::Sampler::Create({});
+    ASSERT_TRUE(sampler.ok());
+    auto generated = model::Generate(session, *sampler, tok.Encode("<|im_start|>assistant\n"),
+                                     options.max_answer_tokens);
+    ASSERT_TRUE(generated.ok()) << generated.status();
+    auto text = tok.Decode(generated->tokens);
+    ASSERT_TRUE(text.ok());
+    EXPECT_EQ(*text, scores->runs[0].answer) << "budget " << budget;
+    std::printf("budget %.1f: full '%s', evicted '%s'\n", budget, scores->full.answer.c_str(),
+                text->c_str());
+  }
+}
+
+}  // namespace
+}  // namespace glimpse::eviction::eval

@@ -1,0 +1,62 @@
+#include "core/eviction/eval/metrics.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace glimpse::eviction::eval {
+
+bool AnswerMatches(std::string_view answer, std::string_view expected) {
+  if (expected.empty()) return false;
+  auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  for (size_t at = answer.find(expected); at != std::string_view::npos;
+       at = answer.find(expected, at + 1)) {
+    const size_t end = at + expected.size();
+    const bool left_ok = at == 0 || !is_digit(answer[at - 1]) || !is_digit(expected.front());
+    const bool right_ok =
+        end == answer.size() || !is_digit(answer[end]) || !is_digit(expected.back());
+    if (left_ok && right_ok) return true;
+  }
+  return false;
+}
+
+double GreedyAgreement(std::span<const int32_t> tokens, std::span<const int32_t> reference,
+                       int64_t limit) {
+  const int64_t n = std::min<int64_t>(limit, static_cast<int64_t>(reference.size()));
+  if (n <= 0) return 1.0;
+  int64_t same = 0;
+  for (int64_t i = 0; i < n && i < static_cast<int64_t>(tokens.size()); ++i) {
+    same += tokens[i] == reference[i];
+  }
+  return static_cast<double>(same) / static_cast<double>(n);
+}
+
+std::vector<double> LogSoftmax(std::span<const float> logits) {
+  std::vector<double> out(logits.size());
+  if (logits.empty()) return out;
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  const double log_z = max + std::log(sum);
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<double>(logits[i]) - log_z;
+  return out;
+}
+
+double KlDivergence(std::span<const double> log_p, std::span<const double> log_q) {
+  double kl = 0.0;
+  for (size_t i = 0; i < log_p.size() && i < log_q.size(); ++i) {
+    const double p = std::exp(log_p[i]);
+    if (p > 0.0) kl += p * (log_p[i] - log_q[i]);
+  }
+  return std::max(kl, 0.0);
+}
+
+int32_t Argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+}  // namespace glimpse::eviction::eval

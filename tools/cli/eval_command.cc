@@ -1,0 +1,241 @@
+// The PNG is drawn by tools/plot_eval.py with matplotlib rather than natively: a readable plot
+// needs axes, tick labels, a legend and anti-aliased lines, i.e. a font and a rasteriser that the
+// C++ tree does not have, while the plot is a report artifact and not part of any service. The
+// table and JSON never depend on Python; a missing python3-matplotlib only costs the PNG (with a
+// warning naming the command to run).
+#include "tools/cli/eval_command.h"
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/common/progress.h"
+#include "core/common/status_macros.h"
+#include "core/eviction/eval/report.h"
+#include "core/eviction/eval/runner.h"
+#include "core/eviction/eval/tasks.h"
+#include "core/model/model.h"
+#include "core/model/model_store.h"
+#include "tools/cli/args.h"
+
+namespace glimpse::cli {
+namespace {
+
+constexpr char kDefaultMethods[] = "snapkv,streamingllm,h2o,pyramidkv,expected_attention";
+constexpr char kDefaultBudgets[] = "0.1,0.2,0.3,0.5";
+constexpr int64_t kDefaultTasksPerKind = 6;
+
+const std::vector<FlagSpec>& EvalFlags() {
+  static const std::vector<FlagSpec> flags = {
+      {"model", "GGUF model file", false, "the cached default model"},
+      {"methods", "comma-separated scorers (pyramidkv = snapkv + pyramid schedule)", false,
+       kDefaultMethods},
+      {"budgets", "comma-separated kept fractions of the prompt, each in (0, 1]", false,
+       kDefaultBudgets},
+      {"tasks", "tasks per kind (4 kinds; lengths cycle 512/1024/1536/2048 tokens)", false,
+       absl::StrCat(kDefaultTasksPerKind)},
+      {"quick", "one 512-token task per kind (a smoke run); overrides --tasks", true, ""},
+      {"seed", "seed of the task generator", false, "1"},
+      {"out", "directory for eval.md, eval.json and eval.png", false, "eval-out"},
+      {"threads", "worker threads", false, "the number of cores"},
+      {"help", "show this help", true, ""},
+  };
+  return flags;
+}
+
+struct EvalOptions {
+  std::string model_path;
+  eviction::eval::RunOptions run;
+  eviction::eval::SuiteOptions suite;
+  bool quick = false;
+  std::string out_dir;
+  int32_t threads = 0;
+};
+
+absl::StatusOr<std::vector<double>> ParseBudgets(const std::string& list) {
+  std::vector<double> budgets;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    double b = 0.0;
+    if (!absl::SimpleAtod(part, &b) || !(b > 0.0 && b <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--budgets: '", std::string(part), "' is not a fraction in (0, 1]"));
+    }
+    budgets.push_back(b);
+  }
+  return budgets;
+}
+
+absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
+  EvalOptions o;
+  o.model_path = args.GetString("model");
+  o.run.methods =
+      absl::StrSplit(args.GetString("methods", kDefaultMethods), ',', absl::SkipWhitespace());
+  ASSIGN_OR_RETURN(o.run.budgets, ParseBudgets(args.GetString("budgets", kDefaultBudgets)));
+  RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
+  ASSIGN_OR_RETURN(int64_t tasks, args.GetInt("tasks", kDefaultTasksPerKind));
+  if (tasks < 1 || tasks > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("--tasks must be in [1, 1000], got ", tasks));
+  }
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1));
+  if (seed < 0) return absl::InvalidArgumentError(absl::StrCat("--seed must be >= 0, got ", seed));
+  o.quick = args.Has("quick");
+  if (o.quick) {
+    o.suite = eviction::eval::QuickSuiteOptions(static_cast<uint64_t>(seed));
+  } else {
+    o.suite.tasks_per_kind = static_cast<int32_t>(tasks);
+    o.suite.seed = static_cast<uint64_t>(seed);
+  }
+  o.out_dir = args.GetString("out", "eval-out");
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
+  if (threads < 0 || threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, 1024], got ", threads));
+  }
+  o.threads = static_cast<int32_t>(threads);
+  return o;
+}
+
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+// The markdown report: what was run, the table, and what the columns mean.
+std::string Markdown(const EvalOptions& o, const model::Model& model,
+                     const std::vector<eviction::eval::TaskScores>& tasks,
+                     const std::vector<eviction::eval::ReportRow>& rows) {
+  double tokens = 0.0, prefill = 0.0;
+  for (const auto& t : tasks) {
+    tokens += static_cast<double>(t.prompt_tokens);
+    prefill += t.prefill_seconds;
+  }
+  const double n = static_cast<double>(std::max<size_t>(tasks.size(), 1));
+  return absl::StrFormat(
+      "# Eviction quality\n\n"
+      "`glimpse eval%s --seed %d --methods %s --budgets %s`, %s, model fingerprint %s.\n"
+      "%d tasks (%d per kind), prompts of %.0f tokens on average, plain prefill %.2f s on "
+      "average.\n\n%s\n"
+      "accuracy: the last turn's answer contains the expected number. agreement: fraction of the "
+      "first %d greedy answer tokens equal to the full cache's, position by position. KL: mean "
+      "KL(full || evicted) of next-token distributions with the full cache's answers "
+      "teacher-forced "
+      "(nats). scoring overhead: the method's scoring + selection + cache compaction as a "
+      "percentage of a plain prefill (capture of the inputs a method needs, e.g. H2O's accumulated "
+      "attention, happens during the prefill and is not counted).\n",
+      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), o.suite.seed,
+      absl::StrJoin(o.run.methods, ","), absl::StrJoin(o.run.budgets, ","), Today(),
+      model.fingerprint(), tasks.size(), o.suite.tasks_per_kind, tokens / n, prefill / n,
+      eviction::eval::MarkdownTable(rows), o.run.max_answer_tokens);
+}
+
+absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
+
+// Runs tools/plot_eval.py (GLIMPSE_PLOT_SCRIPT overrides its path); false when it failed.
+bool Plot(const std::filesystem::path& json, const std::filesystem::path& png) {
+  const char* script_env = std::getenv("GLIMPSE_PLOT_SCRIPT");
+  const std::string script = script_env != nullptr && *script_env != '\0'
+                                 ? script_env
+                                 : absl::StrCat(GLIMPSE_SOURCE_DIR, "/tools/plot_eval.py");
+  // Debian's python3-matplotlib belongs to /usr/bin/python3, which a pyenv or venv `python3` on
+  // PATH would hide; GLIMPSE_PYTHON overrides.
+  const char* python_env = std::getenv("GLIMPSE_PYTHON");
+  const std::string python = python_env != nullptr && *python_env != '\0'  ? python_env
+                             : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                           : "python3";
+  const std::string command =
+      absl::StrCat(python, " '", script, "' '", json.string(), "' '", png.string(), "' 1>&2");
+  const int rc = std::system(command.c_str());
+  if (rc == 0) return true;
+  std::fprintf(stderr,
+               "glimpse eval: warning: %s was not written (`%s` exited %d); install "
+               "python3-matplotlib (tools/setup/install_deps.sh) and run it again\n",
+               png.string().c_str(), command.c_str(), WEXITSTATUS(rc));
+  return false;
+}
+
+absl::Status Run(const EvalOptions& o) {
+  std::string path = o.model_path;
+  if (path.empty()) {
+    ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
+  kernels::ThreadPool pool(o.threads);
+  const std::vector<eviction::eval::Task> suite = eviction::eval::GenerateSuite(o.suite);
+  const int64_t runs_per_task =
+      1 + static_cast<int64_t>(o.run.methods.size() * o.run.budgets.size());
+  ProgressBar progress("eval", static_cast<int64_t>(suite.size()) * runs_per_task);
+  int64_t done = 0;
+  std::vector<eviction::eval::TaskScores> tasks;
+  for (const eviction::eval::Task& task : suite) {
+    ASSIGN_OR_RETURN(
+        eviction::eval::TaskScores scores,
+        eviction::eval::RunTask(*model, pool, task, o.run, [&] { progress.Update(++done); }));
+    tasks.push_back(std::move(scores));
+  }
+  progress.Done();
+  const std::vector<eviction::eval::ReportRow> rows = eviction::eval::Aggregate(tasks, o.run);
+  const std::filesystem::path dir(o.out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
+  const std::string markdown = Markdown(o, *model, tasks, rows);
+  RETURN_IF_ERROR(WriteFile(dir / "eval.md", markdown));
+  nlohmann::json doc = eviction::eval::ReportJson(rows, tasks);
+  doc["model"] = model->fingerprint();
+  doc["seed"] = o.suite.seed;
+  doc["tasks_per_kind"] = o.suite.tasks_per_kind;
+  doc["date"] = Today();
+  RETURN_IF_ERROR(WriteFile(dir / "eval.json", doc.dump(1) + "\n"));
+  const bool plotted = Plot(dir / "eval.json", dir / "eval.png");
+  const std::string written =
+      absl::StrCat((dir / "eval.md").string(), ", ", (dir / "eval.json").string(),
+                   plotted ? absl::StrCat(", ", (dir / "eval.png").string()) : "");
+  std::printf("%s\nwrote %s\n", markdown.c_str(), written.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int EvalCommand(int argc, char** argv) {
+  auto args = Args::Parse(EvalFlags(), argc, argv, 2);
+  if (!args.ok() || args->Has("help")) {
+    if (!args.ok()) std::fprintf(stderr, "glimpse eval: %s\n", args.status().message().data());
+    std::fprintf(args.ok() ? stdout : stderr,
+                 "usage: glimpse eval [--model PATH] [--methods LIST] [--budgets LIST] [--tasks N] "
+                 "[--quick] [--seed S] [--out DIR]\n%s",
+                 FlagHelp(EvalFlags()).c_str());
+    return args.ok() ? 0 : 2;
+  }
+  auto options = ParseOptions(*args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "glimpse eval: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (absl::Status status = Run(*options); !status.ok()) {
+    std::fprintf(stderr, "glimpse eval: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace glimpse::cli
