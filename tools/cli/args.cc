@@ -91,4 +91,9 @@ std::string FlagHelp(const std::vector<FlagSpec>& specs) {
   return out;
 }
 
+void PrintError(const std::string& command, const absl::Status& status, bool with_code) {
+  const std::string text = with_code ? status.ToString() : std::string(status.message());
+  std::fprintf(stderr, "glimpse %s: %s\n", command.c_str(), text.c_str());
+}
+
 }  // namespace glimpse::cli

@@ -2,6 +2,7 @@
 // `--name` flags, declared up front so unknown flags and malformed values are clear errors.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,5 +36,39 @@ class Args {
 
 // "Usage" text: one line per flag with its help and default.
 std::string FlagHelp(const std::vector<FlagSpec>& specs);
+
+// Prints "glimpse <command>: <message>" to stderr (with the status code name when `with_code`).
+void PrintError(const std::string& command, const absl::Status& status, bool with_code);
+
+}  // namespace glimpse::cli
+
+namespace glimpse::cli {
+
+// The shape every subcommand shares: parse flags (usage on --help, to stdout, exit 0; a parse
+// error and usage to stderr, exit 2), convert them with `parse` (its error: exit 2), then `run`
+// (its error: exit 1). Messages are prefixed with "glimpse <name>: ".
+template <typename Options>
+int RunSubcommand(const std::string& name, const std::string& usage,
+                  const std::vector<FlagSpec>& flags, int argc, char** argv,
+                  absl::StatusOr<Options> (*parse)(const Args&),
+                  absl::Status (*run)(const Options&)) {
+  auto args = Args::Parse(flags, argc, argv, 2);
+  if (!args.ok() || args->Has("help")) {
+    if (!args.ok()) PrintError(name, args.status(), /*with_code=*/false);
+    std::fprintf(args.ok() ? stdout : stderr, "usage: glimpse %s %s\n%s", name.c_str(),
+                 usage.c_str(), FlagHelp(flags).c_str());
+    return args.ok() ? 0 : 2;
+  }
+  auto options = parse(*args);
+  if (!options.ok()) {
+    PrintError(name, options.status(), /*with_code=*/false);
+    return 2;
+  }
+  if (absl::Status status = run(*options); !status.ok()) {
+    PrintError(name, status, /*with_code=*/true);
+    return 1;
+  }
+  return 0;
+}
 
 }  // namespace glimpse::cli

@@ -217,25 +217,10 @@ absl::Status Run(const EvalOptions& o) {
 }  // namespace
 
 int EvalCommand(int argc, char** argv) {
-  auto args = Args::Parse(EvalFlags(), argc, argv, 2);
-  if (!args.ok() || args->Has("help")) {
-    if (!args.ok()) std::fprintf(stderr, "glimpse eval: %s\n", args.status().message().data());
-    std::fprintf(args.ok() ? stdout : stderr,
-                 "usage: glimpse eval [--model PATH] [--methods LIST] [--budgets LIST] [--tasks N] "
-                 "[--quick] [--seed S] [--out DIR]\n%s",
-                 FlagHelp(EvalFlags()).c_str());
-    return args.ok() ? 0 : 2;
-  }
-  auto options = ParseOptions(*args);
-  if (!options.ok()) {
-    std::fprintf(stderr, "glimpse eval: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
-  if (absl::Status status = Run(*options); !status.ok()) {
-    std::fprintf(stderr, "glimpse eval: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunSubcommand<EvalOptions>("eval",
+                                    "[--model PATH] [--methods LIST] [--budgets LIST] [--tasks N] "
+                                    "[--quick] [--seed S] [--out DIR]",
+                                    EvalFlags(), argc, argv, &ParseOptions, &Run);
 }
 
 }  // namespace glimpse::cli

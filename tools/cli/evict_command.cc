@@ -215,25 +215,9 @@ absl::Status Run(const EvictOptions& o) {
 }  // namespace
 
 int EvictCommand(int argc, char** argv) {
-  auto args = Args::Parse(EvictFlags(), argc, argv, 2);
-  if (!args.ok() || args->Has("help")) {
-    if (!args.ok()) std::fprintf(stderr, "glimpse evict: %s\n", args.status().message().data());
-    std::fprintf(args.ok() ? stdout : stderr,
-                 "usage: glimpse evict [--model PATH] --prompt-file F --method NAME --budget R "
-                 "[flags]\n%s",
-                 FlagHelp(EvictFlags()).c_str());
-    return args.ok() ? 0 : 2;
-  }
-  auto options = ParseOptions(*args);
-  if (!options.ok()) {
-    std::fprintf(stderr, "glimpse evict: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
-  if (absl::Status status = Run(*options); !status.ok()) {
-    std::fprintf(stderr, "glimpse evict: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunSubcommand<EvictOptions>(
+      "evict", "[--model PATH] --prompt-file F --method NAME --budget R [flags]", EvictFlags(),
+      argc, argv, &ParseOptions, &Run);
 }
 
 }  // namespace glimpse::cli

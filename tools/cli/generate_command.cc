@@ -217,26 +217,9 @@ absl::Status Run(const GenerateOptions& o) {
 }  // namespace
 
 int GenerateCommand(int argc, char** argv) {
-  auto args = Args::Parse(GenerateFlags(), argc, argv, 2);
-  if (!args.ok() || args->Has("help")) {
-    if (!args.ok()) std::fprintf(stderr, "glimpse generate: %s\n", args.status().message().data());
-    std::fprintf(
-        args.ok() ? stdout : stderr,
-        "usage: glimpse generate [--model PATH] (--prompt TEXT | --prompt-tokens IDS | --chat) "
-        "[flags]\n%s",
-        FlagHelp(GenerateFlags()).c_str());
-    return args.ok() ? 0 : 2;
-  }
-  auto options = ParseOptions(*args);
-  if (!options.ok()) {
-    std::fprintf(stderr, "glimpse generate: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
-  if (absl::Status status = Run(*options); !status.ok()) {
-    std::fprintf(stderr, "glimpse generate: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return RunSubcommand<GenerateOptions>(
+      "generate", "[--model PATH] (--prompt TEXT | --prompt-tokens IDS | --chat) [flags]",
+      GenerateFlags(), argc, argv, &ParseOptions, &Run);
 }
 
 }  // namespace glimpse::cli
