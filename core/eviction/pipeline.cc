@@ -136,53 +136,69 @@ void GatherCache(const model::KvCache& cache, int32_t layer, bool keys, std::vec
 
 // Scores every layer from the captured inputs. scores[layer] is [Hkv, T].
 // `lookahead` is [layer][Hkv, T] when the scorer needs kLookaheadAttention, else empty.
+// Scores one layer into `scores` ([Hkv, T]); `preference` is set for CAKE (may be null).
+absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& capture,
+                        const Scorer& scorer, int32_t layer, int64_t n_tokens,
+                        std::span<const int32_t> positions,
+                        const std::vector<std::vector<float>>& lookahead,
+                        std::vector<float>& scores, double* preference) {
+  const model::ModelConfig& c = session.model().config();
+  const uint32_t needs = scorer.needs();
+  const LayerCapture& l = capture.layer(layer);
+  LayerView view{.layer = layer,
+                 .n_layers = c.n_layers,
+                 .n_heads = c.n_heads,
+                 .n_kv_heads = c.n_kv_heads,
+                 .head_dim = c.head_dim,
+                 .hidden = c.hidden,
+                 .n_tokens = n_tokens,
+                 .positions = positions.data(),
+                 .window = scorer.window(),
+                 .rope_inv_freq = session.rope_inv_freq().data(),
+                 .rope_style = c.rope_style};
+  std::vector<float> keys, values;  // [Hkv, T, hd]
+  if (needs & kHiddenStates) view.hidden_states = l.hidden.data();
+  if (needs & kKeys) {
+    GatherCache(session.cache(), layer, /*keys=*/true, keys);
+    view.keys = keys.data();
+  }
+  if (needs & kValues) {
+    GatherCache(session.cache(), layer, /*keys=*/false, values);
+    view.values = values.data();
+  }
+  if (needs & kWindowQueries) view.window_queries = l.window_q.data();
+  if (needs & kPreRopeQueries) view.pre_rope_queries = l.pre_rope_q.data();
+  if (needs & kAccumulatedAttention) view.accumulated_attention = l.attention.data();
+  if (needs & kLayerWeights) view.weights = &session.model().weights().layers[layer];
+  if (needs & kLookaheadAttention) view.lookahead_attention = lookahead[layer].data();
+  scores.assign(int64_t{c.n_kv_heads} * n_tokens, 0.0f);
+  absl::Status status = preference != nullptr
+                            ? scorer.ScoreWithPreference(view, scores.data(), preference)
+                            : scorer.Score(view, scores.data());
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("scorer '", std::string(scorer.name()), "' at layer ", layer,
+                                   ": ", std::string(status.message())));
+}
+
+// Scores every layer, layers in parallel on the session's pool: scorers are stateless and run
+// single-threaded inside, so this is what keeps scoring on all cores like the prefill it follows.
+// CAKE: the layer preference P_l goes to Select (Schedule::kCake) when `preferences` is set.
 absl::StatusOr<std::vector<std::vector<float>>> ScoreLayers(
     const model::Session& session, const CaptureObserver& capture, const Scorer& scorer,
     int64_t n_tokens, std::span<const int32_t> positions,
     const std::vector<std::vector<float>>& lookahead, std::vector<double>* preferences) {
-  const model::ModelConfig& c = session.model().config();
-  const uint32_t needs = scorer.needs();
-  std::vector<std::vector<float>> scores(c.n_layers);
-  std::vector<float> keys, values;  // [Hkv, T, hd]
-  for (int32_t layer = 0; layer < c.n_layers; ++layer) {
-    const LayerCapture& l = capture.layer(layer);
-    LayerView view{.layer = layer,
-                   .n_layers = c.n_layers,
-                   .n_heads = c.n_heads,
-                   .n_kv_heads = c.n_kv_heads,
-                   .head_dim = c.head_dim,
-                   .hidden = c.hidden,
-                   .n_tokens = n_tokens,
-                   .positions = positions.data(),
-                   .window = scorer.window(),
-                   .rope_inv_freq = session.rope_inv_freq().data(),
-                   .rope_style = c.rope_style};
-    if (needs & kHiddenStates) view.hidden_states = l.hidden.data();
-    if (needs & kKeys) {
-      GatherCache(session.cache(), layer, /*keys=*/true, keys);
-      view.keys = keys.data();
+  const int32_t n_layers = session.model().config().n_layers;
+  std::vector<std::vector<float>> scores(n_layers);
+  std::vector<absl::Status> statuses(n_layers);
+  session.pool().ParallelFor(n_layers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t layer = begin; layer < end; ++layer) {
+      double* preference = preferences != nullptr ? &(*preferences)[layer] : nullptr;
+      statuses[layer] = ScoreLayer(session, capture, scorer, static_cast<int32_t>(layer), n_tokens,
+                                   positions, lookahead, scores[layer], preference);
     }
-    if (needs & kValues) {
-      GatherCache(session.cache(), layer, /*keys=*/false, values);
-      view.values = values.data();
-    }
-    if (needs & kWindowQueries) view.window_queries = l.window_q.data();
-    if (needs & kPreRopeQueries) view.pre_rope_queries = l.pre_rope_q.data();
-    if (needs & kAccumulatedAttention) view.accumulated_attention = l.attention.data();
-    if (needs & kLayerWeights) view.weights = &session.model().weights().layers[layer];
-    if (needs & kLookaheadAttention) view.lookahead_attention = lookahead[layer].data();
-    scores[layer].assign(int64_t{c.n_kv_heads} * n_tokens, 0.0f);
-    // CAKE: the layer preference P_l goes to Select (Schedule::kCake) when `preferences` is set.
-    absl::Status status =
-        preferences != nullptr
-            ? scorer.ScoreWithPreference(view, scores[layer].data(), &(*preferences)[layer])
-            : scorer.Score(view, scores[layer].data());
-    if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("scorer '", std::string(scorer.name()), "' at layer ", layer,
-                                       ": ", std::string(status.message())));
-    }
-  }
+  });
+  for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   return scores;
 }
 
