@@ -29,8 +29,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -229,8 +229,8 @@ void PrintTable(const std::vector<Result>& results) {
     std::printf("%-5s %-9s %10.2f %16.2f %6.2fx%s\n", r.tls.c_str(), PageName(r.page_bytes).c_str(),
                 r.ours_gbps, r.perftest_gbps, ratio, goal ? "" : "  (< 0.9 goal)");
     if (!r.ours_error.empty()) std::printf("      ours failed: %s\n", r.ours_error.c_str());
-    if (!r.perftest_error.empty()) std::printf("      ucx_perftest failed: %s\n",
-                                               r.perftest_error.c_str());
+    if (!r.perftest_error.empty())
+      std::printf("      ucx_perftest failed: %s\n", r.perftest_error.c_str());
   }
 }
 
@@ -273,9 +273,10 @@ absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&a, "--perftest=")) {
       cfg.perftest = std::string(a);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad flag '", argv[i], "'; flags: --total_mib=N --pages=N --window=N --json=PATH "
-          "--perftest=PATH"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad flag '", argv[i],
+                       "'; flags: --total_mib=N --pages=N --window=N --json=PATH "
+                       "--perftest=PATH"));
     }
   }
   return cfg;
@@ -305,8 +306,10 @@ int Run(int argc, char** argv) {
       }
       bar.Update(++step);
       absl::StatusOr<double> p = RunPerftest(*cfg, page);
-      if (p.ok()) r.perftest_gbps = *p;
-      else r.perftest_error = p.status().ToString();
+      if (p.ok())
+        r.perftest_gbps = *p;
+      else
+        r.perftest_error = p.status().ToString();
       bar.Update(++step);
       results.push_back(r);
     }
@@ -314,8 +317,10 @@ int Run(int argc, char** argv) {
   bar.Done();
   PrintTable(results);
   absl::Status js = WriteJson(*cfg, results);
-  if (!js.ok()) std::fprintf(stderr, "%s\n", js.ToString().c_str());
-  else std::printf("\nJSON: %s\n", cfg->json.c_str());
+  if (!js.ok())
+    std::fprintf(stderr, "%s\n", js.ToString().c_str());
+  else
+    std::printf("\nJSON: %s\n", cfg->json.c_str());
   for (const Result& r : results) {
     if (!r.ours_error.empty() || !r.perftest_error.empty()) return 1;
   }

@@ -19,23 +19,29 @@
 namespace glimpse::kernels {
 namespace internal {
 
+float VisibleScores(float* scores, const float* q, int32_t q_pos, const float* k,
+                    const int32_t* kv_pos, float scale, int64_t n_kv, int64_t head_dim) {
+  float max = -INFINITY;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    float s = -INFINITY;
+    if (kv_pos[j] <= q_pos) {
+      s = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) s += q[d] * k[j * head_dim + d];
+      s *= scale;
+    }
+    scores[j] = s;
+    max = std::max(max, s);
+  }
+  return max;
+}
+
 void AttendRaggedRef(float* out, const float* q, const int32_t* q_pos, const float* k,
                      const float* v, const int32_t* kv_pos, float scale, float* scratch,
                      int64_t n_q, int64_t n_kv, int64_t head_dim) {
   for (int64_t i = 0; i < n_q; ++i) {
     const float* qi = q + i * head_dim;  // [head_dim]
     float* oi = out + i * head_dim;      // [head_dim]
-    float max = -INFINITY;
-    for (int64_t j = 0; j < n_kv; ++j) {  // scratch[j] = q_i·k_j·scale, −inf when not visible
-      float s = -INFINITY;
-      if (kv_pos[j] <= q_pos[i]) {
-        s = 0.0f;
-        for (int64_t d = 0; d < head_dim; ++d) s += qi[d] * k[j * head_dim + d];
-        s *= scale;
-      }
-      scratch[j] = s;
-      max = std::max(max, s);
-    }
+    const float max = VisibleScores(scratch, qi, q_pos[i], k, kv_pos, scale, n_kv, head_dim);
     std::fill(oi, oi + head_dim, 0.0f);
     if (max == -INFINITY) continue;  // nothing visible: zeros
     float sum = 0.0f;

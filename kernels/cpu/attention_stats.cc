@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/simd.h"
 
 namespace glimpse::kernels {
@@ -50,17 +51,8 @@ void AccumulateAttentionReference(float* acc, const float* q, const int32_t* q_p
                                   int64_t n_kv, int64_t head_dim) {
   for (int64_t i = 0; i < n_q; ++i) {
     const float* qi = q + i * head_dim;  // [head_dim]
-    float max = -INFINITY;
-    for (int64_t j = 0; j < n_kv; ++j) {  // scratch[j] = q_i·k_j·scale, −inf when not visible
-      float s = -INFINITY;
-      if (kv_pos[j] <= q_pos[i]) {
-        s = 0.0f;
-        for (int64_t d = 0; d < head_dim; ++d) s += qi[d] * k[j * head_dim + d];
-        s *= scale;
-      }
-      scratch[j] = s;
-      max = std::max(max, s);
-    }
+    const float max =
+        internal::VisibleScores(scratch, qi, q_pos[i], k, kv_pos, scale, n_kv, head_dim);
     if (max == -INFINITY) continue;
     float sum = 0.0f;
     for (int64_t j = 0; j < n_kv; ++j) {
