@@ -3,8 +3,8 @@
 // After the prompt's prefill, each layer is presented to the scorer as a LayerView holding what the
 // scorer declared it needs (needs() bit set), and the scorer writes fp32 scores [Hkv, T] — one per
 // KV entry of each kv-head, higher = keep. Selection (selection.h) is separate and shared by all
-// scorers. Scorers are stateless after construction and thread-compatible; Score() never keeps
-// pointers from the view.
+// scorers. Scorers are stateless after construction and thread-safe: the pipeline calls Score()
+// for different layers of one prompt concurrently. Score() never keeps pointers from the view.
 #pragma once
 
 #include <cstdint>

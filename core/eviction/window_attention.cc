@@ -25,6 +25,7 @@ constexpr NeedName kNeedNames[] = {
     {kPreRopeQueries, "pre_rope_queries"},
     {kAccumulatedAttention, "accumulated_attention"},
     {kLayerWeights, "weights"},
+    {kLookaheadAttention, "lookahead_attention"},
 };
 
 bool Present(const LayerView& view, Need need) {
@@ -43,6 +44,8 @@ bool Present(const LayerView& view, Need need) {
       return view.accumulated_attention != nullptr;
     case kLayerWeights:
       return view.weights != nullptr;
+    case kLookaheadAttention:
+      return view.lookahead_attention != nullptr;
   }
   return false;
 }

@@ -19,7 +19,8 @@ struct ReportRow {
   std::map<std::string, double> by_kind;  // accuracy per TaskKindName
   double agreement = 0.0;                 // mean greedy-token agreement with the full cache
   double kl = 0.0;                        // mean teacher-forced KL(full ‖ evicted), nats
-  double overhead_pct = 0.0;  // Σ scoring seconds / Σ plain prefill seconds · 100 (0 for full)
+  double overhead_pct =
+      0.0;  // Σ scoring seconds (summed over layers) / Σ plain prefill seconds · 100 (0 for full)
 };
 
 // Rows: the full cache, then each method in `options` order with its budgets in order.

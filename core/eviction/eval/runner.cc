@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -29,8 +30,12 @@ std::string ScorerName(const std::string& method) {
 
 // A scorer holding several: needs and window are the union / maximum of its members', Score()
 // runs and times every member and records its scores; it reports zeros (the prefill keeps all).
+// The pipeline scores layers concurrently, so every (member, layer) has its own slots, sized up
+// front: Score() writes only its layer's.
 class MultiScorer : public Scorer {
  public:
+  explicit MultiScorer(int32_t n_layers) : n_layers_(n_layers) {}
+
   absl::Status Add(const std::string& name, int64_t window) {
     ScorerConfig config;
     config.method = name;
@@ -41,8 +46,8 @@ class MultiScorer : public Scorer {
     }
     index_[name] = members_.size();
     members_.push_back(std::move(scorer));
-    scores_.emplace_back();
-    seconds_.push_back(0.0);
+    scores_.emplace_back(n_layers_);
+    seconds_.emplace_back(n_layers_, 0.0);
     return absl::OkStatus();
   }
 
@@ -59,13 +64,16 @@ class MultiScorer : public Scorer {
   }
   absl::Status Score(const LayerView& view, float* scores) const override {
     const int64_t n = int64_t{view.n_kv_heads} * view.n_tokens;
+    if (view.n_layers != n_layers_) {
+      return absl::InternalError(
+          absl::StrCat("eval scorer sized for ", n_layers_, " layers, got ", view.n_layers));
+    }
     for (size_t i = 0; i < members_.size(); ++i) {
-      std::vector<std::vector<float>>& layers = scores_[i];
-      layers.resize(view.n_layers);
-      layers[view.layer].assign(n, 0.0f);
+      std::vector<float>& layer = scores_[i][view.layer];
+      layer.assign(n, 0.0f);
       const Clock::time_point start = Clock::now();
-      RETURN_IF_ERROR(members_[i]->Score(view, layers[view.layer].data()));
-      seconds_[i] += SecondsSince(start);
+      RETURN_IF_ERROR(members_[i]->Score(view, layer.data()));
+      seconds_[i][view.layer] = SecondsSince(start);
     }
     std::fill(scores, scores + n, 0.0f);
     return absl::OkStatus();
@@ -74,13 +82,17 @@ class MultiScorer : public Scorer {
   bool Has(const std::string& name) const { return index_.count(name) > 0; }
   size_t index(const std::string& name) const { return index_.at(name); }
   const std::vector<std::vector<float>>& scores(size_t i) const { return scores_[i]; }
-  double seconds(size_t i) const { return seconds_[i]; }
+  // Scoring time summed over layers (CPU seconds when layers ran in parallel).
+  double seconds(size_t i) const {
+    return std::accumulate(seconds_[i].begin(), seconds_[i].end(), 0.0);
+  }
 
  private:
+  const int32_t n_layers_;
   std::vector<std::unique_ptr<Scorer>> members_;
   std::map<std::string, size_t> index_;
   mutable std::vector<std::vector<std::vector<float>>> scores_;  // [member][layer][Hkv · T]
-  mutable std::vector<double> seconds_;
+  mutable std::vector<std::vector<double>> seconds_;             // [member][layer]
 };
 
 // Answers of earlier runs of a task, per turn (drafts for the next runs' decoding).
@@ -246,7 +258,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
                                    const Task& task, const RunOptions& options,
                                    const std::function<void()>& on_run) {
   RETURN_IF_ERROR(ValidateRunOptions(options));
-  MultiScorer multi;
+  MultiScorer multi(model.config().n_layers);
   for (const std::string& method : options.methods) {
     if (!multi.Has(ScorerName(method))) {
       RETURN_IF_ERROR(multi.Add(ScorerName(method), options.window));
