@@ -255,6 +255,7 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
   std::vector<std::vector<float>> lookahead;  // [layer][Hkv, T]
   if (lookahead_module != nullptr) {
     ASSIGN_OR_RETURN(lookahead, RunLookaheadPass(session, *lookahead_module));
+    result.lookahead_seconds = SecondsSince(scoring_start);
   }
   // Schedule::kCake takes the scorer's per-layer preferences (CAKE); other scorers have none, and
   // Select then reports the missing layer_preference.

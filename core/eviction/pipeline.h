@@ -20,6 +20,7 @@ struct EvictionResult {
   std::vector<float> last_logits;  // [vocab] logits of the prompt's last token (full cache)
   double prefill_seconds = 0.0;    // forward pass including capture
   double scoring_seconds = 0.0;    // scorer + selection + cache compaction
+  double lookahead_seconds = 0.0;  // LookaheadKV's second pass (part of scoring_seconds)
 };
 
 // `session` must be empty (next_position() == 0): the prompt is the whole sequence; a non-empty

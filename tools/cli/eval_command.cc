@@ -40,8 +40,11 @@ constexpr int64_t kDefaultTasksPerKind = 6;
 const std::vector<FlagSpec>& EvalFlags() {
   static const std::vector<FlagSpec> flags = {
       {"model", "GGUF model file", false, "the cached default model"},
-      {"methods", "comma-separated scorers (pyramidkv = snapkv + pyramid schedule)", false,
-       kDefaultMethods},
+      {"methods",
+       "comma-separated scorers (pyramidkv = snapkv + pyramid schedule; laq = snapkv, then 8 "
+       "draft tokens rescore; lookahead needs --module)",
+       false, kDefaultMethods},
+      {"module", "LookaheadKV module (.safetensors) for method lookahead", false, ""},
       {"budgets", "comma-separated kept fractions of the prompt, each in (0, 1]", false,
        kDefaultBudgets},
       {"tasks", "tasks per kind (4 kinds; lengths cycle 512/1024/1536/2048 tokens)", false,
@@ -83,6 +86,7 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   o.run.methods =
       absl::StrSplit(args.GetString("methods", kDefaultMethods), ',', absl::SkipWhitespace());
   ASSIGN_OR_RETURN(o.run.budgets, ParseBudgets(args.GetString("budgets", kDefaultBudgets)));
+  o.run.lookahead_module = args.GetString("module");
   RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
   ASSIGN_OR_RETURN(int64_t tasks, args.GetInt("tasks", kDefaultTasksPerKind));
   if (tasks < 1 || tasks > 1000) {
@@ -126,7 +130,7 @@ std::string Markdown(const EvalOptions& o, const model::Model& model,
   const double n = static_cast<double>(std::max<size_t>(tasks.size(), 1));
   return absl::StrFormat(
       "# Eviction quality\n\n"
-      "`glimpse eval%s --seed %d --methods %s --budgets %s`, %s, model fingerprint %s.\n"
+      "`glimpse eval%s --seed %d --methods %s --budgets %s%s`, %s, model fingerprint %s.\n"
       "%d tasks (%d per kind), prompts of %.0f tokens on average, plain prefill %.2f s on "
       "average.\n\n%s\n"
       "accuracy: the last turn's answer contains the expected number. agreement: fraction of the "
@@ -137,8 +141,9 @@ std::string Markdown(const EvalOptions& o, const model::Model& model,
       "percentage of a plain prefill (capture of the inputs a method needs, e.g. H2O's accumulated "
       "attention, happens during the prefill and is not counted).\n",
       o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), o.suite.seed,
-      absl::StrJoin(o.run.methods, ","), absl::StrJoin(o.run.budgets, ","), Today(),
-      model.fingerprint(), tasks.size(), o.suite.tasks_per_kind, tokens / n, prefill / n,
+      absl::StrJoin(o.run.methods, ","), absl::StrJoin(o.run.budgets, ","),
+      o.run.lookahead_module.empty() ? "" : absl::StrCat(" --module ", o.run.lookahead_module),
+      Today(), model.fingerprint(), tasks.size(), o.suite.tasks_per_kind, tokens / n, prefill / n,
       eviction::eval::MarkdownTable(rows), o.run.max_answer_tokens);
 }
 
@@ -217,10 +222,11 @@ absl::Status Run(const EvalOptions& o) {
 }  // namespace
 
 int EvalCommand(int argc, char** argv) {
-  return RunSubcommand<EvalOptions>("eval",
-                                    "[--model PATH] [--methods LIST] [--budgets LIST] [--tasks N] "
-                                    "[--quick] [--seed S] [--out DIR]",
-                                    EvalFlags(), argc, argv, &ParseOptions, &Run);
+  return RunSubcommand<EvalOptions>(
+      "eval",
+      "[--model PATH] [--methods LIST] [--budgets LIST] [--module FILE] [--tasks N] "
+      "[--quick] [--seed S] [--out DIR]",
+      EvalFlags(), argc, argv, &ParseOptions, &Run);
 }
 
 }  // namespace glimpse::cli

@@ -8,10 +8,8 @@
 #include "kernels/quant.h"
 
 namespace glimpse::eviction::eval {
-namespace {
 
-// Token ids → input rows [n, D], dequantised from the embedding table as the forward pass does.
-std::vector<float> Embed(const model::Model& model, std::span<const int32_t> tokens) {
+std::vector<float> EmbedTokens(const model::Model& model, std::span<const int32_t> tokens) {
   const kernels::WeightView& e = model.weights().token_embd;
   const int64_t row_bytes = kernels::RowBytes(e.type, e.cols);
   const auto* base = static_cast<const uint8_t*>(e.data);
@@ -22,8 +20,6 @@ std::vector<float> Embed(const model::Model& model, std::span<const int32_t> tok
   return rows;
 }
 
-}  // namespace
-
 absl::StatusOr<std::vector<float>> PeekLogits(model::Session& session,
                                               std::span<const int32_t> tokens, bool all_rows) {
   const int32_t vocab = session.model().config().vocab_size;
@@ -32,7 +28,7 @@ absl::StatusOr<std::vector<float>> PeekLogits(model::Session& session,
       return absl::InvalidArgumentError(absl::StrCat("token id ", t, " is out of range"));
     }
   }
-  const std::vector<float> rows = Embed(session.model(), tokens);
+  const std::vector<float> rows = EmbedTokens(session.model(), tokens);
   model::EmbeddingsCall call;
   call.keep_entries = false;
   call.all_logits = all_rows;

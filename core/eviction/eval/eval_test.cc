@@ -2,6 +2,8 @@
 // full-cache baseline is reported and that a budget of 1 reproduces it exactly.
 #include <algorithm>
 
+#include "core/eviction/eval/cache_contents.h"
+#include "core/eviction/eval/laq.h"
 #include "core/eviction/eval/report.h"
 #include "core/eviction/eval/runner.h"
 #include "core/eviction/eval/tasks.h"
@@ -89,6 +91,52 @@ TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
     EXPECT_EQ(*text, scores->runs[0].answer) << "budget " << budget;
     std::printf("budget %.1f: full '%s', evicted '%s'\n", budget, scores->full.answer.c_str(),
                 text->c_str());
+  }
+}
+
+// LAQ's rescoring reads the draft rows' attention over the full cache: per (layer, kv-head) the
+// unpooled scores are probabilities on prompt keys (each row's mass there is at most 1), and the
+// session is left holding the full cache at the same position.
+TEST(EvalTest, LaqScoresAreDraftAttentionOverTheFullCache) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const Task task = GenerateTask(TaskKind::kNeedleSingle, 3, 512);
+  const model::Tokenizer& tok = model->tokenizer();
+  const std::vector<int32_t> prompt =
+      tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, false));
+  model::Session session(*model, model::testing::SharedPool());
+  ASSERT_TRUE(session.Forward(prompt).ok());
+  const std::vector<model::KvHead> full = Snapshot(session.cache());
+  const int64_t T = static_cast<int64_t>(prompt.size());
+  const int32_t L = session.cache().n_layers(), Hkv = session.cache().n_kv_heads();
+  KeptEntries stage1(L, std::vector<std::vector<int64_t>>(Hkv));
+  for (auto& layer : stage1) {
+    for (auto& head : layer) {
+      for (int64_t j = 0; j < T; j += 3) head.push_back(j);  // a third of the prompt
+    }
+  }
+  const std::vector<int32_t> header = tok.Encode("<|im_start|>assistant\n");
+  auto scores = LaqScores(session, full, stage1, header, {.draft_tokens = 8, .kernel = 1});
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->size(), static_cast<size_t>(L));
+  for (int32_t l = 0; l < L; ++l) {
+    ASSERT_EQ((*scores)[l].size(), static_cast<size_t>(Hkv * T));
+    for (int32_t h = 0; h < Hkv; ++h) {
+      double sum = 0.0;
+      for (int64_t j = 0; j < T; ++j) {
+        const float s = (*scores)[l][h * T + j];
+        ASSERT_GE(s, 0.0f);
+        sum += s;
+      }
+      EXPECT_GT(sum, 0.0) << "layer " << l << " head " << h;
+      EXPECT_LE(sum, 1.0 + 1e-4) << "layer " << l << " head " << h;
+    }
+  }
+  EXPECT_EQ(session.next_position(), T);
+  for (int32_t l = 0; l < L; ++l) {
+    for (int32_t h = 0; h < Hkv; ++h) {
+      EXPECT_EQ(session.cache().head(l, h).positions, full[l * Hkv + h].positions);
+    }
   }
 }
 

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/eviction/eval/cache_contents.h"
 #include "core/eviction/eval/continuation.h"
+#include "core/eviction/eval/laq.h"
 #include "core/eviction/eval/metrics.h"
 #include "core/eviction/pipeline.h"
 #include "core/eviction/scorer.h"
@@ -23,9 +25,17 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// PyramidKV is SnapKV's scores under the pyramid schedule (as `glimpse evict` treats it).
+// PyramidKV is SnapKV's scores under the pyramid schedule (as `glimpse evict` treats it); LAQ's
+// first stage is SnapKV.
 std::string ScorerName(const std::string& method) {
-  return method == "pyramidkv" ? "snapkv" : method;
+  return method == "pyramidkv" || method == "laq" ? "snapkv" : method;
+}
+
+ScorerConfig ConfigFor(const std::string& name, const RunOptions& options) {
+  ScorerConfig config;
+  config.method = name;
+  if (name == "lookahead") config.module_path = options.lookahead_module;
+  return config;
 }
 
 // A scorer holding several: needs and window are the union / maximum of its members', Score()
@@ -36,18 +46,18 @@ class MultiScorer : public Scorer {
  public:
   explicit MultiScorer(int32_t n_layers) : n_layers_(n_layers) {}
 
-  absl::Status Add(const std::string& name, int64_t window) {
-    ScorerConfig config;
-    config.method = name;
+  absl::Status Add(const std::string& name, const RunOptions& options) {
+    ScorerConfig config = ConfigFor(name, options);
     ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(config));
     if (scorer->window() > 0) {  // window scorers observe the selection's recent window
-      config.window = window;
+      config.window = options.window;
       ASSIGN_OR_RETURN(scorer, CreateScorer(config));
     }
     index_[name] = members_.size();
     members_.push_back(std::move(scorer));
     scores_.emplace_back(n_layers_);
     seconds_.emplace_back(n_layers_, 0.0);
+    extra_seconds_.push_back(0.0);
     return absl::OkStatus();
   }
 
@@ -61,6 +71,12 @@ class MultiScorer : public Scorer {
     int64_t window = 0;
     for (const auto& m : members_) window = std::max(window, m->window());
     return window;
+  }
+  const LookaheadModule* lookahead_module() const override {
+    for (const auto& m : members_) {
+      if (m->lookahead_module() != nullptr) return m->lookahead_module();
+    }
+    return nullptr;
   }
   absl::Status Score(const LayerView& view, float* scores) const override {
     const int64_t n = int64_t{view.n_kv_heads} * view.n_tokens;
@@ -82,10 +98,13 @@ class MultiScorer : public Scorer {
   bool Has(const std::string& name) const { return index_.count(name) > 0; }
   size_t index(const std::string& name) const { return index_.at(name); }
   const std::vector<std::vector<float>>& scores(size_t i) const { return scores_[i]; }
-  // Scoring time summed over layers (CPU seconds when layers ran in parallel).
+  // Scoring time summed over layers (CPU seconds when layers ran in parallel), plus any
+  // AddSeconds.
   double seconds(size_t i) const {
-    return std::accumulate(seconds_[i].begin(), seconds_[i].end(), 0.0);
+    return extra_seconds_[i] + std::accumulate(seconds_[i].begin(), seconds_[i].end(), 0.0);
   }
+  // Time a member cost outside Score(), e.g. LookaheadKV's second pass.
+  void AddSeconds(size_t i, double seconds) { extra_seconds_[i] += seconds; }
 
  private:
   const int32_t n_layers_;
@@ -93,36 +112,11 @@ class MultiScorer : public Scorer {
   std::map<std::string, size_t> index_;
   mutable std::vector<std::vector<std::vector<float>>> scores_;  // [member][layer][Hkv · T]
   mutable std::vector<std::vector<double>> seconds_;             // [member][layer]
+  std::vector<double> extra_seconds_;                            // [member]
 };
 
 // Answers of earlier runs of a task, per turn (drafts for the next runs' decoding).
 using Answers = std::vector<std::vector<std::vector<int32_t>>>;
-
-// Sets every head of the session's cache to `full`'s entries, or only those in `kept`.
-void SetCache(model::Session& session, const std::vector<model::KvHead>& full,
-              const KeptEntries* kept) {
-  model::KvCache& cache = session.cache();
-  const int64_t hd = cache.head_dim();
-  for (int32_t l = 0; l < cache.n_layers(); ++l) {
-    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-      const model::KvHead& src = full[static_cast<size_t>(l) * cache.n_kv_heads() + h];
-      model::KvHead& dst = cache.head(l, h);
-      if (kept == nullptr) {
-        dst = src;
-        continue;
-      }
-      const std::vector<int64_t>& keep = (*kept)[l][h];
-      dst.keys.resize(keep.size() * hd);
-      dst.values.resize(keep.size() * hd);
-      dst.positions.resize(keep.size());
-      for (size_t i = 0; i < keep.size(); ++i) {
-        std::copy_n(&src.keys[keep[i] * hd], hd, &dst.keys[i * hd]);
-        std::copy_n(&src.values[keep[i] * hd], hd, &dst.values[i * hd]);
-        dst.positions[i] = src.positions[keep[i]];
-      }
-    }
-  }
-}
 
 // The rows fed before turn t's answer: the assistant header, or the close of the previous answer
 // and the next user turn.
@@ -212,14 +206,6 @@ SelectionOptions Selection(const RunOptions& options, const std::string& method,
   return selection;
 }
 
-std::vector<model::KvHead> Snapshot(const model::KvCache& cache) {
-  std::vector<model::KvHead> heads;
-  for (int32_t l = 0; l < cache.n_layers(); ++l) {
-    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) heads.push_back(cache.head(l, h));
-  }
-  return heads;
-}
-
 // The plain prefill (timed: the denominator of the scoring overhead) and, continuing it, the full
 // cache's reference answers, in a session of their own.
 absl::StatusOr<Script> PlainPrefill(const model::Model& model, kernels::ThreadPool& pool,
@@ -238,9 +224,7 @@ absl::Status ValidateRunOptions(const RunOptions& options) {
   if (options.methods.empty()) return absl::InvalidArgumentError("no methods to evaluate");
   if (options.budgets.empty()) return absl::InvalidArgumentError("no budgets to evaluate");
   for (const std::string& method : options.methods) {
-    ScorerConfig config;
-    config.method = ScorerName(method);
-    RETURN_IF_ERROR(CreateScorer(config).status());
+    RETURN_IF_ERROR(CreateScorer(ConfigFor(ScorerName(method), options)).status());
   }
   for (double b : options.budgets) {
     if (!(b > 0.0 && b <= 1.0)) {
@@ -261,7 +245,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   MultiScorer multi(model.config().n_layers);
   for (const std::string& method : options.methods) {
     if (!multi.Has(ScorerName(method))) {
-      RETURN_IF_ERROR(multi.Add(ScorerName(method), options.window));
+      RETURN_IF_ERROR(multi.Add(ScorerName(method), options));
     }
   }
   const model::Tokenizer& tok = model.tokenizer();
@@ -278,6 +262,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   const SelectionOptions keep_all = Selection(options, "", 1.0);
   ASSIGN_OR_RETURN(EvictionResult prefill, PrefillAndEvict(session, prompt, multi, keep_all));
   out.capture_prefill_seconds = prefill.prefill_seconds;
+  if (multi.Has("lookahead")) multi.AddSeconds(multi.index("lookahead"), prefill.lookahead_seconds);
   const std::vector<model::KvHead> full = Snapshot(session.cache());
   ContinuationScores full_raw;
   Answers seen;
@@ -286,19 +271,28 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   out.full.method = "full";
   if (on_run) on_run();
 
+  const std::vector<int32_t> header = TurnRows(model.tokenizer(), task, 0, false);
   for (const std::string& method : options.methods) {
     const size_t i = multi.index(ScorerName(method));
     for (double budget : options.budgets) {
       const Clock::time_point start = Clock::now();
-      absl::StatusOr<KeptEntries> kept =
-          Select(multi.scores(i), out.prompt_tokens, session.cache().n_kv_heads(),
-                 Selection(options, method, budget));
-      if (!kept.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(method, " at budget ", budget, " on a ",
-                                                       out.prompt_tokens,
-                                                       "-token prompt: ", kept.status().message()));
+      const SelectionOptions selection = Selection(options, method, budget);
+      auto select = [&](const std::vector<std::vector<float>>& scores) {
+        absl::StatusOr<KeptEntries> kept =
+            Select(scores, out.prompt_tokens, session.cache().n_kv_heads(), selection);
+        if (kept.ok()) return kept;
+        return absl::StatusOr<KeptEntries>(absl::InvalidArgumentError(
+            absl::StrCat(method, " at budget ", budget, " on a ", out.prompt_tokens,
+                         "-token prompt: ", kept.status().message())));
+      };
+      ASSIGN_OR_RETURN(KeptEntries kept, select(multi.scores(i)));
+      if (method == "laq") {
+        ASSIGN_OR_RETURN(
+            const std::vector<std::vector<float>> rescored,
+            LaqScores(session, full, kept, header, {.draft_tokens = options.laq_draft_tokens}));
+        ASSIGN_OR_RETURN(kept, select(rescored));
       }
-      SetCache(session, full, &*kept);
+      SetCache(session, full, &kept);
       const double select_seconds = SecondsSince(start);
       ASSIGN_OR_RETURN(RunScores run, ScoreCache(session, task, script, &full_raw.log_probs,
                                                  options.max_answer_tokens, seen));

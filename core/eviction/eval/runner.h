@@ -30,22 +30,27 @@
 namespace glimpse::eviction::eval {
 
 struct RunOptions {
-  std::vector<std::string> methods;  // scorer names, or "pyramidkv"
-  std::vector<double> budgets;       // fractions of the prompt in (0, 1]
-  int32_t max_answer_tokens = 16;    // per turn, end-of-generation token included
+  // Scorer names, or "pyramidkv" (SnapKV's scores, pyramid schedule), or "laq" (laq.h).
+  std::vector<std::string> methods;
+  std::vector<double> budgets;     // fractions of the prompt in (0, 1]
+  int32_t max_answer_tokens = 16;  // per turn, end-of-generation token included
   int64_t sinks = 4;
   int64_t window = 32;  // always-kept recent window; also the observation window of window scorers
+  std::string lookahead_module;  // the module file (.safetensors) of method "lookahead"
+  int32_t laq_draft_tokens = 8;
 };
 
 // One cache content's scores on one task.
 struct RunScores {
   std::string method;  // "full" for the full cache
   double budget = 1.0;
-  bool correct = false;          // the last turn's answer contains the expected number
-  std::string answer;            // the last turn's answer text
-  double agreement = 0.0;        // mean over turns of GreedyAgreement
-  double kl = 0.0;               // mean KL(full ‖ this) over the script's answer rows
-  double scoring_seconds = 0.0;  // method's Score() over all layers + Select() + cache compaction
+  bool correct = false;    // the last turn's answer contains the expected number
+  std::string answer;      // the last turn's answer text
+  double agreement = 0.0;  // mean over turns of GreedyAgreement
+  double kl = 0.0;         // mean KL(full ‖ this) over the script's answer rows
+  // The method's Score() over all layers (+ LookaheadKV's second pass; + LAQ's draft decode and
+  // rescoring) + Select() + cache compaction.
+  double scoring_seconds = 0.0;
 };
 
 struct TaskScores {
