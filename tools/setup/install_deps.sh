@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   g++ cmake make pkg-config git ccache unzip python3 python3-venv python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libucx-dev ucx-utils librocksdb-dev rocksdb-tools libabsl-dev
+  libucx-dev ucx-utils librocksdb-dev rocksdb-tools libabsl-dev libyaml-cpp-dev
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-matplotlib

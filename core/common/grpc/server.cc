@@ -1,0 +1,142 @@
+#include "core/common/grpc/server.h"
+
+#include <climits>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/common/status_macros.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
+#include "grpcpp/impl/server_initializer.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace glimpse {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read TLS ", what, " file ", path));
+  }
+  return text.str();
+}
+
+// grpc::Service does not expose its name, but the server learns every registered service's name;
+// this plugin copies that list out once the server is built, so health can report each one.
+class ServiceNamesPlugin final : public grpc::ServerBuilderPlugin {
+ public:
+  explicit ServiceNamesPlugin(std::vector<std::string>* names) : names_(names) {}
+  std::string name() override { return "glimpse_service_names"; }
+  void InitServer(grpc::ServerInitializer*) override {}
+  void Finish(grpc::ServerInitializer* si) override { *names_ = *si->GetServiceList(); }
+  void ChangeArguments(const std::string&, void*) override {}
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+class ServiceNamesOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ServiceNamesOption(std::vector<std::string>* names) : names_(names) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->push_back(std::make_unique<ServiceNamesPlugin>(names_));
+  }
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsFiles& tls) {
+  if (tls.cert_file.empty()) {
+    if (!tls.key_file.empty() || !tls.ca_file.empty()) {
+      return absl::InvalidArgumentError("TLS key or client CA set without a certificate file");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions options;
+  ASSIGN_OR_RETURN(const std::string cert, ReadPem(tls.cert_file, "certificate"));
+  ASSIGN_OR_RETURN(const std::string key, ReadPem(tls.key_file, "key"));
+  options.pem_key_cert_pairs.push_back({key, cert});
+  if (!tls.ca_file.empty()) {
+    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(tls.ca_file, "client CA"));
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const GrpcServerOptions& options, const std::vector<grpc::Service*>& services) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   ServerCredentials(options.tls));
+  // Both are process-wide switches read when a server is built; setting them again is harmless.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.address, credentials, &port);
+  // gRPC sets SO_REUSEPORT by default, which would let a second server share a busy port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(options.max_receive_message_bytes, INT_MAX)));
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<std::string> names;
+  builder.SetOption(std::make_unique<ServiceNamesOption>(&names));
+
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", options.address, " (address in use or invalid?)"));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  for (const std::string& name : names) health->SetServingStatus(name, true);
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(server), port));
+}
+
+GrpcServer::GrpcServer(std::unique_ptr<grpc::Server> server, int port)
+    : server_(std::move(server)), port_(port) {}
+
+GrpcServer::~GrpcServer() { Shutdown(absl::Now()); }
+
+void GrpcServer::Shutdown(absl::Time deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Health first, so Watch-ing load balancers see NOT_SERVING while calls drain.
+  server_->GetHealthCheckService()->Shutdown();
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  server_->Wait();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& address,
+                                                             const TlsFiles& tls) {
+  if (tls.ca_file.empty()) {
+    if (!tls.cert_file.empty()) {
+      return absl::InvalidArgumentError("client certificate set without the server's CA file");
+    }
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  }
+  grpc::SslCredentialsOptions options;
+  ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(tls.ca_file, "CA"));
+  if (!tls.cert_file.empty()) {
+    ASSIGN_OR_RETURN(options.pem_cert_chain, ReadPem(tls.cert_file, "certificate"));
+    ASSIGN_OR_RETURN(options.pem_private_key, ReadPem(tls.key_file, "key"));
+  }
+  return grpc::CreateChannel(address, grpc::SslCredentials(options));
+}
+
+}  // namespace glimpse

@@ -1,0 +1,148 @@
+#include "core/common/grpc/server.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/common/grpc/testdata/test_services.h"
+#include "gtest/gtest.h"
+
+namespace glimpse {
+namespace {
+
+using grpc::health::v1::HealthCheckResponse;
+using grpctest::CallEcho;
+using grpctest::CheckHealth;
+
+std::string Local(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+TEST(GrpcServerTest, ServesServicesAndHealth) {
+  grpctest::EchoService echo;
+  auto server = GrpcServer::Start({}, {&echo});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT((*server)->port(), 0);
+  auto channel = ClientChannel(Local((*server)->port()));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(CallEcho(*channel, "hi").value(), "hi");
+  EXPECT_EQ(CheckHealth(*channel, "").value(), HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(*channel, grpctest::kEchoServiceName).value(),
+            HealthCheckResponse::SERVING);
+  // Reflection is registered too (and so reported by health).
+  EXPECT_EQ(CheckHealth(*channel, "grpc.reflection.v1alpha.ServerReflection").value(),
+            HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(*channel, "no.such.Service").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(GrpcServerTest, ShutdownIsIdempotentAndStopsServing) {
+  grpctest::EchoService echo;
+  auto server = GrpcServer::Start({}, {&echo});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = ClientChannel(Local((*server)->port()));
+  ASSERT_TRUE(channel.ok());
+  ASSERT_TRUE(CallEcho(*channel, "x").ok());
+  (*server)->Shutdown(absl::Now() + absl::Seconds(1));
+  (*server)->Shutdown(absl::Now());
+  EXPECT_FALSE(CallEcho(*channel, "x").ok());
+}
+
+TEST(GrpcServerTest, PortInUseIsAnError) {
+  auto first = GrpcServer::Start({}, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  GrpcServerOptions options;
+  options.address = Local((*first)->port());
+  const auto second = GrpcServer::Start(options, {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::StrContains(second.status().message(), options.address)) << second.status();
+}
+
+TEST(GrpcServerTest, UnreadableCertificateIsAnError) {
+  GrpcServerOptions options;
+  options.tls = {"/nonexistent/server.pem", "/nonexistent/server.key", ""};
+  const auto server = GrpcServer::Start(options, {});
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "/nonexistent/server.pem"))
+      << server.status();
+  const auto channel = ClientChannel("127.0.0.1:1", {"", "", "/nonexistent/ca.pem"});
+  ASSERT_FALSE(channel.ok());
+  EXPECT_TRUE(absl::StrContains(channel.status().message(), "/nonexistent/ca.pem"));
+}
+
+constexpr char kMakeCerts[] = R"sh(set -e
+command -v openssl
+K="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=glimpse-test-ca \
+  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign,cRLSign
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
+printf 'extendedKeyUsage=clientAuth\n' > client.ext
+for who in server client; do
+  openssl req $K -keyout $who.key -out $who.csr -subj /CN=$who
+  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+    -extfile $who.ext -out $who.pem
+done
+)sh";
+
+// Certificates made at test time with the openssl CLI: a CA, a server certificate for
+// 127.0.0.1/localhost and a client certificate, all signed by the CA.
+class GrpcTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char dir_template[] = "/tmp/glimpse_tls_XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+    std::ofstream(File("make_certs.sh")) << kMakeCerts;
+    const int rc = std::system(absl::StrCat("cd ", dir_, " && sh make_certs.sh >log 2>&1").c_str());
+    ASSERT_EQ(rc, 0) << "could not make test certificates with the openssl CLI (is it installed?); "
+                     << "see " << dir_ << "/log";
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) std::system(absl::StrCat("rm -rf ", dir_).c_str());
+  }
+  static std::string File(const std::string& name) { return dir_ + "/" + name; }
+  static TlsFiles ServerTls(bool mutual) {
+    return {File("server.pem"), File("server.key"), mutual ? File("ca.pem") : ""};
+  }
+
+  static std::string dir_;
+};
+std::string GrpcTlsTest::dir_;
+
+TEST_F(GrpcTlsTest, TlsClientConnectsAndPlaintextClientFails) {
+  grpctest::EchoService echo;
+  GrpcServerOptions options;
+  options.tls = ServerTls(/*mutual=*/false);
+  auto server = GrpcServer::Start(options, {&echo});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = Local((*server)->port());
+
+  auto tls = ClientChannel(address, {"", "", File("ca.pem")});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_EQ(CallEcho(*tls, "secret").value(), "secret");
+  EXPECT_EQ(CheckHealth(*tls, "").value(), HealthCheckResponse::SERVING);
+
+  auto plain = ClientChannel(address);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(CallEcho(*plain, "x").ok());
+}
+
+TEST_F(GrpcTlsTest, MutualTlsRefusesClientWithoutCertificate) {
+  grpctest::EchoService echo;
+  GrpcServerOptions options;
+  options.tls = ServerTls(/*mutual=*/true);
+  auto server = GrpcServer::Start(options, {&echo});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = Local((*server)->port());
+
+  auto with_cert = ClientChannel(address, {File("client.pem"), File("client.key"), File("ca.pem")});
+  ASSERT_TRUE(with_cert.ok()) << with_cert.status();
+  EXPECT_EQ(CallEcho(*with_cert, "m").value(), "m");
+
+  auto without_cert = ClientChannel(address, {"", "", File("ca.pem")});
+  ASSERT_TRUE(without_cert.ok());
+  EXPECT_FALSE(CallEcho(*without_cert, "m").ok());
+}
+
+}  // namespace
+}  // namespace glimpse

@@ -1,0 +1,206 @@
+#include "core/common/grpc/service_main.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "core/common/grpc/server.h"
+#include "core/common/http_server.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse {
+namespace {
+
+// Self-pipe: the signal handler may only do async-signal-safe things, so it writes one byte
+// that the main thread is blocked reading.
+std::atomic<int> g_signal_pipe_write{-1};
+
+void OnSignal(int) {
+  const int saved_errno = errno;
+  const int fd = g_signal_pipe_write.load();
+  const char c = 's';
+  if (fd >= 0) (void)!write(fd, &c, 1);
+  errno = saved_errno;
+}
+
+// Installs the SIGINT/SIGTERM handlers for its lifetime, restoring the previous ones after.
+class SignalWaiter {
+ public:
+  SignalWaiter() {
+    if (pipe2(fds_, O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;
+    g_signal_pipe_write.store(fds_[1]);
+    struct sigaction action {};
+    action.sa_handler = OnSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~SignalWaiter() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    g_signal_pipe_write.store(-1);
+    for (const int fd : fds_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  bool ok() const { return fds_[0] >= 0; }
+  void Wait() {
+    char c;
+    while (read(fds_[0], &c, 1) < 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  int fds_[2];
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+std::vector<ConfigKey> AllKeys(const ServiceSpec& spec) {
+  std::vector<ConfigKey> keys = spec.keys;
+  const std::vector<ConfigKey> common = {
+      {"listen", ConfigType::kString, "127.0.0.1:0", "gRPC address (host:port; port 0 picks one)."},
+      {"metrics_listen", ConfigType::kString, "127.0.0.1:0",
+       "HTTP address for /metrics and /healthz (host:port; port 0 picks one)."},
+      {"tls.cert", ConfigType::kString, "", "PEM server certificate; empty serves plaintext."},
+      {"tls.key", ConfigType::kString, "", "PEM private key of tls.cert."},
+      {"tls.client_ca", ConfigType::kString, "",
+       "PEM CA for client certificates; set, clients must present one (mutual TLS)."},
+      {"log_level", ConfigType::kString, "info", "debug, info, warning or error."},
+      {"shutdown_grace", ConfigType::kDuration, "5s",
+       "How long in-flight calls may finish after a signal."},
+  };
+  keys.insert(keys.end(), common.begin(), common.end());
+  return keys;
+}
+
+absl::Status ApplyLogLevel(const std::string& level) {
+  if (level == "debug") {
+    log::SetMinLevel(log::Level::kDebug);
+  } else if (level == "info") {
+    log::SetMinLevel(log::Level::kInfo);
+  } else if (level == "warning") {
+    log::SetMinLevel(log::Level::kWarning);
+  } else if (level == "error") {
+    log::SetMinLevel(log::Level::kError);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad value for log_level: '", level, "' (debug, info, warning or error)"));
+  }
+  return absl::OkStatus();
+}
+
+// "host:port" or "[v6]:port" -> HttpServerOptions.
+absl::StatusOr<HttpServerOptions> ParseHttpAddress(const std::string& address) {
+  HttpServerOptions options;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &options.port) ||
+      options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad value for metrics_listen: '", address, "' (want host:port)"));
+  }
+  absl::string_view host = absl::string_view(address).substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  options.host = std::string(host);
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> StartHttp(const Config& config,
+                                                      const metrics::MetricsRegistry& registry,
+                                                      const std::atomic<bool>& healthy) {
+  ASSIGN_OR_RETURN(const HttpServerOptions options,
+                   ParseHttpAddress(config.GetString("metrics_listen")));
+  std::map<std::string, HttpServer::Handler> routes;
+  routes["/metrics"] = [&registry] {
+    return HttpResponse{200, HttpResponse().content_type, registry.Render()};
+  };
+  routes["/healthz"] = [&healthy] {
+    return healthy.load() ? HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
+                          : HttpResponse{503, "text/plain; charset=utf-8", "shutting down\n"};
+  };
+  return HttpServer::Start(options, std::move(routes));
+}
+
+// Everything between a parsed configuration and the exit code.
+int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) {
+  metrics::MetricsRegistry registry;
+  std::atomic<bool> healthy{true};
+  absl::StatusOr<std::unique_ptr<RunningService>> service = spec.start(config, registry);
+  if (!service.ok()) {
+    log::Error("start failed", {{"program", spec.program}, {"error", service.status().ToString()}});
+    return 1;
+  }
+  GrpcServerOptions grpc_options;
+  grpc_options.address = config.GetString("listen");
+  grpc_options.tls = {config.GetString("tls.cert"), config.GetString("tls.key"),
+                      config.GetString("tls.client_ca")};
+  absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
+      GrpcServer::Start(grpc_options, (*service)->grpc_services());
+  absl::StatusOr<std::unique_ptr<HttpServer>> http_server =
+      grpc_server.ok() ? StartHttp(config, registry, healthy) : grpc_server.status();
+  if (!http_server.ok()) {
+    log::Error("start failed",
+               {{"program", spec.program}, {"error", http_server.status().ToString()}});
+    if (grpc_server.ok()) grpc_server->reset();  // stop serving before stopping the service
+    (*service)->Stop();
+    return 1;
+  }
+
+  const int grpc_port = (*grpc_server)->port();
+  const int metrics_port = (*http_server)->port();
+  log::Info("serving", {{"program", spec.program},
+                        {"grpc_port", static_cast<long long>(grpc_port)},
+                        {"metrics_port", static_cast<long long>(metrics_port)}});
+  if (spec.on_serving) spec.on_serving(grpc_port, metrics_port);
+  signals.Wait();
+
+  const absl::Duration grace = config.GetDuration("shutdown_grace");
+  log::Info("shutting down",
+            {{"program", spec.program}, {"grace_seconds", absl::ToDoubleSeconds(grace)}});
+  healthy.store(false);
+  (*grpc_server)->Shutdown(absl::Now() + grace);
+  (*service)->Stop();
+  http_server->reset();  // last: /metrics stays readable while the service drains
+  log::Info("stopped", {{"program", spec.program}});
+  return 0;
+}
+
+}  // namespace
+
+int RunServiceMain(const ServiceSpec& spec, int argc, char** argv) {
+  absl::StatusOr<Config> config =
+      Config::Parse(spec.program, spec.summary, AllKeys(spec), argc, argv);
+  if (config.ok() && config->help_requested()) {
+    std::fputs(config->help_text().c_str(), stdout);
+    return 0;
+  }
+  const absl::Status status =
+      config.ok() ? ApplyLogLevel(config->GetString("log_level")) : config.status();
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", spec.program.c_str(), std::string(status.message()).c_str());
+    return 2;
+  }
+  // Handlers go in before anything starts, so a signal during start-up is not lost: it ends
+  // the wait as soon as serving begins.
+  SignalWaiter signals;
+  if (!signals.ok()) {
+    log::Error("start failed", {{"program", spec.program}, {"error", "cannot create a pipe"}});
+    return 1;
+  }
+  return Serve(spec, *config, signals);
+}
+
+}  // namespace glimpse

@@ -1,0 +1,55 @@
+// RunServiceMain: the shape every service's main.cc shares, so main.cc is flags and wiring only.
+//
+//   1. Parses configuration (config.h) from the service's keys plus the common ones below; --help
+//      prints the help and exits 0; a bad configuration prints the error and exits 2.
+//   2. Starts the service through `start`, which builds its logic and returns the gRPC services to
+//      serve (and may register metrics in the given registry).
+//   3. Serves them with GrpcServer on `listen`, serves /metrics and /healthz on `metrics_listen`,
+//      logs one "serving" line with both bound ports (structured log fields grpc_port,
+//      metrics_port: tests read them), then waits for SIGINT/SIGTERM.
+//   4. On a signal: health NOT_SERVING, gRPC shutdown with `shutdown_grace`, then the service's
+//      Stop(), exit 0. A start failure logs the error and exits 1.
+//
+// Common keys: listen (string, "127.0.0.1:0"), metrics_listen (string, "127.0.0.1:0"),
+// tls.cert, tls.key, tls.client_ca (strings, ""), log_level (string, "info"),
+// shutdown_grace (duration, "5s").
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/common/config.h"
+#include "core/common/metrics.h"
+#include "grpcpp/impl/service_type.h"
+
+namespace glimpse {
+
+class RunningService {
+ public:
+  virtual ~RunningService() = default;
+  virtual std::vector<grpc::Service*> grpc_services() = 0;
+  // Called after the gRPC server stopped; flush and close (e.g. RocksDB).
+  virtual void Stop() {}
+};
+
+struct ServiceSpec {
+  std::string program;  // e.g. "glimpse-cache-node"
+  std::string summary;  // one paragraph for --help
+  std::vector<ConfigKey> keys;
+  std::function<absl::StatusOr<std::unique_ptr<RunningService>>(const Config&,
+                                                                metrics::MetricsRegistry&)>
+      start;
+  // Optional, for in-process tests: called once both servers are up, with their bound ports
+  // (after the "serving" log line, before waiting for a signal).
+  std::function<void(int grpc_port, int metrics_port)> on_serving;
+};
+
+// Returns the process exit code (0, 1 or 2 as above); main returns it. Only one may run at a
+// time in a process: it owns the SIGINT/SIGTERM handlers while it runs and restores the previous
+// ones before returning.
+int RunServiceMain(const ServiceSpec& spec, int argc, char** argv);
+
+}  // namespace glimpse
