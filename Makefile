@@ -62,6 +62,20 @@ fuzz: deps
 clean:
 	rm -rf $(BUILD_DIR)
 
+# Trains the LookaheadKV module for the default model from scratch (README "LookaheadKV module"):
+# the oracle venv with torch, training data made on this machine, then the trainer (resumable).
+# About an hour on 2 CPU cores. FINGERPRINT is the default model's Model::fingerprint().
+LOOKAHEAD_MODULE ?= models/lookahead/SmolLM2-135M-Instruct.Q4_1.safetensors
+FINGERPRINT ?= 17f1ae519c28bd6a26fafb69beb2478e
+.PHONY: train-lookahead
+train-lookahead: build model
+	@VENV=$$(bash tools/oracle/setup_venv.sh --with-torch) && \
+	  $$VENV/bin/python tools/lookahead/make_data.py --glimpse $(GLIMPSE) && \
+	  $$VENV/bin/python tools/lookahead/train.py --base-fingerprint $(FINGERPRINT) \
+	    --out $(LOOKAHEAD_MODULE) && \
+	  $$VENV/bin/python tools/lookahead/make_scores_fixture.py --glimpse $(GLIMPSE) \
+	    --module $(LOOKAHEAD_MODULE)
+
 # UcxTransport vs ucx_perftest (tag_bw), shm and tcp on 127.0.0.1, 64 KiB .. 4 MiB pages: a table
 # on stdout and $(BUILD_DIR)/transport_bench.json. Builds only its own targets.
 .PHONY: bench-transport

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Draws `glimpse eval`'s eval.json as a PNG: accuracy, greedy-token agreement and teacher-forced
-KL against the kept budget, one line per method, the full cache as a dashed reference line.
+KL against the kept budget, one line per method, the full cache as a dashed reference line; and,
+in the manner of LookaheadKV's figure 2, each method's accuracy (mean over budgets) against its
+scoring overhead (mean over budgets, % of a plain prefill, log scale).
 
 usage: plot_eval.py EVAL_JSON OUT_PNG   (needs python3-matplotlib; no other dependency)
 """
@@ -19,6 +21,20 @@ PANELS = [
 ]
 
 
+def overhead_panel(ax, rows, methods, markers):
+    for i, method in enumerate(methods):
+        mine = [r for r in rows if r["method"] == method]
+        overhead = sum(r["overhead_pct"] for r in mine) / len(mine)
+        accuracy = 100.0 * sum(r["accuracy"] for r in mine) / len(mine)
+        ax.scatter([max(overhead, 1e-3)], [accuracy], marker=markers[i % len(markers)], s=70)
+        ax.annotate(method, (max(overhead, 1e-3), accuracy), textcoords="offset points",
+                    xytext=(6, 4), fontsize=9)
+    ax.set_xscale("log")
+    ax.set_xlabel("scoring overhead (% of prefill, mean over budgets)")
+    ax.set_ylabel("task accuracy (%, mean over budgets)")
+    ax.grid(True, alpha=0.3, which="both")
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -31,7 +47,7 @@ def main(argv):
     for r in rows:
         if r["method"] != "full" and r["method"] not in methods:
             methods.append(r["method"])
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 5))
+    fig, axes = plt.subplots(1, len(PANELS) + 1, figsize=(20, 5))
     markers = "osD^vP*X"
     for ax, (key, label, scale) in zip(axes, PANELS):
         for i, method in enumerate(methods):
@@ -49,6 +65,7 @@ def main(argv):
             ax.set_ylim(-3, 103)
         else:
             ax.set_ylim(bottom=0)
+    overhead_panel(axes[-1], rows, methods, markers)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=10, frameon=False)
     n_tasks = full.get("tasks", "?")

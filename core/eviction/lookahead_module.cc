@@ -3,6 +3,7 @@
 // LoRA tensors as WeightViews in their stored type, so the forward pass reads them like weights.
 #include "core/eviction/lookahead_module.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -26,16 +27,40 @@ struct Projection {
   model::LoraPair model::LoraLayer::*pair;
   int64_t out;
   int64_t in;
+  bool rope_rows = false;  // q and k: output rows are RoPE pairs (see InterleavedRows)
 };
 
 std::vector<Projection> Projections(const model::ModelConfig& c) {
   const int64_t D = c.hidden, F = c.ffn_hidden;
   const int64_t qd = int64_t{c.n_heads} * c.head_dim, kvd = int64_t{c.n_kv_heads} * c.head_dim;
   using model::LoraLayer;
-  return {{"self_attn.q_proj", &LoraLayer::q, qd, D},  {"self_attn.k_proj", &LoraLayer::k, kvd, D},
-          {"self_attn.v_proj", &LoraLayer::v, kvd, D}, {"self_attn.o_proj", &LoraLayer::o, D, qd},
-          {"mlp.gate_proj", &LoraLayer::gate, F, D},   {"mlp.up_proj", &LoraLayer::up, F, D},
+  return {{"self_attn.q_proj", &LoraLayer::q, qd, D, true},
+          {"self_attn.k_proj", &LoraLayer::k, kvd, D, true},
+          {"self_attn.v_proj", &LoraLayer::v, kvd, D},
+          {"self_attn.o_proj", &LoraLayer::o, D, qd},
+          {"mlp.gate_proj", &LoraLayer::gate, F, D},
+          {"mlp.up_proj", &LoraLayer::up, F, D},
           {"mlp.down_proj", &LoraLayer::down, D, F}};
+}
+
+// PEFT's B of q and k is in Hugging Face's row order, where RoPE rotates dimension i of a head
+// with i + hd/2 (RopeStyle::kHalf). A GGUF llama file stores q/k rows permuted so RoPE rotates
+// adjacent pairs (kInterleaved; llama.cpp's convert: HF row h·hd + j·hd/2 + i becomes row
+// h·hd + 2i + j), and a model loaded from one computes q/k in that order, so B's rows must follow.
+// Returns B [rows, r] as fp32 in the interleaved order.
+std::vector<float> InterleavedRows(const kernels::WeightView& b, int64_t head_dim) {
+  const int64_t r = b.cols, half = head_dim / 2;
+  std::vector<float> hf(b.rows * r), out(b.rows * r);
+  kernels::DequantizeRow(hf.data(), b.data, b.type, b.rows * r);
+  for (int64_t h = 0; h < b.rows / head_dim; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::copy_n(&hf[(h * head_dim + j * half + i) * r], r,
+                    &out[(h * head_dim + 2 * i + j) * r]);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -105,6 +130,17 @@ absl::Status LookaheadModule::ReadEmbeddings() {
   return absl::OkStatus();
 }
 
+kernels::WeightView LookaheadModule::Interleaved(const std::string& name,
+                                                 const kernels::WeightView& b,
+                                                 int64_t head_dim) const {
+  const std::string key = absl::StrCat(name, "/", head_dim);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = interleaved_.find(key);
+  if (it == interleaved_.end()) it = interleaved_.emplace(key, InterleavedRows(b, head_dim)).first;
+  return kernels::WeightView{
+      .data = it->second.data(), .type = kernels::DType::kF32, .rows = b.rows, .cols = b.cols};
+}
+
 absl::StatusOr<kernels::WeightView> LookaheadModule::View(const std::string& name, int64_t rows,
                                                           int64_t cols) const {
   const model::SafetensorsTensor* t = file_->FindTensor(name);
@@ -140,7 +176,11 @@ absl::StatusOr<model::LoraAdapter> LookaheadModule::AdapterFor(const model::Mode
     for (const Projection& p : projections) {
       model::LoraPair& pair = adapter.layers[l].*p.pair;
       ASSIGN_OR_RETURN(pair.a, View(LoraTensorName(l, p.module, 'A'), rank_, p.in));
-      ASSIGN_OR_RETURN(pair.b, View(LoraTensorName(l, p.module, 'B'), p.out, rank_));
+      const std::string b_name = LoraTensorName(l, p.module, 'B');
+      ASSIGN_OR_RETURN(pair.b, View(b_name, p.out, rank_));
+      if (p.rope_rows && config.rope_style == kernels::RopeStyle::kInterleaved) {
+        pair.b = Interleaved(b_name, pair.b, config.head_dim);
+      }
     }
   }
   return adapter;

@@ -13,12 +13,18 @@
 // "base_fingerprint" (the Model::fingerprint() of the model it was trained for). The LoRA scale is
 // lora_alpha / r, as in PEFT.
 //
+// The LoRA tensors are in Hugging Face's layout, as PEFT writes them. For a model whose q/k rows
+// are in GGUF's interleaved-RoPE order (RopeStyle::kInterleaved, llama GGUF files), AdapterFor()
+// binds q's and k's B with their rows permuted the same way (fp32 copies made once per tensor).
+//
 // Open() validates what the file says about itself; AdapterFor() validates it against one model.
-// Immutable after Open(); thread-safe.
+// Logically immutable after Open(); thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +68,9 @@ class LookaheadModule {
   // The [rows, cols] view of a LoRA tensor, or InvalidArgument naming it.
   absl::StatusOr<kernels::WeightView> View(const std::string& name, int64_t rows,
                                            int64_t cols) const;
+  // `b` (tensor `name`) with its rows in interleaved-RoPE order, cached for the module's life.
+  kernels::WeightView Interleaved(const std::string& name, const kernels::WeightView& b,
+                                  int64_t head_dim) const;
 
   std::string path_;
   std::unique_ptr<model::SafetensorsFile> file_;
@@ -71,6 +80,10 @@ class LookaheadModule {
   float alpha_ = 0.0f;
   std::string base_fingerprint_;
   std::vector<float> embeddings_;  // [n_lookahead, D]
+  mutable std::mutex mu_;
+  // "tensor/head_dim" -> B [rows, r] fp32 in interleaved order; entries are never removed, so
+  // views into them live as long as the module.
+  mutable std::map<std::string, std::vector<float>> interleaved_;  // GUARDED_BY(mu_)
 };
 
 // PEFT's name of one LoRA tensor: LoraTensorName(3, "self_attn.q_proj", 'A') =

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Makes LookaheadKV training data for the default model, on this machine, from fixed seeds.
+
+Prompts (chat template, one user turn) come from two sources, both disjoint from the quality
+suite that measures the result (core/eviction/eval/tasks.cc: word-list filler sentences, "magic
+number" needles, variables X/Q/Z..., seeds 1..):
+  text   a chunk of a text that ships with Debian or its Python (licences in
+         /usr/share/common-licenses, package copyright files, Python standard-library sources)
+         followed by a question about it (summaries, key terms, what the code does, ...);
+  synth  a haystack of licence sentences with 1-4 planted records in templates the suite does not
+         use ("the locker code of Alice is 4821", "set register B to 17, later add 5 to it", ...)
+         and a question about one of them.
+The response is the model's own greedy answer (<= 256 tokens) from Glimpse's runtime
+(`glimpse generate --json`, which matches transformers fp32 on this model), fed after the
+assistant header. For each example the prompt's KV cache (fp16) and the training target (the
+response rows' mean attention to each prompt key per layer and kv-head, normalised; see
+lookahead_lib.py) are saved, so training never recomputes a prefill.
+
+Output: DIR/examples/NNNN.pt and DIR/provenance.json (sources, files, seeds, command, versions).
+Default DIR: ~/.cache/glimpse/lookahead-data/<model file stem>. Resumable: existing examples are
+kept.
+
+  $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40]
+"""
+import argparse
+import glob
+import json
+import pathlib
+import platform
+import random
+import shlex
+import subprocess
+import sys
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import lookahead_lib as la  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ASSISTANT_HEADER = 3  # "<|im_start|>assistant\n" at the end of the templated prompt
+TEXT_QUESTIONS = [
+    "Summarize the text above in three sentences.",
+    "What is the main purpose of the text above?",
+    "List three important terms used above and explain each briefly.",
+    "Who or what is named in the text above, and in which role?",
+    "What conditions or requirements does the text above state?",
+    "Explain the text above to a new engineer in plain words.",
+]
+CODE_QUESTIONS = [
+    "What does the code above do?",
+    "Which functions are defined above, and what does each return?",
+    "Describe one possible bug or edge case in the code above.",
+]
+NAMES = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas"]
+THINGS = ["locker code", "badge number", "parcel id", "room number", "invoice number"]
+REGISTERS = ["A", "B", "C", "D", "E", "F", "G", "H"]
+
+
+def text_sources() -> list:
+    files = sorted(glob.glob("/usr/share/common-licenses/*"))
+    files += sorted(glob.glob("/usr/share/doc/*/copyright"))[:200]
+    files += sorted(glob.glob(f"/usr/lib/python3.{sys.version_info.minor}/*.py"))[:200]
+    return [f for f in files if pathlib.Path(f).is_file()]
+
+
+def text_prompt(rng: random.Random, files: list) -> tuple:
+    while True:
+        path = rng.choice(files)
+        lines = pathlib.Path(path).read_text(errors="replace").splitlines()
+        if len(lines) < 40:
+            continue
+        start = rng.randrange(0, max(1, len(lines) - 40))
+        chunk, words = [], 0
+        target = rng.randint(200, 420)  # words: ~300-650 tokens
+        for line in lines[start:]:
+            chunk.append(line)
+            words += len(line.split())
+            if words >= target:
+                break
+        if words < 150:
+            continue
+        questions = CODE_QUESTIONS if path.endswith(".py") else TEXT_QUESTIONS
+        return "\n".join(chunk) + "\n\n" + rng.choice(questions), path
+
+
+def licence_sentences(files: list) -> list:
+    text = " ".join(pathlib.Path(f).read_text(errors="replace")
+                    for f in files if "common-licenses" in f)
+    return [s.strip() + "." for s in " ".join(text.split()).split(". ") if 6 <= len(s.split()) <= 40]
+
+
+def synth_prompt(rng: random.Random, sentences: list) -> tuple:
+    n = rng.randint(18, 40)
+    hay = [rng.choice(sentences) for _ in range(n)]
+    if rng.random() < 0.6:
+        k = rng.randint(1, 4)
+        people = rng.sample(NAMES, k)
+        thing = rng.choice(THINGS)
+        facts = [f"Note: the {thing} of {p} is {rng.randint(1000, 9999)}." for p in people]
+        question = f"What is the {thing} of {rng.choice(people)}? Answer with the number."
+    else:
+        reg = rng.choice(REGISTERS)
+        v, add = rng.randint(2, 60), rng.randint(2, 30)
+        facts = [f"Set register {reg} to {v}.", f"Later, add {add} to register {reg}."]
+        other = rng.choice([r for r in REGISTERS if r != reg])
+        facts.insert(1, f"Set register {other} to {rng.randint(2, 60)}.")
+        question = f"What is the final value of register {reg}? Answer with the number."
+    slots = sorted(rng.sample(range(n + 1), len(facts)))
+    for offset, (slot, fact) in enumerate(zip(slots, facts)):
+        hay.insert(slot + offset, fact)
+    return " ".join(hay) + "\n\n" + question, "synthetic"
+
+
+def generate(glimpse: str, prompt: str) -> tuple:
+    out = subprocess.run([glimpse, "generate", "--chat", "--prompt", prompt, "--max-tokens", "256",
+                          "--json"], check=True, capture_output=True, text=True)
+    doc = json.loads(out.stdout.splitlines()[-1])
+    ids = doc["prompt_tokens"]
+    return ids[:-ASSISTANT_HEADER], ids[-ASSISTANT_HEADER:] + doc["tokens"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=str(pathlib.Path.home() / ".cache/glimpse/models/"
+                                           "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--glimpse", default=str(REPO / "build/tools/cli/glimpse"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--count-text", type=int, default=48)
+    ap.add_argument("--count-synth", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    gguf = pathlib.Path(args.model)
+    out = pathlib.Path(args.out or pathlib.Path.home() / ".cache/glimpse/lookahead-data" / gguf.stem)
+    (out / "examples").mkdir(parents=True, exist_ok=True)
+    files = text_sources()
+    sentences = licence_sentences(files)
+    rng = random.Random(args.seed)
+    plan = [("text", i) for i in range(args.count_text)] + \
+           [("synth", i) for i in range(args.count_synth)]
+    rng.shuffle(plan)
+    prompts = [text_prompt(rng, files) if kind == "text" else synth_prompt(rng, sentences)
+               for kind, _ in plan]  # drawn up front: the set does not depend on resumption
+    model = la.load_model(gguf)
+    records = []
+    for i, ((kind, _), (prompt, source)) in enumerate(tqdm(list(zip(plan, prompts)),
+                                                            desc="examples", unit="ex")):
+        path = out / "examples" / f"{i:04d}.pt"
+        records.append({"index": i, "kind": kind, "source": source})
+        if path.exists():
+            continue
+        prompt_ids, response_ids = generate(args.glimpse, prompt)
+        kv = la.prompt_cache(model, prompt_ids)
+        target = la.response_targets(model, kv, response_ids)
+        torch.save({"prompt_ids": prompt_ids, "response_ids": response_ids, "kind": kind,
+                    "source": source, "target": target,
+                    "kv": [(k.half(), v.half()) for k, v in kv]}, path)
+        records[-1].update(prompt_tokens=len(prompt_ids), response_tokens=len(response_ids))
+    provenance = {
+        "generated_by": "tools/lookahead/make_data.py",
+        "command": shlex.join(["python3", "tools/lookahead/make_data.py"] + sys.argv[1:]),
+        "model": gguf.name, "seed": args.seed,
+        "tool_versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "sources": "Debian /usr/share/common-licenses, /usr/share/doc/*/copyright, Python stdlib "
+                   "sources; synthetic records over licence sentences",
+        "examples": records,
+    }
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    print(f"wrote {len(records)} examples to {out}")
+
+
+if __name__ == "__main__":
+    main()
