@@ -158,11 +158,15 @@ json* KvpressTest::prompts_ = nullptr;
 
 // The scorer matching the press, with the window and kernel the fixture records.
 ScorerConfig ScorerFor(const std::string& method, const json& settings) {
+  ScorerConfig config;
+  config.method = method;
   if (method == "snapkv" || method == "pyramidkv") {
-    return {"snapkv", settings["window_size"].get<int64_t>(),
-            settings["kernel_size"].get<int64_t>(), "avg"};
+    config.method = "snapkv";
+    config.window = settings["window_size"].get<int64_t>();
+    config.kernel = settings["kernel_size"].get<int64_t>();
+    config.pooling = "avg";
   }
-  return {method, 0, 0, ""};
+  return config;
 }
 
 // n_kept = kvpress's int(T·(1 − ratio)), the budget of the uniform presses.

@@ -316,7 +316,9 @@ TEST(AccumulateAttentionTest, MatchesTheReferenceOnOddSizes) {
       for (int64_t j = 0; j < n_kv; ++j) {
         ASSERT_NEAR(got[j], want[j], 1e-5f + 1e-5f * std::fabs(want[j]))
             << "hd " << hd << " n_q " << n_q << " n_kv " << n_kv << " j " << j;
-        if (kv_pos[j] > *std::max_element(q_pos.begin(), q_pos.end())) EXPECT_EQ(got[j], 0.5f);
+        if (kv_pos[j] > *std::max_element(q_pos.begin(), q_pos.end())) {
+          EXPECT_EQ(got[j], 0.5f);
+        }
       }
     }
   }

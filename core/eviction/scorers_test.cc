@@ -237,7 +237,12 @@ Layer LayerB() {
 
 ScorerConfig Config(std::string method, int64_t window = 0, int64_t kernel = 0,
                     std::string pooling = "") {
-  return ScorerConfig{std::move(method), window, kernel, std::move(pooling)};
+  ScorerConfig config;
+  config.method = std::move(method);
+  config.window = window;
+  config.kernel = kernel;
+  config.pooling = std::move(pooling);
+  return config;
 }
 
 std::unique_ptr<Scorer> MustCreate(const ScorerConfig& config) {
@@ -524,11 +529,11 @@ TEST(RegistryTest, UnknownMethodIsNotFoundListingTheKnownOnes) {
 
 TEST(RegistryTest, BadParametersAreInvalidArgument) {
   const std::vector<ScorerConfig> bad = {
-      {"snapkv", -1, 0, ""},     {"snapkv", 1 << 20, 0, ""},
-      {"snapkv", 0, 4, ""},      {"snapkv", 0, -3, ""},
-      {"snapkv", 0, 999, ""},    {"snapkv", 0, 0, "mean"},
-      {"defensivekv", 0, 2, ""}, {"streamingllm", 8, 0, ""},
-      {"h2o", 0, 5, ""},         {"expected_attention", 0, 0, "avg"},
+      Config("snapkv", -1, 0, ""),     Config("snapkv", 1 << 20, 0, ""),
+      Config("snapkv", 0, 4, ""),      Config("snapkv", 0, -3, ""),
+      Config("snapkv", 0, 999, ""),    Config("snapkv", 0, 0, "mean"),
+      Config("defensivekv", 0, 2, ""), Config("streamingllm", 8, 0, ""),
+      Config("h2o", 0, 5, ""),         Config("expected_attention", 0, 0, "avg"),
   };
   for (const ScorerConfig& config : bad) {
     const auto scorer = CreateScorer(config);
