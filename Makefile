@@ -83,3 +83,12 @@ bench-transport: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_transport glimpse_transport_peer
 	@$(BUILD_DIR)/bench/glimpse_bench_transport
+
+# glimpse-cache-node put/get GB/s and Lookup p50/p99 against RocksDB's db_bench (fillrandom,
+# readrandom, 64 KiB values) in the same run and directory; README "Cache node". Builds only its
+# own targets; BENCH_ARGS passes flags (e.g. BENCH_ARGS=--put_mib=1024).
+.PHONY: bench-cache-node
+bench-cache-node: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_cache_node glimpse-cache-node
+	@$(BUILD_DIR)/bench/glimpse_bench_cache_node $(BENCH_ARGS)

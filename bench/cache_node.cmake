@@ -1,0 +1,12 @@
+# glimpse-cache-node put/get GB/s and Lookup p50/p99 beside RocksDB's db_bench (fillrandom,
+# readrandom, 64 KiB values) in the same run and directory. Run: `make bench-cache-node`.
+# Owner: cache node.
+add_executable(glimpse_bench_cache_node ${CMAKE_CURRENT_LIST_DIR}/cache_node_bench.cc)
+target_link_libraries(glimpse_bench_cache_node
+  PRIVATE glimpse_cache_client glimpse_kvstate_testing glimpse_cache_node_process glimpse_transport
+          glimpse_common nlohmann_json::nlohmann_json)
+add_dependencies(glimpse_bench_cache_node glimpse-cache-node)
+target_compile_definitions(glimpse_bench_cache_node PRIVATE
+  GLIMPSE_CACHE_NODE_BINARY="$<TARGET_FILE:glimpse-cache-node>"
+  GLIMPSE_BENCH_DIR="${CMAKE_BINARY_DIR}/bench-cache-node"
+  GLIMPSE_BENCH_JSON="${CMAKE_BINARY_DIR}/cache_node_bench.json")

@@ -1,0 +1,131 @@
+#include "cache-node/cache_node_grpc.h"
+
+#include "absl/time/clock.h"
+#include "core/cache_client/proto_convert.h"
+#include "core/common/grpc/status.h"
+
+namespace glimpse::cache_node {
+namespace {
+
+using cache_client::BytesOf;
+using cache_client::Key16FromBytes;
+
+absl::Time Deadline(const grpc::ServerContext* ctx) {
+  const auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::Now() + absl::Seconds(60);
+  return absl::FromChrono(d);
+}
+
+template <typename T>
+grpc::Status Fail(const absl::StatusOr<T>& s) {
+  return ToGrpcStatus(s.status());
+}
+
+}  // namespace
+
+grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext*, const v1::CacheBeginPutRequest* req,
+                                     v1::CacheBeginPutResponse* resp) {
+  absl::StatusOr<kvstate::Manifest> m = cache_client::ManifestFromProto(req->manifest());
+  if (!m.ok()) return Fail(m);
+  absl::StatusOr<PutTicket> t = service_->BeginPut(
+      *std::move(m), std::span<const int32_t>(req->tokens().data(), req->tokens().size()));
+  if (!t.ok()) return Fail(t);
+  resp->set_ticket(t->ticket);
+  resp->set_transport_address(t->transport_address);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheNodeGrpc::CommitPut(grpc::ServerContext* ctx,
+                                      const v1::CacheCommitPutRequest* req,
+                                      v1::CacheCommitPutResponse* resp) {
+  absl::StatusOr<CommitResult> r = service_->CommitPut(req->ticket(), Deadline(ctx));
+  if (!r.ok()) return Fail(r);
+  resp->set_already_stored(r->already_stored);
+  resp->set_created_unix_micros(r->created_unix_micros);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheNodeGrpc::Get(grpc::ServerContext* ctx, const v1::CacheGetRequest* req,
+                                v1::CacheGetResponse* resp) {
+  GetRequest g;
+  absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
+  if (!key.ok()) return Fail(key);
+  absl::StatusOr<kvstate::Fingerprint> model =
+      Key16FromBytes(req->expected_model().digest(), "expected_model.digest");
+  if (!model.ok()) return Fail(model);
+  g.key = *key;
+  g.expected_model = *model;
+  for (const v1::CachePageSelector& p : req->pages()) {
+    g.pages.push_back({p.layer(), p.kv_head(), p.index()});
+  }
+  g.reply_address = req->reply_address();
+  g.request_id = req->request_id();
+  absl::StatusOr<GetResult> r = service_->Get(g, Deadline(ctx));
+  if (!r.ok()) return Fail(r);
+  cache_client::ManifestToProto(r->manifest, resp->mutable_manifest());
+  resp->set_warm_hit(r->warm_hit);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheNodeGrpc::Lookup(grpc::ServerContext*, const v1::CacheLookupRequest* req,
+                                   v1::CacheLookupResponse* resp) {
+  absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
+  if (!ns.ok()) return Fail(ns);
+  absl::StatusOr<LookupResult> r =
+      service_->Lookup(*ns, std::span<const int32_t>(req->tokens().data(), req->tokens().size()));
+  if (!r.ok()) return Fail(r);
+  resp->set_found(r->found);
+  if (r->found) resp->set_state_key(BytesOf(r->key));
+  resp->set_token_count(r->token_count);
+  resp->set_bytes(r->bytes);
+  resp->set_pinned(r->pinned);
+  resp->set_warm(r->warm);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheNodeGrpc::Pin(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
+                                v1::CacheEmpty*) {
+  absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
+  if (!key.ok()) return Fail(key);
+  return ToGrpcStatus(service_->Pin(*key));
+}
+
+grpc::Status CacheNodeGrpc::Unpin(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
+                                  v1::CacheEmpty*) {
+  absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
+  if (!key.ok()) return Fail(key);
+  return ToGrpcStatus(service_->Unpin(*key));
+}
+
+grpc::Status CacheNodeGrpc::Delete(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
+                                   v1::CacheEmpty*) {
+  absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
+  if (!key.ok()) return Fail(key);
+  return ToGrpcStatus(service_->Delete(*key));
+}
+
+grpc::Status CacheNodeGrpc::Stats(grpc::ServerContext*, const v1::CacheStatsRequest*,
+                                  v1::CacheStatsResponse* resp) {
+  const CacheNodeStats s = service_->Stats();
+  resp->set_states(s.states);
+  resp->set_stored_bytes(s.stored_bytes);
+  resp->set_pinned_states(s.pinned_states);
+  resp->set_pinned_bytes(s.pinned_bytes);
+  resp->set_warm_bytes(s.warm.bytes);
+  resp->set_warm_states(s.warm.entries);
+  resp->set_warm_budget_bytes(s.warm_budget_bytes);
+  resp->set_warm_hits(s.warm.hits);
+  resp->set_warm_misses(s.warm.misses);
+  resp->set_puts(s.puts);
+  resp->set_gets(s.gets);
+  resp->set_lookups(s.lookups);
+  resp->set_bytes_put(s.bytes_put);
+  resp->set_bytes_got(s.bytes_got);
+  resp->set_rocksdb_sst_bytes(s.storage.sst_bytes);
+  resp->set_rocksdb_wal_bytes(s.storage.wal_bytes);
+  resp->set_rocksdb_memtable_bytes(s.storage.memtable_bytes);
+  resp->set_retention_deleted(s.retention_deleted);
+  return grpc::Status::OK;
+}
+
+}  // namespace glimpse::cache_node

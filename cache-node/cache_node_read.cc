@@ -1,0 +1,363 @@
+// CacheNodeService: Get, Lookup, Pin / Unpin, Delete, retention and Stats.
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "cache-node/cache_node_service.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "core/kvstate/transfer_header.h"
+
+namespace glimpse::cache_node {
+
+using kvstate::Manifest;
+
+namespace {
+
+// Indices of `want` in m.pages (sorted, as the manifest), InvalidArgument for a page not there.
+absl::StatusOr<std::vector<size_t>> Select(const Manifest& m, const std::vector<PageId>& want) {
+  std::vector<size_t> out;
+  if (want.empty()) {
+    out.resize(m.pages.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = i;
+    return out;
+  }
+  for (const PageId& p : want) {
+    auto it =
+        std::lower_bound(m.pages.begin(), m.pages.end(), p, [](const auto& ref, const PageId& k) {
+          return std::tie(ref.layer, ref.kv_head, ref.index) <
+                 std::tie(k.layer, k.kv_head, k.index);
+        });
+    if (it == m.pages.end() || it->layer != p.layer || it->kv_head != p.kv_head ||
+        it->index != p.index) {
+      return absl::InvalidArgumentError(absl::StrCat("state ", kvpage::ToHex(m.state_key),
+                                                     " has no page (layer ", p.layer, ", kv_head ",
+                                                     p.kv_head, ", index ", p.index, ")"));
+    }
+    out.push_back(static_cast<size_t>(it - m.pages.begin()));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+absl::Status CheckModel(const Manifest& m, const kvstate::Fingerprint& expected) {
+  if (m.model == expected) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "state ", kvpage::ToHex(m.state_key), " was made by model ", kvpage::ToHex(m.model),
+      ", the request expects model ", kvpage::ToHex(expected)));
+}
+
+Manifest Restrict(const Manifest& m, const std::vector<size_t>& selected) {
+  Manifest out = m;
+  out.pages.clear();
+  for (size_t i : selected) out.pages.push_back(m.pages[i]);
+  return out;
+}
+
+}  // namespace
+
+absl::Status CacheNodeService::Ship(const std::string& address, uint64_t request_id,
+                                    uint32_t page_count,
+                                    std::span<const std::span<const uint8_t>> buffers, bool packed,
+                                    absl::Time deadline) {
+  transport::PeerId peer;
+  {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    auto it = peers_.find(address);
+    if (it == peers_.end()) {
+      ASSIGN_OR_RETURN(peer, transport_->Connect(address));
+      peers_.emplace(address, peer);
+    } else {
+      peer = it->second;
+    }
+  }
+  const auto header =
+      kvstate::EncodeBatchHeader({kvstate::BatchKind::kGetReply, request_id, page_count,
+                                  packed ? kvstate::BatchHeader::kPacked : 0u});
+  std::vector<std::span<const uint8_t>> bufs;
+  bufs.reserve(buffers.size() + 1);
+  bufs.emplace_back(header);
+  bufs.insert(bufs.end(), buffers.begin(), buffers.end());
+  transport::SubmitOptions so;
+  so.deadline = std::min(deadline, absl::Now() + options_.transfer_timeout);
+  absl::StatusOr<transport::TransferId> id = transport_->Submit(peer, bufs, so);
+  absl::Status s = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
+  if (!s.ok() && s.code() != absl::StatusCode::kResourceExhausted) {
+    // A failed endpoint is retired by the backend: forget it so the next Get reconnects.
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    auto it = peers_.find(address);
+    if (it != peers_.end() && it->second == peer) {
+      (void)transport_->Disconnect(peer);
+      peers_.erase(it);
+    }
+  }
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("shipping the pages to the client: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const WarmState>> CacheNodeService::LoadWarm(const StateKey& key) {
+  ASSIGN_OR_RETURN(StoredPages stored, store_->Read(key));
+  std::vector<std::span<const uint8_t>> spans;
+  for (size_t i = 0; i < stored.bytes.size(); ++i) {
+    spans.emplace_back(reinterpret_cast<const uint8_t*>(stored.bytes[i].data()),
+                       stored.bytes[i].size());
+    RETURN_IF_ERROR(kvstate::CheckPage(stored.manifest, stored.manifest.pages[i], spans.back(),
+                                       /*full_decode=*/false));
+  }
+  return WarmState::Make(std::move(stored.manifest), spans);
+}
+
+void CacheNodeService::AdmitIfCurrent(std::shared_ptr<const WarmState> w) {
+  if (w->bytes() > warm_.budget_bytes()) return;
+  // Under mu_ (shared), a Delete (exclusive: index and warm tier together) cannot interleave, and
+  // the creation time tells a re-put of the same key apart from what was read.
+  std::shared_lock lock(mu_);
+  const StateInfo* info = index_.Find(w->manifest.state_key);
+  if (info == nullptr || info->created != absl::FromUnixMicros(w->manifest.created_unix_micros)) {
+    return;
+  }
+  if (info->pinned) {
+    warm_.AdmitPinned(std::move(w));
+  } else {
+    warm_.Admit(std::move(w));
+  }
+}
+
+absl::StatusOr<GetResult> CacheNodeService::GetWarm(const GetRequest& req, const WarmState& w,
+                                                    absl::Time deadline) {
+  // Warm bytes were verified (full decode) when they entered; memory is not re-checked.
+  RETURN_IF_ERROR(CheckModel(w.manifest, req.expected_model));
+  ASSIGN_OR_RETURN(std::vector<size_t> sel, Select(w.manifest, req.pages));
+  GetResult out{Restrict(w.manifest, sel), true};
+  if (sel.size() == w.manifest.pages.size()) {
+    const std::span<const uint8_t> all[] = {w.packed()};
+    RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, sel.size(), all, true, deadline));
+  } else {
+    std::vector<std::span<const uint8_t>> spans;
+    for (size_t i : sel) spans.push_back(w.page(i));
+    RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, sel.size(), spans, false, deadline));
+  }
+  return out;
+}
+
+absl::StatusOr<GetResult> CacheNodeService::GetCold(const GetRequest& req, absl::Time deadline) {
+  ASSIGN_OR_RETURN(
+      StoredPages stored,
+      store_->Read(req.key, [&](const Manifest& m) -> absl::StatusOr<std::vector<size_t>> {
+        RETURN_IF_ERROR(CheckModel(m, req.expected_model));
+        return Select(m, req.pages);
+      }));
+  std::vector<std::span<const uint8_t>> spans;
+  for (size_t i = 0; i < stored.selected.size(); ++i) {
+    spans.emplace_back(reinterpret_cast<const uint8_t*>(stored.bytes[i].data()),
+                       stored.bytes[i].size());
+    RETURN_IF_ERROR(kvstate::CheckPage(stored.manifest, stored.manifest.pages[stored.selected[i]],
+                                       spans.back(), /*full_decode=*/false));
+  }
+  GetResult out{Restrict(stored.manifest, stored.selected), false};
+  const bool admit = stored.selected.size() == stored.manifest.pages.size() &&
+                     out.manifest.total_page_bytes() <= warm_.budget_bytes();
+  if (!admit) {
+    // Straight from RocksDB's pinned buffers, one per page: no copy.
+    RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, spans.size(), spans, false, deadline));
+    return out;
+  }
+  // Packed once (one copy): shipped as one buffer, then kept by the warm tier.
+  std::shared_ptr<WarmState> w = WarmState::Make(std::move(stored.manifest), spans);
+  stored.bytes.clear();  // unpin RocksDB blocks before the transfer
+  const std::span<const uint8_t> all[] = {w->packed()};
+  RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, spans.size(), all, true, deadline));
+  AdmitIfCurrent(std::move(w));
+  return out;
+}
+
+absl::StatusOr<GetResult> CacheNodeService::Get(const GetRequest& req, absl::Time deadline) {
+  absl::StatusOr<GetResult> result = [&]() -> absl::StatusOr<GetResult> {
+    Call call(this);
+    if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    if (req.reply_address.empty()) return absl::InvalidArgumentError("get without a reply address");
+    std::shared_ptr<const WarmState> w = warm_.Get(req.key);
+    ASSIGN_OR_RETURN(GetResult out, w ? GetWarm(req, *w, deadline) : GetCold(req, deadline));
+    gets_.fetch_add(1);
+    bytes_got_.fetch_add(out.manifest.total_page_bytes());
+    return out;
+  }();
+  Record(Method::kGet, result.status());
+  return result;
+}
+
+absl::StatusOr<LookupResult> CacheNodeService::Lookup(const NamespaceKey& ns,
+                                                      std::span<const int32_t> tokens) {
+  absl::StatusOr<LookupResult> result = [&]() -> absl::StatusOr<LookupResult> {
+    Call call(this);
+    if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    if (tokens.size() > options_.max_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lookup of ", tokens.size(), " tokens exceeds the limit of ", options_.max_tokens));
+    }
+    LookupResult out;
+    {
+      std::shared_lock lock(mu_);
+      std::optional<StateIndex::Match> m = index_.LongestPrefix(ns, tokens);
+      if (m.has_value()) {
+        const StateInfo* info = index_.Find(m->key);
+        out = LookupResult{true, m->key, m->token_count, info->bytes, info->pinned, false};
+      }
+    }
+    lookups_.fetch_add(1);
+    if (out.found) {
+      out.warm = warm_.Contains(out.key);
+      lookup_hits_.fetch_add(1);
+    }
+    return out;
+  }();
+  Record(Method::kLookup, result.status());
+  return result;
+}
+
+absl::Status CacheNodeService::Pin(const StateKey& key) {
+  absl::Status s = [&]() -> absl::Status {
+    Call call(this);
+    if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    std::lock_guard<std::mutex> admin(admin_mu_);
+    {
+      std::shared_lock lock(mu_);
+      if (index_.Find(key) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
+      }
+    }
+    RETURN_IF_ERROR(store_->SetPinned(key, true));
+    {
+      std::unique_lock lock(mu_);
+      if (!index_.SetPinned(key, true)) {  // displaced by a concurrent put's retention
+        return absl::NotFoundError(
+            absl::StrCat("state ", kvpage::ToHex(key), " was dropped while being pinned"));
+      }
+    }
+    if (!warm_.SetPinned(key, true)) {
+      ASSIGN_OR_RETURN(std::shared_ptr<const WarmState> w, LoadWarm(key));
+      warm_.AdmitPinned(std::move(w));  // may not fit: the state stays pinned in the cold tier
+    }
+    return absl::OkStatus();
+  }();
+  Record(Method::kPin, s);
+  return s;
+}
+
+absl::Status CacheNodeService::Unpin(const StateKey& key) {
+  absl::Status s = [&]() -> absl::Status {
+    Call call(this);
+    if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    std::lock_guard<std::mutex> admin(admin_mu_);
+    {
+      std::shared_lock lock(mu_);
+      if (index_.Find(key) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
+      }
+    }
+    RETURN_IF_ERROR(store_->SetPinned(key, false));
+    std::unique_lock lock(mu_);
+    index_.SetPinned(key, false);
+    warm_.SetPinned(key, false);
+    return absl::OkStatus();
+  }();
+  Record(Method::kUnpin, s);
+  return s;
+}
+
+void CacheNodeService::DeleteFromIndexes(const std::vector<Manifest>& states) {
+  std::unique_lock lock(mu_);
+  for (const Manifest& m : states) {
+    index_.Remove(m.state_key);
+    warm_.Erase(m.state_key);
+  }
+}
+
+absl::Status CacheNodeService::Delete(const StateKey& key) {
+  absl::Status s = [&]() -> absl::Status {
+    Call call(this);
+    if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    std::lock_guard<std::mutex> admin(admin_mu_);
+    {
+      std::shared_lock lock(mu_);
+      const StateInfo* info = index_.Find(key);
+      if (info == nullptr) {
+        return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
+      }
+      if (info->pinned) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("state ", kvpage::ToHex(key), " is pinned; unpin it first"));
+      }
+    }
+    ASSIGN_OR_RETURN(Manifest m, store_->ReadManifest(key));
+    std::vector<Manifest> states = {std::move(m)};
+    RETURN_IF_ERROR(store_->Delete(states));
+    DeleteFromIndexes(states);
+    deletes_.fetch_add(1);
+    return absl::OkStatus();
+  }();
+  Record(Method::kDelete, s);
+  return s;
+}
+
+absl::Status CacheNodeService::RunRetention() {
+  Call call(this);
+  if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+  std::lock_guard<std::mutex> admin(admin_mu_);
+  std::vector<StateKey> expired;
+  {
+    std::shared_lock lock(mu_);
+    expired = index_.Expired(clock_->Now(), options_.retention);
+  }
+  if (expired.empty()) return absl::OkStatus();
+  std::vector<Manifest> states;
+  for (const StateKey& k : expired) {
+    absl::StatusOr<Manifest> m = store_->ReadManifest(k);
+    if (m.ok()) states.push_back(*std::move(m));
+  }
+  RETURN_IF_ERROR(store_->Delete(states));
+  DeleteFromIndexes(states);
+  retention_deleted_.fetch_add(states.size());
+  log::Info("cache node: retention dropped expired states",
+            {{"states", static_cast<long long>(states.size())}});
+  return absl::OkStatus();
+}
+
+CacheNodeStats CacheNodeService::Stats() {
+  CacheNodeStats s;
+  Call call(this);
+  {
+    std::shared_lock lock(mu_);
+    s.states = index_.size();
+    s.stored_bytes = index_.bytes();
+    s.pinned_states = index_.pinned_count();
+    s.pinned_bytes = index_.pinned_bytes();
+    if (call.ok() && store_) s.storage = store_->GetSizes();
+  }
+  s.warm = warm_.stats();
+  s.warm_budget_bytes = warm_.budget_bytes();
+  s.puts = puts_.load();
+  s.duplicate_puts = duplicate_puts_.load();
+  s.gets = gets_.load();
+  s.lookups = lookups_.load();
+  s.lookup_hits = lookup_hits_.load();
+  s.deletes = deletes_.load();
+  s.bytes_put = bytes_put_.load();
+  s.bytes_got = bytes_got_.load();
+  s.retention_deleted = retention_deleted_.load();
+  s.dropped_batches = dropped_batches_.load();
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    s.pending_puts = pending_.size();
+  }
+  for (size_t m = 0; m < errors_.size(); ++m) {
+    for (size_t c = 0; c < 17; ++c) s.errors[m][c] = errors_[m][c].load();
+  }
+  s.transport = transport_->GetMetrics();
+  return s;
+}
+
+}  // namespace glimpse::cache_node

@@ -1,0 +1,224 @@
+// CacheNodeService: the cache node's logic (no RPC headers), in the shape of Mooncake's
+// MasterService: the gRPC adapter (cache_node_grpc.h) translates messages and calls it; tests
+// construct it directly with a loopback transport and a fake clock.
+//
+// Put, two phases. BeginPut(manifest, tokens) validates the manifest (kvstate/manifest.h), checks
+// that the tokens hash to its state key, refuses a different payload under a stored key
+// (AlreadyExists), and returns a ticket and this node's transport address. The client ships the
+// pages as one transport batch: buffer 0 a BatchHeader{kPut, ticket, n}
+// (kvstate/transfer_header.h), then the pages in manifest order (packed in one buffer, or one
+// buffer per page). A receive thread parks batches by ticket. CommitPut(ticket) waits for the
+// batch, verifies every page (full DecodePage, CRC32C, model, state key, shape and positions
+// against the manifest), applies retention (state_index.h) and writes pages, manifest and displaced
+// states in one RocksDB WriteBatch (page_store.h). It returns OK only once RocksDB accepted the
+// batch with the configured durability; a duplicate put of an identical payload is OK
+// (already_stored), of a different one AlreadyExists; nothing is stored on any error. Unclaimed
+// tickets expire after Options::ticket_timeout.
+//
+// Get(key, expected model, pages, reply address): reads the state from the warm tier or under one
+// RocksDB snapshot (verifying every page's CRC32C), ships the selected pages to the reply address
+// as one batch {kGetReply, request id, n} + the pages (packed in one buffer when the state is,
+// or is about to be, in the warm tier; else one buffer per page, uncopied), waits for the transfer
+// to complete and returns the manifest restricted to the shipped pages, in batch order. NotFound
+// for an unknown state, FailedPrecondition naming both fingerprints for another model,
+// InvalidArgument for a page not in the state.
+//
+// Lookup(namespace, tokens): the longest stored prefix (state_index.h). Pin / Unpin: a pinned
+// state is never dropped by retention nor evicted from the warm tier; Delete refuses a pinned
+// state (FailedPrecondition). Every method is thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cache-node/page_store.h"
+#include "cache-node/state_index.h"
+#include "cache-node/warm_tier.h"
+#include "core/common/clock.h"
+#include "core/kvstate/manifest.h"
+#include "core/transport/transport.h"
+
+namespace glimpse::cache_node {
+
+struct CacheNodeOptions {
+  PageStoreOptions storage;
+  size_t warm_bytes = size_t{1} << 30;
+  absl::Duration warm_half_life = absl::Seconds(60);
+  RetentionLimits retention;
+  absl::Duration retention_sweep_interval = absl::Seconds(10);  // zero: no background sweep
+  kvstate::ManifestLimits limits;
+  size_t max_tokens = size_t{1} << 22;                  // per BeginPut / Lookup
+  absl::Duration ticket_timeout = absl::Seconds(30);    // BeginPut → pages → CommitPut
+  absl::Duration transfer_timeout = absl::Seconds(30);  // shipping a Get reply
+  size_t max_pending_puts = 4096;
+};
+
+struct PutTicket {
+  uint64_t ticket = 0;
+  std::string transport_address;  // where to ship the pages
+};
+
+struct CommitResult {
+  bool already_stored = false;  // an identical payload was stored before; nothing changed
+  int64_t created_unix_micros = 0;
+};
+
+using kvstate::PageId;
+
+struct GetRequest {
+  StateKey key{};
+  kvstate::Fingerprint expected_model{};
+  std::vector<PageId> pages;  // empty: all pages
+  std::string reply_address;  // the client's transport address
+  uint64_t request_id = 0;    // echoed in the reply batch header
+};
+
+struct GetResult {
+  kvstate::Manifest manifest;  // pages = the shipped ones, in batch order
+  bool warm_hit = false;
+};
+
+struct LookupResult {
+  bool found = false;
+  StateKey key{};
+  uint32_t token_count = 0;
+  uint64_t bytes = 0;
+  bool pinned = false;
+  bool warm = false;
+};
+
+enum class Method { kBeginPut, kCommitPut, kGet, kLookup, kPin, kUnpin, kDelete, kCount };
+const char* MethodName(Method m);
+
+struct CacheNodeStats {
+  uint64_t states = 0, stored_bytes = 0, pinned_states = 0, pinned_bytes = 0;
+  WarmTier::Stats warm;
+  uint64_t warm_budget_bytes = 0;
+  PageStore::Sizes storage;
+  uint64_t puts = 0, duplicate_puts = 0, gets = 0, lookups = 0, lookup_hits = 0, deletes = 0;
+  uint64_t bytes_put = 0, bytes_got = 0, retention_deleted = 0;
+  uint64_t pending_puts = 0, dropped_batches = 0;
+  // errors[method][absl::StatusCode] = count
+  std::array<std::array<uint64_t, 17>, static_cast<size_t>(Method::kCount)> errors{};
+  transport::Metrics transport;
+};
+
+class CacheNodeService {
+ public:
+  // Opens the store, rebuilds the index from it and starts the receive (and retention) threads.
+  // `clock` is not owned and must outlive the service.
+  static absl::StatusOr<std::unique_ptr<CacheNodeService>> Create(
+      const CacheNodeOptions& options, std::unique_ptr<transport::Transport> transport,
+      Clock* clock);
+  ~CacheNodeService();  // Stop()
+  // Stops the threads and closes the store; further calls fail with Unavailable. Idempotent.
+  void Stop();
+
+  absl::StatusOr<PutTicket> BeginPut(kvstate::Manifest manifest, std::span<const int32_t> tokens);
+  absl::StatusOr<CommitResult> CommitPut(uint64_t ticket, absl::Time deadline);
+  absl::StatusOr<GetResult> Get(const GetRequest& request, absl::Time deadline);
+  absl::StatusOr<LookupResult> Lookup(const NamespaceKey& ns, std::span<const int32_t> tokens);
+  absl::Status Pin(const StateKey& key);
+  absl::Status Unpin(const StateKey& key);
+  absl::Status Delete(const StateKey& key);
+  CacheNodeStats Stats();
+  // One retention pass (age limit); the background thread runs it every sweep interval.
+  absl::Status RunRetention();
+
+  std::string transport_address() const { return transport_->LocalAddress(); }
+
+ private:
+  struct Pending {
+    kvstate::Manifest manifest;
+    absl::Time created;
+    bool claimed = false;
+    std::optional<absl::StatusOr<transport::ReceivedBatch>> batch;
+  };
+
+  CacheNodeService(const CacheNodeOptions& options, std::unique_ptr<transport::Transport> t,
+                   Clock* clock);
+  absl::Status Load();
+  void ReceiveLoop();
+  void RetentionLoop();
+  absl::StatusOr<transport::ReceivedBatch> AwaitBatch(uint64_t ticket, absl::Time deadline,
+                                                      kvstate::Manifest* manifest);
+  absl::StatusOr<CommitResult> CommitVerified(const kvstate::Manifest& m,
+                                              std::span<const std::span<const uint8_t>> pages);
+  absl::StatusOr<CommitResult> CheckDuplicate(const kvstate::Manifest& m,
+                                              std::span<const std::span<const uint8_t>> pages);
+  absl::StatusOr<std::shared_ptr<const WarmState>> LoadWarm(const StateKey& key);
+  absl::StatusOr<GetResult> GetWarm(const GetRequest& req, const WarmState& w, absl::Time deadline);
+  absl::StatusOr<GetResult> GetCold(const GetRequest& req, absl::Time deadline);
+  // Admits `w` to the warm tier if it is still the stored version of its state (pinned if the
+  // state is pinned).
+  void AdmitIfCurrent(std::shared_ptr<const WarmState> w);
+  // Ships [header, buffers...] to `address` and waits for the transfer: `buffers` is one packed
+  // buffer of `page_count` pages, or (packed = false) one buffer per page.
+  absl::Status Ship(const std::string& address, uint64_t request_id, uint32_t page_count,
+                    std::span<const std::span<const uint8_t>> buffers, bool packed,
+                    absl::Time deadline);
+  void DeleteFromIndexes(const std::vector<kvstate::Manifest>& states);
+  absl::StatusOr<CommitResult> BeginCommit(uint64_t ticket, absl::Time deadline);
+  void Record(Method m, const absl::Status& s);
+
+  const CacheNodeOptions options_;  // Constant after construction.
+  const std::unique_ptr<transport::Transport> transport_;
+  Clock* const clock_;
+  std::unique_ptr<PageStore> store_;  // Constant after Load, until Stop.
+  WarmTier warm_;
+
+  mutable std::shared_mutex mu_;
+  StateIndex index_;               // GUARDED_BY(mu_)
+  std::set<StateKey> committing_;  // GUARDED_BY(mu_): puts between plan and write
+  uint64_t reserved_bytes_ = 0;    // GUARDED_BY(mu_)
+  std::mutex admin_mu_;            // serialises Pin, Unpin, Delete and retention deletes
+
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::map<uint64_t, Pending> pending_;  // GUARDED_BY(pending_mu_)
+  uint64_t next_ticket_;                 // GUARDED_BY(pending_mu_)
+
+  std::mutex peers_mu_;
+  std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)
+  std::atomic<uint64_t> next_request_{1};
+
+  // Public calls in flight; Stop() waits for none before it closes the store.
+  class Call {
+   public:
+    explicit Call(CacheNodeService* s);
+    ~Call();
+    bool ok() const { return ok_; }
+
+   private:
+    CacheNodeService* const s_;
+    bool ok_;
+  };
+  std::mutex active_mu_;
+  std::condition_variable active_cv_;
+  int active_ = 0;  // GUARDED_BY(active_mu_)
+
+  std::atomic<bool> stopping_{false};  // set under active_mu_
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  std::thread receiver_;
+  std::thread retention_;
+
+  std::atomic<uint64_t> puts_{0}, duplicate_puts_{0}, gets_{0}, lookups_{0}, lookup_hits_{0},
+      deletes_{0}, bytes_put_{0}, bytes_got_{0}, retention_deleted_{0}, dropped_batches_{0};
+  std::array<std::array<std::atomic<uint64_t>, 17>, static_cast<size_t>(Method::kCount)> errors_{};
+};
+
+}  // namespace glimpse::cache_node

@@ -1,0 +1,387 @@
+#include "cache-node/cache_node_service.h"
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "core/kvstate/test_state.h"
+#include "core/kvstate/transfer_header.h"
+#include "core/transport/loopback/loopback_transport.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::cache_node {
+namespace {
+
+using kvstate::testing::MakeTestState;
+using kvstate::testing::MakeTestStateForTokens;
+using kvstate::testing::TestModel;
+using kvstate::testing::TestNamespace;
+using kvstate::testing::TestState;
+using kvstate::testing::TestStateShape;
+
+class CacheNodeServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("cache_node_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    options_.storage.path = dir_.string();
+    options_.storage.sync = false;  // unit tests: durability is the crash test's subject
+    options_.retention_sweep_interval = absl::ZeroDuration();
+    fabric_ = transport::NewLoopbackFabric();
+    client_ = *transport::CreateLoopbackTransport(fabric_);
+  }
+  void TearDown() override {
+    node_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Start() {
+    node_.reset();
+    auto t = transport::CreateLoopbackTransport(fabric_);
+    ASSERT_TRUE(t.ok());
+    auto n = CacheNodeService::Create(options_, *std::move(t), &clock_);
+    ASSERT_TRUE(n.ok()) << n.status();
+    node_ = *std::move(n);
+    peer_.reset();
+  }
+
+  absl::StatusOr<CommitResult> Put(const TestState& s,
+                                   std::vector<std::span<const uint8_t>> pages = {}) {
+    auto ticket = node_->BeginPut(s.manifest, s.tokens);
+    if (!ticket.ok()) return ticket.status();
+    if (!peer_) {
+      auto p = client_->Connect(ticket->transport_address);
+      if (!p.ok()) return p.status();
+      peer_ = *p;
+    }
+    if (pages.empty()) pages = s.spans();
+    auto header = kvstate::EncodeBatchHeader(
+        {kvstate::BatchKind::kPut, ticket->ticket, static_cast<uint32_t>(pages.size())});
+    std::vector<std::span<const uint8_t>> bufs = {header};
+    bufs.insert(bufs.end(), pages.begin(), pages.end());
+    auto id = client_->Submit(*peer_, bufs);
+    if (!id.ok()) return id.status();
+    if (absl::Status st = client_->Wait(*id, absl::InfiniteFuture()); !st.ok()) return st;
+    return node_->CommitPut(ticket->ticket, absl::Now() + absl::Seconds(10));
+  }
+
+  struct Fetched {
+    GetResult result;
+    std::vector<std::vector<uint8_t>> pages;
+  };
+  absl::StatusOr<Fetched> Get(const kvstate::StateKey& key, const kvstate::Fingerprint& model,
+                              std::vector<PageId> pages = {}) {
+    GetRequest req{key, model, std::move(pages), client_->LocalAddress(), ++request_id_};
+    auto r = node_->Get(req, absl::Now() + absl::Seconds(10));
+    if (!r.ok()) return r.status();
+    auto batch = client_->Receive(absl::Now() + absl::Seconds(10));
+    if (!batch.ok()) return batch.status();
+    auto h = kvstate::DecodeBatchHeader(batch->buffers()[0]);
+    EXPECT_TRUE(h.ok());
+    EXPECT_EQ(h->id, request_id_);
+    std::vector<uint32_t> sizes;
+    for (const auto& p : r->manifest.pages) sizes.push_back(p.bytes);
+    auto pages = kvstate::UnpackPages(
+        *h, std::span<const std::span<const uint8_t>>(batch->buffers()).subspan(1), sizes);
+    if (!pages.ok()) return pages.status();
+    Fetched f{*std::move(r), {}};
+    for (const auto& p : *pages) f.pages.emplace_back(p.begin(), p.end());
+    return f;
+  }
+
+  void ExpectState(const TestState& s) {
+    auto f = Get(s.manifest.state_key, s.manifest.model);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(f->result.manifest.SameContent(s.manifest));
+    EXPECT_EQ(f->pages, s.pages);
+  }
+
+  static TestState State(uint64_t seed, TestStateShape shape = {}) {
+    auto s = MakeTestState(TestNamespace(), TestModel(), shape, seed);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *std::move(s);
+  }
+
+  std::filesystem::path dir_;
+  CacheNodeOptions options_;
+  FakeClock clock_;
+  std::shared_ptr<transport::LoopbackFabric> fabric_;
+  std::unique_ptr<transport::Transport> client_;
+  std::optional<transport::PeerId> peer_;
+  std::unique_ptr<CacheNodeService> node_;
+  uint64_t request_id_ = 0;
+};
+
+TEST_F(CacheNodeServiceTest, PutGetRoundTripWarmThenColdAfterRestart) {
+  Start();
+  TestState a = State(1), b = State(2);
+  ASSERT_TRUE(Put(a).ok());
+  ASSERT_TRUE(Put(b).ok());
+  ExpectState(a);
+  EXPECT_EQ(node_->Stats().warm.hits, 1u);
+  Start();  // restart: cold reads, index rebuilt from the manifests
+  EXPECT_EQ(node_->Stats().states, 2u);
+  ExpectState(a);
+  ExpectState(b);
+  CacheNodeStats st = node_->Stats();
+  EXPECT_EQ(st.warm.misses, 2u);
+  EXPECT_EQ(st.gets, 2u);
+  EXPECT_EQ(st.stored_bytes, a.manifest.total_page_bytes() + b.manifest.total_page_bytes());
+  ExpectState(a);  // admitted to the warm tier by the cold read
+  EXPECT_EQ(node_->Stats().warm.hits, 1u);
+}
+
+TEST_F(CacheNodeServiceTest, GetSelectedPagesInManifestOrder) {
+  Start();
+  TestState a = State(1);
+  ASSERT_TRUE(Put(a).ok());
+  Start();
+  for (int round = 0; round < 2; ++round) {  // cold, then warm after a full read
+    auto f = Get(a.manifest.state_key, a.manifest.model, {{1, 1, 1}, {0, 0, 1}});
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_EQ(f->pages.size(), 2u);
+    EXPECT_EQ(f->pages[0], a.pages[1]);
+    EXPECT_EQ(f->pages[1], a.pages[7]);
+    EXPECT_EQ(f->result.manifest.pages[1], a.manifest.pages[7]);
+    ExpectState(a);
+  }
+  auto missing = Get(a.manifest.state_key, a.manifest.model, {{5, 0, 0}});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CacheNodeServiceTest, DuplicatePutIsIdempotentDifferentPayloadIsAlreadyExists) {
+  Start();
+  TestState a = State(1);
+  ASSERT_TRUE(Put(a).ok());
+  auto again = Put(a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_stored);
+  auto same_key = MakeTestStateForTokens(TestNamespace(), TestModel(), {}, a.tokens, /*seed=*/99);
+  ASSERT_TRUE(same_key.ok());
+  auto dup = Put(*same_key);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(dup.status().message().find("different payload"), std::string::npos);
+  ExpectState(a);
+  EXPECT_EQ(node_->Stats().duplicate_puts, 1u);
+}
+
+TEST_F(CacheNodeServiceTest, BadPutsStoreNothing) {
+  Start();
+  TestState a = State(1);
+  // Tokens that do not hash to the key.
+  auto wrong_tokens = a.tokens;
+  wrong_tokens[0] += 1;
+  EXPECT_EQ(node_->BeginPut(a.manifest, wrong_tokens).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A corrupted page: DataLoss at commit.
+  std::vector<uint8_t> bad = a.pages[2];
+  bad[100] ^= 1;
+  auto spans = a.spans();
+  spans[2] = bad;
+  EXPECT_EQ(Put(a, spans).status().code(), absl::StatusCode::kDataLoss);
+  // Too few pages.
+  spans = a.spans();
+  spans.pop_back();
+  EXPECT_EQ(Put(a, spans).status().code(), absl::StatusCode::kInvalidArgument);
+  // Pages of another model under this manifest: FailedPrecondition.
+  auto other_model = MakeTestStateForTokens(TestNamespace(), TestModel(5), {}, a.tokens, 1);
+  ASSERT_TRUE(other_model.ok());
+  EXPECT_EQ(Put(a, other_model->spans()).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Unknown ticket.
+  EXPECT_EQ(node_->CommitPut(12345, absl::Now()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(node_->Stats().states, 0u);
+  EXPECT_EQ(Get(a.manifest.state_key, a.manifest.model).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(Put(a).ok());
+  CacheNodeStats st = node_->Stats();
+  EXPECT_EQ(st.errors[static_cast<size_t>(Method::kCommitPut)]
+                     [static_cast<size_t>(absl::StatusCode::kDataLoss)],
+            1u);
+}
+
+TEST_F(CacheNodeServiceTest, WrongFingerprintNamesBoth) {
+  Start();
+  TestState a = State(1);
+  ASSERT_TRUE(Put(a).ok());
+  for (int round = 0; round < 2; ++round) {  // warm, then cold
+    auto f = Get(a.manifest.state_key, TestModel(3));
+    ASSERT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(f.status().message().find(kvpage::ToHex(TestModel(3))), std::string::npos);
+    EXPECT_NE(f.status().message().find(kvpage::ToHex(TestModel(1))), std::string::npos);
+    Start();
+  }
+}
+
+TEST_F(CacheNodeServiceTest, LookupFindsLongestStoredPrefix) {
+  Start();
+  TestStateShape shape;
+  shape.pages_per_head = 4;  // 64 tokens
+  TestState full = State(1, shape);
+  shape.pages_per_head = 2;  // its first 32 tokens
+  auto half = MakeTestStateForTokens(
+      TestNamespace(), TestModel(), shape,
+      std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + 32), 2);
+  ASSERT_TRUE(half.ok());
+  ASSERT_TRUE(Put(*half).ok());
+  std::vector<int32_t> query = full.tokens;
+  query.push_back(7);
+  auto r = node_->Lookup(TestNamespace(), query);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->found);
+  EXPECT_EQ(r->token_count, 32u);
+  ASSERT_TRUE(Put(full).ok());
+  Start();  // the index survives a restart
+  r = node_->Lookup(TestNamespace(), query);
+  ASSERT_TRUE(r.ok() && r->found);
+  EXPECT_EQ(r->token_count, 64u);
+  EXPECT_EQ(r->key, full.manifest.state_key);
+  r = node_->Lookup(TestNamespace(2), query);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->found);
+}
+
+TEST_F(CacheNodeServiceTest, PinDeleteAndRetention) {
+  TestState a = State(1), b = State(2), c = State(3);
+  options_.retention.max_bytes = 2 * a.manifest.total_page_bytes() + 10;
+  options_.retention.max_age = absl::Hours(1);
+  Start();
+  ASSERT_TRUE(Put(a).ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Put(b).ok());
+  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());
+  EXPECT_EQ(node_->Delete(a.manifest.state_key).code(), absl::StatusCode::kFailedPrecondition);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Put(c).ok());  // displaces b, the oldest unpinned
+  EXPECT_EQ(Get(b.manifest.state_key, b.manifest.model).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(node_->Pin(c.manifest.state_key).ok());
+  Start();  // pins survive a restart
+  auto full = Put(b);
+  ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.status().message().find("pinned"), std::string::npos) << full.status();
+  ExpectState(a);
+  ExpectState(c);
+  ASSERT_TRUE(node_->Unpin(c.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Delete(c.manifest.state_key).ok());
+  EXPECT_EQ(node_->Delete(c.manifest.state_key).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(Put(b).ok());
+  // Age: two hours later b is dropped, pinned a stays.
+  clock_.Advance(absl::Hours(2));
+  ASSERT_TRUE(node_->RunRetention().ok());
+  EXPECT_EQ(node_->Stats().states, 1u);
+  ExpectState(a);
+}
+
+TEST_F(CacheNodeServiceTest, WarmTierHonoursBudget) {
+  TestState a = State(1);
+  options_.warm_bytes = a.manifest.total_page_bytes() - 1;  // nothing fits
+  Start();
+  ASSERT_TRUE(Put(a).ok());
+  ExpectState(a);
+  CacheNodeStats st = node_->Stats();
+  EXPECT_EQ(st.warm.bytes, 0u);
+  EXPECT_EQ(st.warm.misses, 1u);
+}
+
+TEST_F(CacheNodeServiceTest, PinnedStateStaysWarm) {
+  TestState a = State(1), b = State(2);
+  options_.warm_bytes = a.manifest.total_page_bytes() + 10;  // room for one state
+  Start();
+  ASSERT_TRUE(Put(a).ok());
+  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());
+  clock_.Advance(absl::Hours(1));  // a's recency score has decayed to nothing
+  ASSERT_TRUE(Put(b).ok());        // would displace an unpinned a
+  ExpectState(b);                  // cold read, not admitted over the pinned a
+  ExpectState(a);
+  CacheNodeStats st = node_->Stats();
+  EXPECT_EQ(st.warm.hits, 1u);
+  EXPECT_EQ(st.warm.misses, 1u);
+  EXPECT_EQ(st.warm.pinned_entries, 1u);
+  ASSERT_TRUE(node_->Unpin(a.manifest.state_key).ok());
+  ExpectState(b);  // now b (fresh) displaces the idle a
+  ExpectState(b);
+  EXPECT_EQ(node_->Stats().warm.hits, 2u);
+}
+
+// Several threads, each with its own transport, put, get, look up and delete their own states
+// while sharing the node (a third of them deleted again). Afterwards (and after a
+// restart) exactly the expected states are stored, each intact.
+TEST_F(CacheNodeServiceTest, ConcurrentClients) {
+  constexpr int kThreads = 4, kStatesPerThread = 12;
+  options_.warm_bytes = 3 * State(1).manifest.total_page_bytes();  // warm hits and misses
+  Start();
+  std::vector<std::vector<uint64_t>> kept(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto tr = transport::CreateLoopbackTransport(fabric_);
+      auto peer = (*tr)->Connect(node_->transport_address());
+      const auto check = [&](bool ok, const std::string& what) {
+        if (!ok) {
+          failures.fetch_add(1);
+          ADD_FAILURE() << "thread " << t << ": " << what;
+        }
+      };
+      for (int i = 0; i < kStatesPerThread; ++i) {
+        const uint64_t seed = 1000 * (t + 1) + i;
+        const TestState s = State(seed);
+        auto ticket = node_->BeginPut(s.manifest, s.tokens);
+        check(ticket.ok(), ticket.status().ToString());
+        if (!ticket.ok()) continue;
+        std::vector<uint8_t> packed;
+        for (const auto& p : s.pages) packed.insert(packed.end(), p.begin(), p.end());
+        const auto header = kvstate::EncodeBatchHeader({kvstate::BatchKind::kPut, ticket->ticket,
+                                                        static_cast<uint32_t>(s.pages.size()),
+                                                        kvstate::BatchHeader::kPacked});
+        const std::span<const uint8_t> bufs[] = {header, packed};
+        auto id = (*tr)->Submit(*peer, bufs);
+        check(id.ok() && (*tr)->Wait(*id, absl::InfiniteFuture()).ok(), "submit");
+        auto commit = node_->CommitPut(ticket->ticket, absl::Now() + absl::Seconds(10));
+        check(commit.ok(), commit.status().ToString());
+        const uint64_t rid = (static_cast<uint64_t>(t) << 32) | static_cast<uint64_t>(i);
+        auto got =
+            node_->Get({s.manifest.state_key, s.manifest.model, {}, (*tr)->LocalAddress(), rid},
+                       absl::Now() + absl::Seconds(10));
+        check(got.ok(), got.status().ToString());
+        auto batch = (*tr)->Receive(absl::Now() + absl::Seconds(10));
+        check(batch.ok(), "reply batch");
+        if (batch.ok()) {
+          std::vector<uint32_t> sizes;
+          for (const auto& p : s.manifest.pages) sizes.push_back(p.bytes);
+          auto h = kvstate::DecodeBatchHeader(batch->buffers()[0]);
+          auto pages = kvstate::UnpackPages(
+              *h, std::span<const std::span<const uint8_t>>(batch->buffers()).subspan(1), sizes);
+          check(pages.ok(), "unpack");
+          for (size_t k = 0; pages.ok() && k < s.pages.size(); ++k) {
+            check(std::equal(s.pages[k].begin(), s.pages[k].end(), (*pages)[k].begin(),
+                             (*pages)[k].end()),
+                  "get bytes");
+          }
+        }
+        auto found = node_->Lookup(TestNamespace(), s.tokens);
+        check(found.ok() && found->found && found->key == s.manifest.state_key, "lookup");
+        if (i % 3 == 0) {
+          check(node_->Delete(s.manifest.state_key).ok(), "delete");
+        } else {
+          kept[t].push_back(seed);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  size_t expected = 0;
+  for (const auto& k : kept) expected += k.size();
+  EXPECT_EQ(node_->Stats().states, expected);
+  Start();
+  EXPECT_EQ(node_->Stats().states, expected);
+  for (const auto& k : kept) {
+    for (uint64_t seed : k) ExpectState(State(seed));
+  }
+}
+
+}  // namespace
+}  // namespace glimpse::cache_node

@@ -1,0 +1,101 @@
+// glimpse-cache-node: flags and wiring only (README "Cache node"; cache_node_service.h).
+#include <cstdlib>
+#include <memory>
+
+#include "cache-node/cache_node_grpc.h"
+#include "cache-node/cache_node_metrics.h"
+#include "cache-node/cache_node_service.h"
+#include "core/common/clock.h"
+#include "core/common/grpc/service_main.h"
+#include "core/common/status_macros.h"
+#include "core/transport/ucx/ucx_transport.h"
+
+namespace glimpse::cache_node {
+namespace {
+
+std::vector<ConfigKey> Keys() {
+  return {
+      {"storage.path", ConfigType::kString, "", "RocksDB directory (created if missing).", true},
+      {"storage.sync_every_put", ConfigType::kBool, "true",
+       "fsync the WAL before acknowledging each put (false: WAL written, not synced)."},
+      {"storage.write_buffer", ConfigType::kBytes, "64MiB",
+       "RocksDB memtable size per column family."},
+      {"storage.block_cache", ConfigType::kBytes, "256MiB", "RocksDB block cache."},
+      {"storage.min_free_bytes", ConfigType::kBytes, "1MiB",
+       "Refuse to start when the disk has less free space (RESOURCE_EXHAUSTED, disk full)."},
+      {"warm.bytes", ConfigType::kBytes, "1GiB", "Warm (in-memory) tier budget, page bytes."},
+      {"warm.half_life", ConfigType::kDuration, "60s",
+       "Recency half-life of the warm tier's importance x recency score."},
+      {"retention.max_age", ConfigType::kDuration, "0s",
+       "Unpinned states older than this are dropped (0s: no age limit)."},
+      {"retention.max_bytes", ConfigType::kBytes, "0",
+       "Cold tier limit, page bytes; oldest unpinned states make room (0: no limit)."},
+      {"retention.sweep_interval", ConfigType::kDuration, "10s", "How often max_age is applied."},
+      {"put.max_state_bytes", ConfigType::kBytes, "4GiB", "Largest state one put may carry."},
+      {"put.max_pages", ConfigType::kInt, "1048576", "Most pages one put may carry."},
+      {"put.max_tokens", ConfigType::kInt, "4194304", "Most tokens in one put or lookup."},
+      {"put.ticket_timeout", ConfigType::kDuration, "30s",
+       "A put's pages must arrive and be committed within this after BeginPut."},
+      {"transport.max_inflight", ConfigType::kBytes, "1GiB", "Bound on bytes being sent."},
+      {"transport.receive_pool", ConfigType::kBytes, "512MiB", "Receive buffer pool."},
+      {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
+       "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
+  };
+}
+
+class Running final : public RunningService {
+ public:
+  explicit Running(std::unique_ptr<CacheNodeService> s)
+      : service_(std::move(s)), grpc_(service_.get()) {}
+  std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
+  void Stop() override { service_->Stop(); }
+  CacheNodeService* service() { return service_.get(); }
+
+ private:
+  std::unique_ptr<CacheNodeService> service_;
+  CacheNodeGrpc grpc_;
+};
+
+absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
+                                                      metrics::MetricsRegistry& registry) {
+  CacheNodeOptions o;
+  o.storage.path = c.GetString("storage.path");
+  o.storage.sync = c.GetBool("storage.sync_every_put");
+  o.storage.write_buffer_bytes = c.GetBytes("storage.write_buffer");
+  o.storage.block_cache_bytes = c.GetBytes("storage.block_cache");
+  o.storage.min_free_bytes = c.GetBytes("storage.min_free_bytes");
+  o.warm_bytes = c.GetBytes("warm.bytes");
+  o.warm_half_life = c.GetDuration("warm.half_life");
+  o.retention.max_age = c.GetDuration("retention.max_age");
+  o.retention.max_bytes = c.GetBytes("retention.max_bytes");
+  o.retention_sweep_interval = c.GetDuration("retention.sweep_interval");
+  o.limits.max_state_bytes = c.GetBytes("put.max_state_bytes");
+  o.limits.max_pages = c.GetInt("put.max_pages");
+  o.max_tokens = c.GetInt("put.max_tokens");
+  o.ticket_timeout = c.GetDuration("put.ticket_timeout");
+  transport::Options t;
+  t.max_inflight_bytes = c.GetBytes("transport.max_inflight");
+  t.receive_pool_bytes = c.GetBytes("transport.receive_pool");
+  t.allow_no_peer_failure_detection = c.GetBool("transport.allow_no_peer_failure_detection");
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
+                   transport::CreateUcxTransport(t));
+  ASSIGN_OR_RETURN(std::unique_ptr<CacheNodeService> service,
+                   CacheNodeService::Create(o, std::move(transport), Clock::Real()));
+  auto running = std::make_unique<Running>(std::move(service));
+  RegisterMetrics(registry, running->service());
+  return running;
+}
+
+}  // namespace
+}  // namespace glimpse::cache_node
+
+int main(int argc, char** argv) {
+  glimpse::ServiceSpec spec;
+  spec.program = "glimpse-cache-node";
+  spec.summary =
+      "Glimpse cache node: keeps sessions' KV pages (retained and evicted) in RocksDB with a warm "
+      "in-memory tier; gRPC for control, UCX for page bytes (UCX_TLS picks the transports).";
+  spec.keys = glimpse::cache_node::Keys();
+  spec.start = glimpse::cache_node::Start;
+  return glimpse::RunServiceMain(spec, argc, argv);
+}

@@ -1,0 +1,257 @@
+#include "core/cache_client/cache_client.h"
+
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "core/cache_client/proto_convert.h"
+#include "core/common/grpc/status.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "core/kvstate/transfer_header.h"
+
+namespace glimpse::cache_client {
+
+CacheClient::CacheClient(const CacheClientOptions& options, std::unique_ptr<transport::Transport> t,
+                         std::unique_ptr<v1::CacheNode::Stub> stub)
+    : options_(options), transport_(std::move(t)), stub_(std::move(stub)) {
+  // Random first request id: replies meant for an earlier client on the same address are ignored.
+  next_request_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+}
+
+absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(
+    const CacheClientOptions& options, std::unique_ptr<transport::Transport> transport) {
+  if (transport == nullptr) return absl::InvalidArgumentError("cache client needs a transport");
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   ClientChannel(options.address, options.tls));
+  std::unique_ptr<CacheClient> c(
+      new CacheClient(options, std::move(transport), v1::CacheNode::NewStub(channel)));
+  c->receiver_ = std::thread([p = c.get()] { p->ReceiveLoop(); });
+  return c;
+}
+
+CacheClient::~CacheClient() {
+  {
+    std::lock_guard<std::mutex> lock(replies_mu_);
+    stopping_ = true;
+  }
+  replies_cv_.notify_all();
+  if (receiver_.joinable()) receiver_.join();
+}
+
+void CacheClient::SetDeadline(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+}
+
+void CacheClient::ReceiveLoop() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(replies_mu_);
+      if (stopping_) return;
+    }
+    absl::StatusOr<transport::ReceivedBatch> got =
+        transport_->Receive(absl::Now() + absl::Milliseconds(100));
+    if (!got.ok()) {
+      if (got.status().code() != absl::StatusCode::kDeadlineExceeded) {
+        log::Warning("cache client: a reply batch failed", {{"error", got.status().ToString()}});
+      }
+      continue;
+    }
+    absl::StatusOr<kvstate::BatchHeader> h = got->buffers().empty()
+                                                 ? absl::InvalidArgumentError("empty batch")
+                                                 : kvstate::DecodeBatchHeader(got->buffers()[0]);
+    std::lock_guard<std::mutex> lock(replies_mu_);
+    if (!h.ok() || h->kind != kvstate::BatchKind::kGetReply || awaited_.count(h->id) == 0) {
+      log::Warning("cache client: dropped an unexpected batch",
+                   {{"error", h.ok() ? absl::StrCat("request ", h->id) : h.status().ToString()}});
+      continue;
+    }
+    replies_.insert_or_assign(h->id, std::move(got));
+    replies_cv_.notify_all();
+  }
+}
+
+absl::StatusOr<transport::PeerId> CacheClient::PeerFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  auto it = peers_.find(address);
+  if (it != peers_.end()) return it->second;
+  ASSIGN_OR_RETURN(transport::PeerId peer, transport_->Connect(address));
+  peers_.emplace(address, peer);
+  return peer;
+}
+
+void CacheClient::ForgetPeer(const std::string& address) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  auto it = peers_.find(address);
+  if (it == peers_.end()) return;
+  (void)transport_->Disconnect(it->second);
+  peers_.erase(it);
+}
+
+absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
+                                           std::span<const int32_t> tokens,
+                                           std::span<const std::span<const uint8_t>> pages) {
+  if (pages.size() != manifest.pages.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("put of ", pages.size(), " pages for a manifest of ", manifest.pages.size()));
+  }
+  v1::CacheBeginPutRequest begin;
+  ManifestToProto(manifest, begin.mutable_manifest());
+  begin.mutable_tokens()->Add(tokens.begin(), tokens.end());
+  v1::CacheBeginPutResponse ticket;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->BeginPut(&ctx, begin, &ticket)));
+  }
+  // One packed buffer: one memcpy here saves the transport a rendezvous per page.
+  const auto header = kvstate::EncodeBatchHeader({kvstate::BatchKind::kPut, ticket.ticket(),
+                                                  static_cast<uint32_t>(pages.size()),
+                                                  kvstate::BatchHeader::kPacked});
+  size_t total = 0;
+  for (const auto& p : pages) total += p.size();
+  std::vector<uint8_t> packed(total);
+  size_t off = 0;
+  for (const auto& p : pages) {
+    std::memcpy(packed.data() + off, p.data(), p.size());
+    off += p.size();
+  }
+  const std::span<const uint8_t> bufs[] = {header, packed};
+  ASSIGN_OR_RETURN(transport::PeerId peer, PeerFor(ticket.transport_address()));
+  transport::SubmitOptions so;
+  so.deadline = absl::Now() + options_.timeout;
+  absl::StatusOr<transport::TransferId> id = transport_->Submit(peer, bufs, so);
+  absl::Status sent = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
+  if (!sent.ok()) {
+    ForgetPeer(ticket.transport_address());
+    return absl::Status(sent.code(),
+                        absl::StrCat("shipping the pages to the cache node: ", sent.message()));
+  }
+  v1::CacheCommitPutRequest commit;
+  commit.set_ticket(ticket.ticket());
+  v1::CacheCommitPutResponse done;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->CommitPut(&ctx, commit, &done)));
+  return PutResult{done.already_stored(), done.created_unix_micros()};
+}
+
+absl::StatusOr<transport::ReceivedBatch> CacheClient::AwaitReply(uint64_t id, absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(replies_mu_);
+  replies_cv_.wait_until(lock, absl::ToChronoTime(deadline),
+                         [&] { return stopping_ || replies_.count(id) > 0; });
+  awaited_.erase(id);
+  auto it = replies_.find(id);
+  if (it == replies_.end()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the pages of get request ", id, " did not arrive before the deadline"));
+  }
+  auto node = replies_.extract(it);
+  return std::move(node.mapped());
+}
+
+absl::StatusOr<State> CacheClient::Get(const kvstate::StateKey& key,
+                                       const kvstate::Fingerprint& model,
+                                       const std::vector<kvstate::PageId>& pages) {
+  v1::CacheGetRequest req;
+  req.set_state_key(BytesOf(key));
+  req.mutable_expected_model()->set_digest(BytesOf(model));
+  for (const kvstate::PageId& p : pages) {
+    v1::CachePageSelector* s = req.add_pages();
+    s->set_layer(p.layer);
+    s->set_kv_head(p.kv_head);
+    s->set_index(p.index);
+  }
+  req.set_reply_address(transport_->LocalAddress());
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(replies_mu_);
+    id = next_request_++;
+    awaited_.insert(id);
+  }
+  req.set_request_id(id);
+  v1::CacheGetResponse resp;
+  grpc::ClientContext ctx;
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  absl::Status s = FromGrpcStatus(stub_->Get(&ctx, req, &resp));
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(replies_mu_);
+    awaited_.erase(id);
+    replies_.erase(id);
+    return s;
+  }
+  // The node answers after its transfer completed; the batch is here or about to be.
+  ASSIGN_OR_RETURN(transport::ReceivedBatch batch, AwaitReply(id, deadline));
+  State out;
+  ASSIGN_OR_RETURN(out.manifest, ManifestFromProto(resp.manifest()));
+  out.warm_hit = resp.warm_hit();
+  const auto& bufs = batch.buffers();
+  ASSIGN_OR_RETURN(const kvstate::BatchHeader h, kvstate::DecodeBatchHeader(bufs[0]));
+  std::vector<uint32_t> sizes;
+  for (const kvstate::PageRef& p : out.manifest.pages) sizes.push_back(p.bytes);
+  absl::StatusOr<std::vector<std::span<const uint8_t>>> got =
+      kvstate::UnpackPages(h, std::span<const std::span<const uint8_t>>(bufs).subspan(1), sizes);
+  if (!got.ok()) return absl::DataLossError(absl::StrCat("get reply: ", got.status().message()));
+  for (size_t i = 0; i < out.manifest.pages.size(); ++i) {
+    RETURN_IF_ERROR(kvstate::CheckPage(out.manifest, out.manifest.pages[i], (*got)[i],
+                                       /*full_decode=*/false));
+  }
+  out.pages = *std::move(got);
+  out.batch = std::move(batch);
+  return out;
+}
+
+absl::StatusOr<LookupMatch> CacheClient::Lookup(const kvstate::NamespaceKey& ns,
+                                                std::span<const int32_t> tokens) {
+  v1::CacheLookupRequest req;
+  req.set_namespace_key(BytesOf(ns));
+  req.mutable_tokens()->Add(tokens.begin(), tokens.end());
+  v1::CacheLookupResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Lookup(&ctx, req, &resp)));
+  LookupMatch m;
+  m.found = resp.found();
+  if (m.found) {
+    ASSIGN_OR_RETURN(m.key, Key16FromBytes(resp.state_key(), "state_key"));
+  }
+  m.token_count = resp.token_count();
+  m.bytes = resp.bytes();
+  m.pinned = resp.pinned();
+  m.warm = resp.warm();
+  return m;
+}
+
+absl::Status CacheClient::KeyCall(
+    grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
+                                                const v1::CacheStateKeyRequest&, v1::CacheEmpty*),
+    const kvstate::StateKey& key) {
+  v1::CacheStateKeyRequest req;
+  req.set_state_key(BytesOf(key));
+  v1::CacheEmpty resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  return FromGrpcStatus((stub_.get()->*method)(&ctx, req, &resp));
+}
+
+absl::Status CacheClient::Pin(const kvstate::StateKey& key) {
+  return KeyCall(&v1::CacheNode::Stub::Pin, key);
+}
+absl::Status CacheClient::Unpin(const kvstate::StateKey& key) {
+  return KeyCall(&v1::CacheNode::Stub::Unpin, key);
+}
+absl::Status CacheClient::Delete(const kvstate::StateKey& key) {
+  return KeyCall(&v1::CacheNode::Stub::Delete, key);
+}
+
+absl::StatusOr<v1::CacheStatsResponse> CacheClient::Stats() {
+  v1::CacheStatsRequest req;
+  v1::CacheStatsResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Stats(&ctx, req, &resp)));
+  return resp;
+}
+
+}  // namespace glimpse::cache_client

@@ -1,0 +1,116 @@
+// CacheClient: what prefill and decode workers use to talk to a cache node
+// (proto/glimpse/v1/cache_node.proto; cache-node/cache_node_service.h for the semantics).
+// gRPC carries control and the manifest; page bytes travel over the client's Transport.
+//
+//   Put(manifest, tokens, pages)  BeginPut → one transport batch [header, pages...] → CommitPut.
+//                                 Returns once the node has the state durably (or it was already
+//                                 stored with the identical payload).
+//   Get(key, model, pages)        the node ships the pages to this client's transport address; the
+//                                 returned State owns them (batch storage) and lists them in
+//                                 manifest order. A page or checksum error is never silent.
+//   Lookup(namespace, tokens)     the longest stored prefix.
+//   Pin / Unpin / Delete / Stats.
+// Errors are the node's gRPC status as absl::Status (code and message kept), or the transport's.
+//
+// The client owns its Transport and runs one thread that receives Get replies on it, so that
+// transport must not be shared with another receiver. All methods are thread-safe; concurrent
+// Gets are matched to their replies by request id. Every call has a deadline
+// (Options::timeout).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/common/grpc/server.h"
+#include "core/kvstate/manifest.h"
+#include "core/transport/transport.h"
+#include "glimpse/v1/cache_node.grpc.pb.h"
+
+namespace glimpse::cache_client {
+
+struct CacheClientOptions {
+  std::string address;  // the node's gRPC host:port
+  TlsFiles tls;         // ca_file set: TLS (cert_file too: mutual TLS)
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+struct PutResult {
+  bool already_stored = false;
+  int64_t created_unix_micros = 0;
+};
+
+struct State {
+  kvstate::Manifest manifest;                   // pages = the fetched ones, in order
+  std::vector<std::span<const uint8_t>> pages;  // pages[i] is manifest.pages[i]; owned by batch
+  transport::ReceivedBatch batch;
+  bool warm_hit = false;
+};
+
+struct LookupMatch {
+  bool found = false;
+  kvstate::StateKey key{};
+  uint32_t token_count = 0;
+  uint64_t bytes = 0;
+  bool pinned = false;
+  bool warm = false;
+};
+
+class CacheClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<CacheClient>> Create(
+      const CacheClientOptions& options, std::unique_ptr<transport::Transport> transport);
+  ~CacheClient();
+
+  absl::StatusOr<PutResult> Put(const kvstate::Manifest& manifest, std::span<const int32_t> tokens,
+                                std::span<const std::span<const uint8_t>> pages);
+  absl::StatusOr<State> Get(const kvstate::StateKey& key, const kvstate::Fingerprint& model,
+                            const std::vector<kvstate::PageId>& pages = {});
+  absl::StatusOr<LookupMatch> Lookup(const kvstate::NamespaceKey& ns,
+                                     std::span<const int32_t> tokens);
+  absl::Status Pin(const kvstate::StateKey& key);
+  absl::Status Unpin(const kvstate::StateKey& key);
+  absl::Status Delete(const kvstate::StateKey& key);
+  absl::StatusOr<v1::CacheStatsResponse> Stats();
+
+  transport::Transport& transport() { return *transport_; }
+
+ private:
+  CacheClient(const CacheClientOptions& options, std::unique_ptr<transport::Transport> t,
+              std::unique_ptr<v1::CacheNode::Stub> stub);
+  void ReceiveLoop();
+  absl::StatusOr<transport::PeerId> PeerFor(const std::string& address);
+  void ForgetPeer(const std::string& address);
+  absl::StatusOr<transport::ReceivedBatch> AwaitReply(uint64_t id, absl::Time deadline);
+  absl::Status KeyCall(grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
+                                                                   const v1::CacheStateKeyRequest&,
+                                                                   v1::CacheEmpty*),
+                       const kvstate::StateKey& key);
+  void SetDeadline(grpc::ClientContext* ctx) const;
+
+  const CacheClientOptions options_;  // Constant after construction.
+  const std::unique_ptr<transport::Transport> transport_;
+  const std::unique_ptr<v1::CacheNode::Stub> stub_;
+
+  std::mutex peers_mu_;
+  std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)
+
+  std::mutex replies_mu_;
+  std::condition_variable replies_cv_;
+  std::set<uint64_t> awaited_;                                            // GUARDED_BY(replies_mu_)
+  std::map<uint64_t, absl::StatusOr<transport::ReceivedBatch>> replies_;  // GUARDED_BY(replies_mu_)
+  uint64_t next_request_ = 1;                                             // GUARDED_BY(replies_mu_)
+  bool stopping_ = false;                                                 // GUARDED_BY(replies_mu_)
+  std::thread receiver_;
+};
+
+}  // namespace glimpse::cache_client

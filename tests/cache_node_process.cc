@@ -1,0 +1,134 @@
+#include "tests/cache_node_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace glimpse::cache_node::testing {
+
+std::string Tail(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
+}
+
+absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (r < 0) return absl::InternalError(absl::StrCat("waitpid: ", strerror(errno)));
+    if (absl::Now() > end) {
+      return absl::DeadlineExceededError(absl::StrCat("process ", pid, " still running"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+absl::StatusOr<NodeProcess> NodeProcess::Start(const std::string& binary,
+                                               const std::vector<std::string>& args,
+                                               const std::string& log_path,
+                                               absl::Duration ready_timeout) {
+  const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", log_path, ": ", strerror(errno)));
+  off_t start_offset = lseek(fd, 0, SEEK_END);
+  std::vector<std::string> argv = {binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fd);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  close(fd);
+  NodeProcess p;
+  p.pid_ = pid;
+  // {"ts":...,"msg":"serving","program":...,"grpc_port":N,"metrics_port":M}
+  const std::regex grpc_re("\"grpc_port\":([0-9]+)"), metrics_re("\"metrics_port\":([0-9]+)");
+  const absl::Time end = absl::Now() + ready_timeout;
+  while (absl::Now() < end) {
+    std::ifstream in(log_path);
+    in.seekg(start_offset);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::smatch g, m;
+      if (line.find("\"msg\":\"serving\"") != std::string::npos &&
+          std::regex_search(line, g, grpc_re) && std::regex_search(line, m, metrics_re)) {
+        p.grpc_port_ = std::stoi(g[1]);
+        p.metrics_port_ = std::stoi(m[1]);
+        return p;
+      }
+    }
+    if (absl::StatusOr<int> rc = WaitExit(pid, absl::ZeroDuration()); rc.ok()) {
+      p.pid_ = -1;
+      return absl::UnavailableError(absl::StrCat("glimpse-cache-node exited with ", *rc,
+                                                 " before serving; log:\n", Tail(log_path)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("glimpse-cache-node did not log \"serving\"; log:\n", Tail(log_path)));
+}
+
+NodeProcess::NodeProcess(NodeProcess&& o) noexcept
+    : pid_(o.pid_), grpc_port_(o.grpc_port_), metrics_port_(o.metrics_port_) {
+  o.pid_ = -1;
+}
+
+NodeProcess& NodeProcess::operator=(NodeProcess&& o) noexcept {
+  if (this != &o) {
+    Kill();
+    pid_ = o.pid_;
+    grpc_port_ = o.grpc_port_;
+    metrics_port_ = o.metrics_port_;
+    o.pid_ = -1;
+  }
+  return *this;
+}
+
+NodeProcess::~NodeProcess() { Kill(); }
+
+void NodeProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  (void)WaitExit(pid_, absl::Seconds(10));
+  pid_ = -1;
+}
+
+absl::StatusOr<int> NodeProcess::Terminate(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("not running");
+  kill(pid_, SIGTERM);
+  absl::StatusOr<int> rc = WaitExit(pid_, timeout);
+  if (!rc.ok()) {
+    Kill();
+    return rc;
+  }
+  pid_ = -1;
+  return rc;
+}
+
+}  // namespace glimpse::cache_node::testing

@@ -1,0 +1,51 @@
+// A glimpse-cache-node child process for multi-process tests and the benchmark: started with
+// fork + exec, stdout and stderr appended to a log file (so the child never blocks on a full
+// pipe), ready once its "serving" log line (with grpc_port and metrics_port) appears. The
+// destructor SIGKILLs and reaps a child that is still running. Every wait is bounded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace glimpse::cache_node::testing {
+
+class NodeProcess {
+ public:
+  // `binary` is glimpse-cache-node; `args` are its flags (e.g. --storage.path=DIR).
+  static absl::StatusOr<NodeProcess> Start(const std::string& binary,
+                                           const std::vector<std::string>& args,
+                                           const std::string& log_path,
+                                           absl::Duration ready_timeout = absl::Seconds(20));
+  NodeProcess(NodeProcess&& o) noexcept;
+  NodeProcess& operator=(NodeProcess&& o) noexcept;
+  ~NodeProcess();
+
+  pid_t pid() const { return pid_; }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+
+  void Kill();  // SIGKILL and reap
+  // SIGTERM, then the exit code (128 + signal if killed); SIGKILL after `timeout`.
+  absl::StatusOr<int> Terminate(absl::Duration timeout = absl::Seconds(10));
+
+ private:
+  NodeProcess() = default;
+  pid_t pid_ = -1;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+// If the process `pid` exited within `timeout`, its exit code (128 + signal); else
+// DeadlineExceeded.
+absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout);
+
+// The last `max_bytes` of a file (for failure messages).
+std::string Tail(const std::string& path, size_t max_bytes = 4000);
+
+}  // namespace glimpse::cache_node::testing
