@@ -92,3 +92,13 @@ bench-cache-node: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_cache_node glimpse-cache-node
 	@$(BUILD_DIR)/bench/glimpse_bench_cache_node $(BENCH_ARGS)
+
+# Coordinator: the agent-trace simulator (evict at turn end vs fixed TTLs vs the lease estimator,
+# service times from bench/coordinator_figures.json) and RouteTurn/EndTurn ops/s and p99 under 32
+# concurrent gRPC clients; about 40 s. BENCH_ARGS passes flags (e.g. BENCH_ARGS=--quick). Builds
+# only its own targets.
+.PHONY: bench-coordinator
+bench-coordinator: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_coordinator
+	@GLIMPSE_LOG_LEVEL=warning $(BUILD_DIR)/bench/glimpse_bench_coordinator $(BENCH_ARGS)

@@ -1,0 +1,228 @@
+// The coordinator through its gRPC adapter: a real in-process server (GrpcServer), a real client
+// channel, FakeClock time.
+#include "coordinator/coordinator_grpc.h"
+
+#include "core/common/grpc/server.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::coordinator {
+namespace {
+
+class CoordinatorGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o;
+    o.kv_bytes_per_token = 100;
+    o.lease.min_samples = 4;
+    o.lease.default_ttl = absl::Seconds(5);
+    auto svc = CoordinatorService::Create(o, &clock_, &store_);
+    ASSERT_TRUE(svc.ok());
+    service_ = *std::move(svc);
+    adapter_ = std::make_unique<CoordinatorGrpc>(service_.get());
+    auto server = GrpcServer::Start({}, {adapter_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto channel = ClientChannel("127.0.0.1:" + std::to_string(server_->port()));
+    ASSERT_TRUE(channel.ok());
+    stub_ = v1::Coordinator::NewStub(*channel);
+  }
+  void TearDown() override { server_->Shutdown(absl::Now()); }
+
+  grpc::Status Register(const std::string& id, v1::NodeRole role, const std::string& addr,
+                        int64_t capacity, v1::RegisterNodeResponse* resp = nullptr) {
+    v1::RegisterNodeRequest req;
+    req.set_node_id(id);
+    req.set_role(role);
+    req.set_grpc_address(addr);
+    req.set_ucx_address(std::string("\x01\x02", 2));
+    req.set_capacity_bytes(capacity);
+    v1::RegisterNodeResponse local;
+    grpc::ClientContext ctx;
+    return stub_->RegisterNode(&ctx, req, resp ? resp : &local);
+  }
+  grpc::Status Route(const std::string& session, int64_t history, int64_t fresh,
+                     v1::RouteTurnResponse* resp, const std::string& tenant = "acme") {
+    v1::RouteTurnRequest req;
+    req.set_session_id(session);
+    req.set_tenant(tenant);
+    req.set_history_tokens(history);
+    req.set_new_tokens(fresh);
+    req.set_max_output_tokens(50);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return stub_->RouteTurn(&ctx, req, resp);
+  }
+  grpc::Status EndTurn(const std::string& session, int64_t kv, const std::string& tool,
+                       int64_t hint_ms, v1::EndTurnResponse* resp) {
+    v1::EndTurnRequest req;
+    req.set_session_id(session);
+    req.set_kv_tokens(kv);
+    req.set_tool_name(tool);
+    req.set_expected_duration_ms(hint_ms);
+    grpc::ClientContext ctx;
+    return stub_->EndTurn(&ctx, req, resp);
+  }
+  v1::StatsResponse Stats() {
+    v1::StatsResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &resp).ok());
+    return resp;
+  }
+
+  FakeClock clock_;
+  MemoryStateStore store_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<CoordinatorGrpc> adapter_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+TEST_F(CoordinatorGrpcTest, RouteLeaseAndHotHitOverGrpc) {
+  v1::RegisterNodeResponse reg;
+  ASSERT_TRUE(Register("d1", v1::NODE_ROLE_DECODE, "127.0.0.1:7001", 1'000'000, &reg).ok());
+  EXPECT_EQ(reg.heartbeat_interval_ms(), 1000);
+  EXPECT_EQ(reg.missed_heartbeats(), 3);
+  ASSERT_TRUE(Register("p1", v1::NODE_ROLE_PREFILL, "127.0.0.1:7101", 0).ok());
+  v1::RouteTurnResponse r;
+  grpc::Status st = Route("s1", 0, 500, &r);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(r.decode_worker_id(), "d1");
+  EXPECT_EQ(r.decode_ucx_address(), std::string("\x01\x02", 2));
+  EXPECT_EQ(r.prefill_worker_id(), "p1");
+  EXPECT_EQ(r.reserved_bytes(), 55'000);
+  EXPECT_EQ(r.turn_index(), 1);
+  v1::EndTurnResponse l;
+  ASSERT_TRUE(EndTurn("s1", 520, "grep", 0, &l).ok());
+  EXPECT_EQ(l.ttl_ms(), 5000);
+  EXPECT_EQ(l.ttl_source(), "default");
+  EXPECT_EQ(l.held_bytes(), 52'000);
+  EXPECT_EQ(l.lease_expires_unix_ms(), absl::ToUnixMillis(clock_.Now()) + 5000);
+  clock_.Advance(absl::Seconds(1));
+  v1::ToolCallEndedRequest tr;
+  tr.set_session_id("s1");
+  v1::ToolCallEndedResponse tresp;
+  grpc::ClientContext tctx;
+  ASSERT_TRUE(stub_->ToolCallEnded(&tctx, tr, &tresp).ok());
+  EXPECT_EQ(tresp.recorded_duration_ms(), 1000);
+  EXPECT_TRUE(tresp.lease_alive());
+  ASSERT_TRUE(Route("s1", 520, 20, &r).ok());
+  EXPECT_TRUE(r.hot_hit());
+  EXPECT_TRUE(r.prefill_on_decode());
+  EXPECT_TRUE(r.prefill_worker_id().empty());
+  v1::GetSessionRequest gr;
+  gr.set_session_id("s1");
+  v1::GetSessionResponse gresp;
+  grpc::ClientContext gctx;
+  ASSERT_TRUE(stub_->GetSession(&gctx, gr, &gresp).ok());
+  EXPECT_EQ(gresp.session().tier(), v1::SESSION_TIER_ACTIVE);
+  EXPECT_EQ(gresp.session().turns(), 2);
+  v1::EndSessionRequest er;
+  er.set_session_id("s1");
+  v1::EndSessionResponse eresp;
+  grpc::ClientContext ectx;
+  ASSERT_TRUE(stub_->EndSession(&ectx, er, &eresp).ok());
+  EXPECT_EQ(eresp.turns(), 2);
+  EXPECT_EQ(eresp.released_bytes(), 59'000);
+  EXPECT_EQ(Stats().reserved_bytes(), 0);
+  EXPECT_EQ(Stats().hot_hits(), 1);
+}
+
+TEST_F(CoordinatorGrpcTest, HeartbeatsExpireDeadNodes) {
+  ASSERT_TRUE(Register("d1", v1::NODE_ROLE_DECODE, "127.0.0.1:7001", 1'000'000).ok());
+  ASSERT_TRUE(Register("d2", v1::NODE_ROLE_DECODE, "127.0.0.1:7002", 1'000'000).ok());
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    v1::HeartbeatRequest hb;
+    hb.set_node_id("d1");
+    hb.mutable_load()->set_queue_length(2);
+    v1::HeartbeatResponse hresp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Heartbeat(&ctx, hb, &hresp).ok());
+  }
+  v1::ListNodesRequest lr;
+  lr.set_include_dead(true);
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->ListNodes(&ctx, lr, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 2);
+  EXPECT_TRUE(nodes.nodes(0).alive());
+  EXPECT_EQ(nodes.nodes(0).load().queue_length(), 2);
+  EXPECT_FALSE(nodes.nodes(1).alive());
+  v1::HeartbeatRequest hb;
+  hb.set_node_id("d2");
+  v1::HeartbeatResponse hresp;
+  grpc::ClientContext ctx2;
+  grpc::Status st = stub_->Heartbeat(&ctx2, hb, &hresp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("declared dead"), std::string::npos) << st.error_message();
+  v1::RouteTurnResponse r;
+  ASSERT_TRUE(Route("s1", 0, 10, &r).ok());
+  EXPECT_EQ(r.decode_worker_id(), "d1");
+}
+
+TEST_F(CoordinatorGrpcTest, BadRequestsGetClearStatusesAndChangeNothing) {
+  ASSERT_TRUE(Register("d1", v1::NODE_ROLE_DECODE, "127.0.0.1:7001", 100'000).ok());
+  v1::RouteTurnResponse r;
+  ASSERT_TRUE(Route("s1", 0, 100, &r).ok());
+  v1::EndTurnResponse l;
+  ASSERT_TRUE(EndTurn("s1", 100, "grep", 0, &l).ok());
+  const v1::StatsResponse before = Stats();
+
+  grpc::Status st = Register("d1", v1::NODE_ROLE_DECODE, "10.1.1.1:7001", 5);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(st.error_message().find("127.0.0.1:7001"), std::string::npos) << st.error_message();
+  st = Register("x", v1::NODE_ROLE_UNSPECIFIED, "127.0.0.1:1", 5);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = EndTurn("ghost", 1, "grep", 0, &l);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(st.error_message().find("ghost"), std::string::npos);
+  // A negative hint, an absurd hint (over lease.max_hint = 1 h): INVALID_ARGUMENT. (EndTurn with a
+  // hint needs a running turn; check the hint with one.)
+  ASSERT_TRUE(Route("s2", 0, 100, &r).ok());
+  const v1::StatsResponse mid = Stats();
+  st = EndTurn("s2", 100, "grep", -5, &l);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("-5ms"), std::string::npos) << st.error_message();
+  st = EndTurn("s2", 100, "grep", 1000LL * 3600 * 24 * 30, &l);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  {
+    v1::EndTurnRequest req;
+    req.set_session_id("s2");
+    req.set_kv_tokens(100);
+    req.set_prefill_queue_ms(-1);
+    grpc::ClientContext ctx;
+    st = stub_->EndTurn(&ctx, req, &l);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("prefill queue wait"), std::string::npos);
+  }
+  st = Route("s1", -1, 10, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = Route("s3", 0, 10'000, &r);  // 1,005,000 bytes > 100,000 - reserved: no room at all
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("1005000"), std::string::npos) << st.error_message();
+  v1::GetSessionRequest gr;
+  gr.set_session_id("nope");
+  v1::GetSessionResponse gresp;
+  grpc::ClientContext gctx;
+  EXPECT_EQ(stub_->GetSession(&gctx, gr, &gresp).error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::HeartbeatRequest hb;
+  hb.set_node_id("nope");
+  v1::HeartbeatResponse hresp;
+  grpc::ClientContext hctx;
+  EXPECT_EQ(stub_->Heartbeat(&hctx, hb, &hresp).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  const v1::StatsResponse after = Stats();
+  EXPECT_EQ(after.routes(), mid.routes());
+  EXPECT_EQ(after.reserved_bytes(), mid.reserved_bytes());
+  EXPECT_EQ(after.sessions_leased(), before.sessions_leased());
+  EXPECT_EQ(after.capacity_bytes(), before.capacity_bytes());
+  EXPECT_EQ(after.nodes_alive(), 1);
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext lctx;
+  ASSERT_TRUE(stub_->ListNodes(&lctx, v1::ListNodesRequest(), &nodes).ok());
+  EXPECT_EQ(nodes.nodes(0).grpc_address(), "127.0.0.1:7001");
+  EXPECT_EQ(nodes.nodes(0).capacity_bytes(), 100'000);
+}
+
+}  // namespace
+}  // namespace glimpse::coordinator

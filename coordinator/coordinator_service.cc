@@ -1,0 +1,427 @@
+// CoordinatorService: construction, restore, membership, leases, inspection. RouteTurn and the
+// admission planner are in coordinator_route.cc.
+#include "coordinator/coordinator_service.h"
+
+#include "absl/strings/str_format.h"
+#include "core/common/log.h"
+
+namespace glimpse::coordinator {
+
+absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
+    const CoordinatorOptions& options, Clock* clock, StateStore* store) {
+  if (options.kv_bytes_per_token <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kv_bytes_per_token %d must be > 0", options.kv_bytes_per_token));
+  }
+  if (options.membership.heartbeat_interval <= absl::ZeroDuration() ||
+      options.membership.missed_heartbeats < 1) {
+    return absl::InvalidArgumentError("heartbeat interval must be > 0 and missed heartbeats >= 1");
+  }
+  auto service = std::unique_ptr<CoordinatorService>(new CoordinatorService(options, clock, store));
+  if (absl::Status s = service->Restore(); !s.ok()) return s;
+  return service;
+}
+
+CoordinatorService::CoordinatorService(const CoordinatorOptions& options, Clock* clock,
+                                       StateStore* store)
+    : options_(options),
+      clock_(clock),
+      store_(store),
+      membership_(options.membership),
+      ledger_(options.tenant_budget_bytes),
+      estimator_(options.lease) {
+  for (const auto& [tenant, bytes] : options.tenant_budgets) ledger_.SetTenantLimit(tenant, bytes);
+  last_estimator_save_ = clock_->Now();
+  last_reap_ = clock_->Now();
+}
+
+CoordinatorService::~CoordinatorService() { (void)Flush(); }
+
+absl::Status CoordinatorService::Restore() {
+  absl::StatusOr<StoredState> state = store_->Load();
+  if (!state.ok()) return state.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  for (const NodeSpec& n : state->nodes) {
+    membership_.Restore(n, now);
+    if (n.role == NodeRole::kDecode) ledger_.SetWorkerCapacity(n.id, n.capacity_bytes);
+  }
+  for (SessionState s : state->sessions) {
+    bool hot = s.tier != SessionTier::kWarm && s.reserved_bytes > 0;
+    if (hot && !ledger_.Reserve(s.id, s.decode_worker, s.tenant, s.reserved_bytes).ok()) {
+      hot = false;  // its worker is gone or the budgets changed: the KV is warm
+    }
+    if (!hot) {
+      s.tier = SessionTier::kWarm;
+      s.reserved_bytes = 0;
+      s.lease_expires = absl::InfinitePast();
+    }
+    if (s.tier == SessionTier::kLeased) leases_.insert({s.lease_expires, s.id});
+    sessions_[s.id] = s;
+  }
+  if (!state->estimator_json.empty()) {
+    if (absl::Status st = estimator_.RestoreFromJson(state->estimator_json); !st.ok()) return st;
+  }
+  SweepLocked(now);  // leases that ended while the coordinator was down
+  log::Info("coordinator state restored", {{"nodes", static_cast<long long>(state->nodes.size())},
+                                           {"sessions", static_cast<long long>(sessions_.size())},
+                                           {"leases", static_cast<long long>(leases_.size())}});
+  return absl::OkStatus();
+}
+
+void CoordinatorService::PersistLocked(const SessionState& s) {
+  absl::Status st = store_->PutSession(s);
+  if (!st.ok())
+    log::Error("coordinator store write failed", {{"error", std::string(st.message())}});
+}
+
+void CoordinatorService::MaybeSaveEstimatorLocked(absl::Time now, bool force) {
+  if (!estimator_dirty_) return;
+  if (!force && now - last_estimator_save_ < options_.estimator_save_interval) return;
+  absl::Status st = store_->PutEstimator(estimator_.SerializeToJson());
+  if (!st.ok()) {
+    log::Error("coordinator store write failed", {{"error", std::string(st.message())}});
+    return;
+  }
+  estimator_dirty_ = false;
+  last_estimator_save_ = now;
+}
+
+void CoordinatorService::DemoteLocked(SessionState& s, DemoteReason reason) {
+  if (s.tier == SessionTier::kLeased) leases_.erase({s.lease_expires, s.id});
+  ledger_.Release(s.id);
+  if (!s.decode_worker.empty() && reason != DemoteReason::kDeadNode) {
+    release_[s.decode_worker].push_back(s.id);
+  }
+  s.tier = SessionTier::kWarm;
+  s.reserved_bytes = 0;
+  s.lease_expires = absl::InfinitePast();
+  switch (reason) {
+    case DemoteReason::kExpired:
+      ++counters_.demoted_expired;
+      break;
+    case DemoteReason::kPressure:
+      ++counters_.demoted_pressure;
+      break;
+    case DemoteReason::kDeadNode:
+      ++counters_.demoted_dead_node;
+      break;
+    default:
+      break;
+  }
+  if (reason != DemoteReason::kEnded) PersistLocked(s);
+  room_.notify_all();
+}
+
+void CoordinatorService::SweepLocked(absl::Time now) {
+  for (const std::string& id : membership_.Sweep(now)) {
+    log::Warning("node declared dead", {{"node", id}});
+    for (auto& [sid, s] : sessions_) {
+      if (s.decode_worker == id && s.tier != SessionTier::kWarm)
+        DemoteLocked(s, DemoteReason::kDeadNode);
+    }
+    ledger_.RemoveWorker(id);
+    release_.erase(id);
+    routed_since_heartbeat_.erase(id);
+  }
+  while (!leases_.empty() && leases_.begin()->first <= now) {
+    auto it = sessions_.find(leases_.begin()->second);
+    if (it == sessions_.end()) {
+      leases_.erase(leases_.begin());
+      continue;
+    }
+    DemoteLocked(it->second, DemoteReason::kExpired);
+  }
+  MaybeSaveEstimatorLocked(now, /*force=*/false);
+}
+
+void CoordinatorService::ReapLocked(absl::Time now) {
+  if (now - last_reap_ < options_.reap_interval) return;
+  last_reap_ = now;
+  std::vector<std::string> forget;
+  for (auto& [id, s] : sessions_) {
+    if (s.tier == SessionTier::kActive && now - s.turn_started > options_.turn_timeout) {
+      log::Warning("turn timed out", {{"session", id}, {"worker", s.decode_worker}});
+      DemoteLocked(s, DemoteReason::kTurnTimeout);
+      ++counters_.turns_timed_out;
+    } else if (s.tier == SessionTier::kWarm &&
+               now - std::max(s.turn_started, s.turn_ended) > options_.session_idle_ttl) {
+      forget.push_back(id);
+    }
+  }
+  for (const std::string& id : forget) {
+    sessions_.erase(id);
+    first_attempt_.erase(id);
+    if (absl::Status st = store_->DeleteSession(id); !st.ok()) {
+      log::Error("coordinator store write failed", {{"error", std::string(st.message())}});
+    }
+    ++counters_.sessions_forgotten;
+  }
+}
+
+void CoordinatorService::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  ReapLocked(now);
+}
+
+absl::Status CoordinatorService::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  MaybeSaveEstimatorLocked(clock_->Now(), /*force=*/true);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNode(
+    const NodeSpec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  const NodeState* before = membership_.Find(spec.id);
+  const bool restarted = before != nullptr && before->spec.incarnation != spec.incarnation &&
+                         !before->spec.incarnation.empty();
+  absl::StatusOr<bool> again = membership_.Register(spec, now);
+  if (!again.ok()) return again.status();
+  Registered out{*again, 0};
+  if (*again && restarted) {  // same node, new process: its hot KV is gone
+    for (auto& [sid, s] : sessions_) {
+      if (s.decode_worker == spec.id && s.tier != SessionTier::kWarm) {
+        DemoteLocked(s, DemoteReason::kDeadNode);
+        ++out.demoted;
+      }
+    }
+  }
+  if (spec.role == NodeRole::kDecode) {
+    ledger_.SetWorkerCapacity(spec.id, spec.capacity_bytes);
+    room_.notify_all();
+  }
+  if (absl::Status st = store_->PutNode(spec); !st.ok()) return st;
+  log::Info("node registered", {{"node", spec.id},
+                                {"role", std::string(NodeRoleName(spec.role))},
+                                {"address", spec.grpc_address},
+                                {"reregistered", static_cast<long long>(*again)}});
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> CoordinatorService::Heartbeat(const std::string& node,
+                                                                       const NodeLoad& load) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  if (absl::Status st = membership_.Heartbeat(node, load, now); !st.ok()) return st;
+  routed_since_heartbeat_.erase(node);
+  std::vector<std::string> out;
+  auto it = release_.find(node);
+  if (it != release_.end()) {
+    out = std::move(it->second);
+    release_.erase(it);
+  }
+  return out;
+}
+
+absl::StatusOr<int> CoordinatorService::Deregister(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  if (absl::Status st = membership_.Deregister(node); !st.ok()) return st;
+  int demoted = 0;
+  for (auto& [sid, s] : sessions_) {
+    if (s.decode_worker == node && s.tier != SessionTier::kWarm) {
+      DemoteLocked(s, DemoteReason::kDeadNode);
+      ++demoted;
+    }
+  }
+  ledger_.RemoveWorker(node);
+  release_.erase(node);
+  routed_since_heartbeat_.erase(node);
+  if (absl::Status st = store_->DeleteNode(node); !st.ok()) return st;
+  return demoted;
+}
+
+absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  auto it = sessions_.find(r.session);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrFormat("EndTurn: unknown session \"%s\"", r.session));
+  }
+  SessionState& s = it->second;
+  if (r.kv_tokens < 0 || r.kv_tokens > options_.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrFormat("EndTurn %s: kv_tokens %d is outside [0, %d]",
+                                                      r.session, r.kv_tokens, options_.max_tokens));
+  }
+  if (r.expected_duration.has_value() &&
+      (*r.expected_duration < absl::ZeroDuration() || *r.expected_duration > options_.max_hint)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "EndTurn %s: expected tool duration %s is outside [0, %s]", r.session,
+        absl::FormatDuration(*r.expected_duration), absl::FormatDuration(options_.max_hint)));
+  }
+  if (r.tool.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "EndTurn %s: tool name is %d bytes (at most 128)", r.session, r.tool.size()));
+  }
+  if (r.prefill_wait.has_value() &&
+      (*r.prefill_wait < absl::ZeroDuration() || *r.prefill_wait > options_.max_hint)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "EndTurn %s: prefill queue wait %s is outside [0, %s]", r.session,
+        absl::FormatDuration(*r.prefill_wait), absl::FormatDuration(options_.max_hint)));
+  }
+  if (s.tier == SessionTier::kLeased || s.turn_started <= s.turn_ended) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("EndTurn %s: no turn is running (route the turn first)", r.session));
+  }
+  if (r.prefill_wait.has_value() && !s.last_route_hot && s.turns > 1) {
+    estimator_.ObservePrefillQueueDelay(*r.prefill_wait);  // a reload's share of Q
+    estimator_dirty_ = true;
+  }
+  TtlDecision d = estimator_.Choose(r.tool, r.kv_tokens, r.expected_duration);
+  LeaseResult out{d.ttl, absl::InfinitePast(), d.source, d.reuse_probability, 0};
+  s.turn_ended = now;
+  s.tool = r.tool;
+  s.tool_reported = false;
+  s.kv_tokens = r.kv_tokens;
+  s.ttl = d.ttl;
+  // A worker that died during the turn already made the session warm.
+  if (s.tier == SessionTier::kActive) {
+    int64_t held = BytesFor(r.kv_tokens);
+    if (d.ttl > absl::ZeroDuration() &&
+        ledger_.Reserve(s.id, s.decode_worker, s.tenant, held).ok()) {
+      s.tier = SessionTier::kLeased;
+      s.reserved_bytes = held;
+      s.lease_expires = now + d.ttl;
+      leases_.insert({s.lease_expires, s.id});
+      out.expires = s.lease_expires;
+      out.held_bytes = held;
+      room_.notify_all();
+    } else {
+      if (d.ttl > absl::ZeroDuration()) out.source += "+no-room";
+      out.ttl = absl::ZeroDuration();
+      s.ttl = absl::ZeroDuration();
+      DemoteLocked(s, DemoteReason::kTtlZero);
+    }
+  } else {
+    out.ttl = absl::ZeroDuration();
+    s.ttl = absl::ZeroDuration();
+  }
+  PersistLocked(s);
+  return out;
+}
+
+absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEnded(
+    const std::string& session, std::optional<absl::Duration> observed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrFormat("ToolCallEnded: unknown session \"%s\"", session));
+  }
+  SessionState& s = it->second;
+  if (observed.has_value() && (*observed < absl::ZeroDuration() || *observed > options_.max_hint)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ToolCallEnded %s: observed duration %s is outside [0, %s]", session,
+                        absl::FormatDuration(*observed), absl::FormatDuration(options_.max_hint)));
+  }
+  if (s.tool_reported || s.turn_ended == absl::InfinitePast() || s.tier == SessionTier::kActive) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "ToolCallEnded %s: no tool call is pending (it was reported, or no turn has ended)",
+        session));
+  }
+  absl::Duration d = observed.value_or(now - s.turn_ended);
+  estimator_.ObserveToolDuration(s.tool, d);
+  estimator_dirty_ = true;
+  s.tool_reported = true;
+  PersistLocked(s);
+  return ToolEndResult{s.tool, d, s.tier == SessionTier::kLeased};
+}
+
+absl::StatusOr<int> CoordinatorService::EndSession(const std::string& session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  SweepLocked(now);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrFormat("EndSession: unknown session \"%s\"", session));
+  }
+  int turns = it->second.turns;
+  if (it->second.tier != SessionTier::kWarm) DemoteLocked(it->second, DemoteReason::kEnded);
+  estimator_.ObserveSessionEnd(turns);
+  estimator_dirty_ = true;
+  first_attempt_.erase(session);
+  sessions_.erase(it);
+  if (absl::Status st = store_->DeleteSession(session); !st.ok()) return st;
+  return turns;
+}
+
+absl::StatusOr<SessionState> CoordinatorService::GetSession(const std::string& session) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrFormat("GetSession: unknown session \"%s\"", session));
+  }
+  SessionState s = it->second;
+  // A lease past its end reads as warm even before the next sweep.
+  if (s.tier == SessionTier::kLeased && s.lease_expires <= clock_->Now()) {
+    s.tier = SessionTier::kWarm;
+    s.reserved_bytes = 0;
+  }
+  return s;
+}
+
+std::vector<NodeView> CoordinatorService::ListNodes(std::optional<NodeRole> role,
+                                                    bool include_dead) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int64_t> leased;
+  for (const auto& [expires, sid] : leases_) {
+    auto it = sessions_.find(sid);
+    if (it != sessions_.end()) ++leased[it->second.decode_worker];
+  }
+  std::vector<NodeView> out;
+  for (const auto& [id, node] : membership_.nodes()) {
+    if (role.has_value() && node.spec.role != *role) continue;
+    if (!node.alive && !include_dead) continue;
+    out.push_back(NodeView{node, ledger_.WorkerReserved(id), leased.count(id) ? leased[id] : 0});
+  }
+  return out;
+}
+
+CoordinatorStats CoordinatorService::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CoordinatorStats st = counters_;
+  for (const auto& [id, node] : membership_.nodes())
+    (node.alive ? st.nodes_alive : st.nodes_dead)++;
+  for (const auto& [id, s] : sessions_) {
+    if (s.tier == SessionTier::kActive) ++st.sessions_active;
+    if (s.tier == SessionTier::kLeased) ++st.sessions_leased;
+    if (s.tier == SessionTier::kWarm) ++st.sessions_warm;
+  }
+  st.queued = static_cast<int64_t>(queue_.size());
+  st.reserved_bytes = ledger_.TotalReserved();
+  st.capacity_bytes = ledger_.TotalCapacity();
+  st.queue_delay = estimator_.QueueDelay();
+  st.eta = estimator_.Eta();
+  st.pin_cost = estimator_.PinCostWeight();
+  for (const LeaseEstimator::ToolSummary& t : estimator_.Tools()) {
+    st.tools.push_back(
+        {t.tool, t.samples, estimator_.Choose(t.tool, 1000, std::nullopt).ttl, t.median});
+  }
+  return st;
+}
+
+bool CoordinatorService::CheckInvariants(std::string* why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ledger_.CheckInvariants(why)) return false;
+  for (const auto& [id, s] : sessions_) {
+    const Reservation* r = ledger_.Find(id);
+    int64_t bytes = r == nullptr ? 0 : r->bytes;
+    if (bytes != s.reserved_bytes) {
+      *why = absl::StrFormat("session %s: reserved_bytes %d but ledger holds %d", id,
+                             s.reserved_bytes, bytes);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace glimpse::coordinator

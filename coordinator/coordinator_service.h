@@ -1,0 +1,254 @@
+// CoordinatorService: the coordinator's logic, without gRPC (DESIGN.md sections 1 and 6).
+//
+// It owns membership (membership.h), the KV budgets of decode workers and tenants (budgets.h),
+// TTL leases on sessions' hot KV chosen by the lease estimator (lease_estimator.h) and routing
+// (router.h), and keeps what must survive a restart in a StateStore (state_store.h). Time comes
+// only from the injected Clock, so tests and the simulator drive it with a FakeClock.
+//
+// A session's life: RouteTurn reserves (history + new + max_output) · kv_bytes_per_token bytes on a
+// decode worker and its tenant (tier ACTIVE) → EndTurn shrinks the reservation to the kept KV and
+// pins it for tau (tier LEASED; tau = 0 demotes at once) → the lease expires, or memory pressure
+// demotes it, or its worker dies (tier WARM, budget freed; the KV is on cache nodes) → the next
+// RouteTurn is a hot hit on the same worker when still LEASED, else goes to the least-loaded worker
+// with room. When no worker has room, RouteTurn demotes the leases whose hot copy is least
+// valuable per byte (P(reuse before the lease ends) · (Q·eta + R(n)) / bytes, smallest first; on
+// the worker where that loses least) if that makes room, else waits in a FIFO admission queue
+// until its deadline and answers RESOURCE_EXHAUSTED. A hot turn does not queue behind cold ones.
+//
+// Errors carry the offending value; a call that fails changes no visible state. Thread-safe: one
+// mutex serialises every call; RouteTurn releases it while it waits in the admission queue.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/budgets.h"
+#include "coordinator/lease_estimator.h"
+#include "coordinator/membership.h"
+#include "coordinator/router.h"
+#include "coordinator/state_store.h"
+#include "coordinator/types.h"
+#include "core/common/clock.h"
+
+namespace glimpse::coordinator {
+
+struct CoordinatorOptions {
+  MembershipOptions membership;
+  LeaseEstimatorOptions lease;
+  // KV bytes one token occupies on a decode worker. Default: SmolLM2-135M, 30 layers × 3 kv-heads
+  // × 265 B (fp16 page bytes per token, README "KV pages").
+  int64_t kv_bytes_per_token = 30 * 3 * 265;
+  int64_t tenant_budget_bytes = 0;  // per tenant unless listed below; 0: unlimited
+  std::map<std::string, int64_t> tenant_budgets;
+  int64_t prefill_on_decode_tokens =
+      128;  // new tokens up to this are prefilled on the decode worker
+  absl::Duration admission_default_wait = absl::Seconds(1);
+  absl::Duration admission_max_wait = absl::Seconds(30);
+  int64_t max_tokens = int64_t{1} << 22;     // a turn or session over this is an absurd request
+  absl::Duration max_hint = absl::Hours(1);  // longer tool-duration hints are rejected
+  bool demote_under_pressure = true;
+  absl::Duration estimator_save_interval = absl::Seconds(5);
+  // Housekeeping in Tick, at most once per reap_interval: a turn routed but not ended after
+  // turn_timeout (its frontend is gone) loses its reservation; a warm session idle for
+  // session_idle_ttl is forgotten (as if EndSession came, without counting its turns).
+  absl::Duration turn_timeout = absl::Minutes(10);
+  absl::Duration session_idle_ttl = absl::Hours(24);
+  absl::Duration reap_interval = absl::Seconds(10);
+};
+
+struct RouteRequest {
+  std::string session;
+  std::string tenant;
+  int64_t history_tokens = 0;
+  int64_t new_tokens = 0;
+  int64_t max_output_tokens = 0;
+  std::string tool;  // the tool whose result this turn carries; "" = the one named at EndTurn
+  absl::Duration max_wait = absl::ZeroDuration();  // 0: admission_default_wait
+  bool no_wait = false;  // answer at once (the simulator queues by itself)
+  // When the turn reached a caller that queues by itself; the admission wait (Q) is measured
+  // from it. Default: the first RouteTurn attempt for the session.
+  std::optional<absl::Time> arrived;
+};
+
+struct RouteResult {
+  NodeSpec decode;
+  bool hot_hit = false;
+  bool prefill_on_decode = true;
+  NodeSpec prefill;  // id empty when prefill_on_decode
+  int64_t reserved_bytes = 0;
+  absl::Duration queue_wait;
+  int turn_index = 0;
+};
+
+struct EndTurnRequest {
+  std::string session;
+  int64_t kv_tokens = 0;
+  std::string tool;
+  std::optional<absl::Duration> expected_duration;  // client hint
+  // How long this turn's prefill waited in its prefill worker's queue, when the caller knows.
+  std::optional<absl::Duration> prefill_wait;
+};
+
+struct LeaseResult {
+  absl::Duration ttl;
+  absl::Time expires = absl::InfinitePast();
+  std::string source;
+  double reuse_probability = 0;
+  int64_t held_bytes = 0;
+};
+
+struct ToolEndResult {
+  std::string tool;
+  absl::Duration recorded;
+  bool lease_alive = false;
+};
+
+struct NodeView {
+  NodeState state;
+  int64_t reserved_bytes = 0;
+  int64_t leased_sessions = 0;
+};
+
+struct CoordinatorStats {
+  int64_t nodes_alive = 0, nodes_dead = 0;
+  int64_t sessions_active = 0, sessions_leased = 0, sessions_warm = 0;
+  int64_t reserved_bytes = 0, capacity_bytes = 0;
+  int64_t routes = 0, hot_hits = 0, rejected = 0;
+  int64_t queued = 0;  // turns waiting in the admission queue now
+  int64_t demoted_expired = 0, demoted_pressure = 0, demoted_dead_node = 0;
+  int64_t turns_timed_out = 0, sessions_forgotten = 0;
+  absl::Duration queue_delay;
+  double eta = 0;
+  double pin_cost = 1;  // the estimator's c
+  struct Tool {
+    std::string name;
+    int64_t samples;
+    absl::Duration ttl;  // for a 1,000-token session now
+    absl::Duration median;
+  };
+  std::vector<Tool> tools;
+};
+
+class CoordinatorService {
+ public:
+  // Loads the store's state: nodes come back alive with a fresh heartbeat timeout (workers
+  // re-register), sessions with their leases and reservations, the estimator with its samples.
+  // `clock` and `store` are not owned and must outlive the service.
+  static absl::StatusOr<std::unique_ptr<CoordinatorService>> Create(
+      const CoordinatorOptions& options, Clock* clock, StateStore* store);
+  ~CoordinatorService();
+
+  // Membership.
+  struct Registered {
+    bool reregistered = false;  // the id was known at the same address
+    int demoted = 0;            // hot sessions demoted: the node came back as a new incarnation
+  };
+  absl::StatusOr<Registered> RegisterNode(const NodeSpec& spec);
+  // Returns the sessions whose hot copy on the node is no longer pinned since the last heartbeat.
+  absl::StatusOr<std::vector<std::string>> Heartbeat(const std::string& node, const NodeLoad& load);
+  absl::StatusOr<int> Deregister(const std::string& node);  // returns sessions demoted
+
+  // Turns and leases.
+  absl::StatusOr<RouteResult> RouteTurn(const RouteRequest& request);
+  absl::StatusOr<LeaseResult> EndTurn(const EndTurnRequest& request);
+  absl::StatusOr<ToolEndResult> ToolCallEnded(const std::string& session,
+                                              std::optional<absl::Duration> observed);
+  absl::StatusOr<int> EndSession(const std::string& session);  // returns its turns
+
+  // Inspection.
+  absl::StatusOr<SessionState> GetSession(const std::string& session) const;
+  std::vector<NodeView> ListNodes(std::optional<NodeRole> role, bool include_dead) const;
+  CoordinatorStats Stats() const;
+
+  // Declares dead nodes dead and expires leases due by now; saves the estimator when due. Every
+  // call also does this; a service calls Tick periodically so that leases end on time when idle.
+  void Tick();
+  // Saves the estimator (called at shutdown).
+  absl::Status Flush();
+
+  const CoordinatorOptions& options() const { return options_; }
+  // For tests: the budget invariants hold (see BudgetLedger::CheckInvariants).
+  bool CheckInvariants(std::string* why) const;
+
+ private:
+  enum class DemoteReason {
+    kExpired,
+    kPressure,
+    kDeadNode,
+    kTtlZero,
+    kMoved,
+    kEnded,
+    kTurnTimeout
+  };
+  struct Plan {
+    std::string worker;
+    std::vector<std::string> victims;  // leases to demote first
+  };
+
+  CoordinatorService(const CoordinatorOptions& options, Clock* clock, StateStore* store);
+  absl::Status Restore();
+
+  // All *Locked functions need mu_ held.
+  void SweepLocked(absl::Time now);
+  void ReapLocked(absl::Time now);
+  void DemoteLocked(SessionState& s, DemoteReason reason);
+  void PersistLocked(const SessionState& s);
+  void MaybeSaveEstimatorLocked(absl::Time now, bool force);
+  absl::Status ValidateRouteLocked(const RouteRequest& r) const;
+  // RESOURCE_EXHAUSTED when no amount of waiting could admit the turn.
+  absl::Status NeverFitsLocked(const RouteRequest& r, int64_t need) const;
+  // A lease that may be demoted under pressure, with its value per byte.
+  struct Victim {
+    const SessionState* s;
+    double value_per_byte;
+  };
+  // Every lease but `session`'s, least valuable per byte first (none when demotion is off).
+  std::vector<Victim> DemotableLocked(const std::string& session, absl::Time now) const;
+  // Adds to `plan` the tenant's own leases to demote so that it fits its limit, and to `freed`
+  // (per worker) their bytes and the session's own reservation.
+  absl::Status PlanTenantLocked(const std::string& session, const std::string& tenant, int64_t need,
+                                const std::vector<Victim>& victims, Plan* plan,
+                                std::map<std::string, int64_t>* freed) const;
+  // Room for `need` bytes for `s` (tenant `tenant`), only on `only_worker` when set.
+  absl::StatusOr<Plan> PlanAdmissionLocked(const std::string& session, const std::string& tenant,
+                                           int64_t need, const std::string* only_worker) const;
+  double LostValueLocked(const SessionState& s, absl::Time now) const;
+  RouteResult ApplyRouteLocked(const RouteRequest& r, const Plan& plan, bool hot, absl::Time now,
+                               absl::Time first_attempt);
+  std::vector<DecodeCandidate> DecodeCandidatesLocked() const;
+  int64_t BytesFor(int64_t tokens) const { return tokens * options_.kv_bytes_per_token; }
+
+  const CoordinatorOptions options_;
+  Clock* const clock_;
+  StateStore* const store_;
+
+  mutable std::mutex mu_;
+  std::condition_variable room_;  // notified when memory is freed or the queue head leaves
+  Membership membership_;         // GUARDED_BY(mu_)
+  BudgetLedger ledger_;           // GUARDED_BY(mu_)
+  LeaseEstimator estimator_;      // GUARDED_BY(mu_)
+  std::map<std::string, SessionState> sessions_;             // GUARDED_BY(mu_)
+  std::set<std::pair<absl::Time, std::string>> leases_;      // GUARDED_BY(mu_) expiry order
+  std::map<std::string, std::vector<std::string>> release_;  // GUARDED_BY(mu_) per node
+  std::map<std::string, int64_t> routed_since_heartbeat_;    // GUARDED_BY(mu_)
+  std::map<std::string, absl::Time> first_attempt_;          // GUARDED_BY(mu_) rejected sessions
+  std::deque<uint64_t> queue_;                               // GUARDED_BY(mu_) admission tickets
+  uint64_t next_ticket_ = 1;                                 // GUARDED_BY(mu_)
+  absl::Time last_estimator_save_;                           // GUARDED_BY(mu_)
+  absl::Time last_reap_;                                     // GUARDED_BY(mu_)
+  bool estimator_dirty_ = false;                             // GUARDED_BY(mu_)
+  CoordinatorStats counters_;                                // GUARDED_BY(mu_) counter fields only
+};
+
+}  // namespace glimpse::coordinator

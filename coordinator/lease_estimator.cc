@@ -1,0 +1,274 @@
+#include "coordinator/lease_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace glimpse::coordinator {
+
+ArgmaxResult ArgmaxTtl(const std::vector<double>& sorted, double gain_s, double max_s,
+                       double cost) {
+  ArgmaxResult best;  // tau = 0: F(0) · gain − 0 with F(0) = P(d <= 0), durations are > 0
+  double best_value = 0;
+  const double n = static_cast<double>(sorted.size());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    // F(tau) at a sample counts every sample <= it: evaluate at the last of equal values.
+    if (i + 1 < sorted.size() && sorted[i + 1] == sorted[i]) continue;
+    double tau = sorted[i];
+    double f = static_cast<double>(i + 1) / n;
+    double value = f * gain_s - cost * tau;
+    if (value > best_value) {
+      if (tau > max_s) {
+        best.capped = true;
+        continue;
+      }
+      best_value = value;
+      best.tau_s = tau;
+      best.f = f;
+    }
+  }
+  return best;
+}
+
+std::optional<double> EtaFromTurnHistogram(const std::map<int, int64_t>& sessions_by_turns) {
+  // Sums over i = 1..N of x = i and y = N − i, in closed form, weighted by sessions.
+  double cnt = 0, sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+  for (const auto& [turns, sessions] : sessions_by_turns) {
+    if (turns <= 0 || sessions <= 0) continue;
+    double N = turns, w = static_cast<double>(sessions);
+    double si = N * (N + 1) / 2, sii = N * (N + 1) * (2 * N + 1) / 6;
+    double sj = N * (N - 1) / 2, sjj = (N - 1) * N * (2 * N - 1) / 6;
+    cnt += w * N;
+    sx += w * si;
+    sy += w * sj;
+    sxx += w * sii;
+    syy += w * sjj;
+    sxy += w * (N * si - sii);
+  }
+  if (cnt < 2) return std::nullopt;
+  double vx = sxx / cnt - (sx / cnt) * (sx / cnt);
+  double vy = syy / cnt - (sy / cnt) * (sy / cnt);
+  if (vx <= 1e-12 || vy <= 1e-12) return std::nullopt;
+  double cov = sxy / cnt - (sx / cnt) * (sy / cnt);
+  return -cov / std::sqrt(vx * vy);
+}
+
+void LeaseEstimator::Samples::Add(double s, int max) {
+  recent.push_back(s);
+  while (static_cast<int>(recent.size()) > max) recent.pop_front();
+  dirty = true;
+}
+
+const std::vector<double>& LeaseEstimator::Samples::Sorted() const {
+  if (dirty) {
+    sorted.assign(recent.begin(), recent.end());
+    std::sort(sorted.begin(), sorted.end());
+    dirty = false;
+  }
+  return sorted;
+}
+
+void LeaseEstimator::ObserveToolDuration(const std::string& tool, absl::Duration d) {
+  double s = std::max(0.0, absl::ToDoubleSeconds(d));
+  tools_[tool].Add(s, options_.max_samples);
+  pooled_.Add(s, options_.max_samples);
+}
+
+void LeaseEstimator::ObserveQueueDelay(absl::Duration d) {
+  double s = std::max(0.0, absl::ToDoubleSeconds(d));
+  queue_delays_s_.push_back(s);
+  queue_delay_sum_s_ += s;
+  while (static_cast<int>(queue_delays_s_.size()) > options_.queue_window) {
+    queue_delay_sum_s_ -= queue_delays_s_.front();
+    queue_delays_s_.pop_front();
+  }
+}
+
+void LeaseEstimator::ObserveSessionEnd(int turns) {
+  if (turns > 0) ++sessions_by_turns_[turns];
+}
+
+void LeaseEstimator::ObserveAdmission(bool pressured) {
+  admissions_.push_back(pressured);
+  pressured_ += pressured;
+  while (static_cast<int>(admissions_.size()) > options_.pressure_window) {
+    pressured_ -= admissions_.front();
+    admissions_.pop_front();
+  }
+}
+
+double LeaseEstimator::PinCostWeight() const {
+  if (options_.pin_cost == PinCost::kContinuum) return 1.0;
+  double share = admissions_.empty() ? 0.0 : static_cast<double>(pressured_) / admissions_.size();
+  return std::max(options_.min_pin_cost, share);
+}
+
+void LeaseEstimator::ObservePrefillQueueDelay(absl::Duration d) {
+  double s = std::max(0.0, absl::ToDoubleSeconds(d));
+  prefill_delays_s_.push_back(s);
+  prefill_delay_sum_s_ += s;
+  while (static_cast<int>(prefill_delays_s_.size()) > options_.queue_window) {
+    prefill_delay_sum_s_ -= prefill_delays_s_.front();
+    prefill_delays_s_.pop_front();
+  }
+}
+
+absl::Duration LeaseEstimator::QueueDelay() const {
+  absl::Duration admission =
+      queue_delays_s_.empty()
+          ? options_.default_queue_delay
+          : absl::Seconds(std::max(0.0, queue_delay_sum_s_ / queue_delays_s_.size()));
+  absl::Duration prefill =
+      prefill_delays_s_.empty()
+          ? absl::ZeroDuration()
+          : absl::Seconds(std::max(0.0, prefill_delay_sum_s_ / prefill_delays_s_.size()));
+  return admission + prefill;
+}
+
+double LeaseEstimator::Eta() const {
+  int64_t sessions = 0;
+  for (const auto& [t, n] : sessions_by_turns_) sessions += n;
+  if (sessions < options_.min_sessions_for_eta) return options_.default_eta;
+  std::optional<double> eta = EtaFromTurnHistogram(sessions_by_turns_);
+  if (!eta) return options_.default_eta;
+  return std::clamp(*eta, 0.0, 1.0);
+}
+
+const LeaseEstimator::Samples* LeaseEstimator::DistributionFor(const std::string& tool) const {
+  auto it = tools_.find(tool);
+  if (it != tools_.end() && static_cast<int>(it->second.recent.size()) >= options_.min_samples) {
+    return &it->second;
+  }
+  if (static_cast<int>(pooled_.recent.size()) >= options_.min_samples) return &pooled_;
+  return nullptr;
+}
+
+TtlDecision LeaseEstimator::Choose(const std::string& tool, int64_t kv_tokens,
+                                   std::optional<absl::Duration> hint) const {
+  TtlDecision d;
+  d.gain_s = absl::ToDoubleSeconds(QueueDelay()) * Eta() +
+             absl::ToDoubleSeconds(options_.reload.Of(kv_tokens));
+  d.pin_cost = PinCostWeight();
+  const double max_s = absl::ToDoubleSeconds(options_.max_ttl);
+  if (options_.fixed_ttl.has_value()) {
+    d.ttl = *options_.fixed_ttl;
+    d.source = "fixed";
+    return d;
+  }
+  auto it = tools_.find(tool);
+  int tool_samples = it == tools_.end() ? 0 : static_cast<int>(it->second.recent.size());
+  const Samples* dist = nullptr;
+  if (tool_samples >= options_.min_samples) {
+    dist = &it->second;
+    d.source = "estimator";
+  } else if (hint.has_value()) {
+    double tau = absl::ToDoubleSeconds(*hint) * options_.hint_slack;
+    bool worth = d.gain_s - d.pin_cost * tau > 0;
+    bool capped = worth && tau > max_s;
+    d.ttl = worth && !capped ? absl::Seconds(tau) : absl::ZeroDuration();
+    d.reuse_probability = worth && !capped ? 1.0 : 0.0;
+    d.source = capped ? "hint+capped" : "hint";
+    d.samples = tool_samples;
+    return d;
+  } else if (static_cast<int>(pooled_.recent.size()) >= options_.min_samples) {
+    dist = &pooled_;
+    d.source = "pooled";
+  } else {
+    d.ttl = std::min(options_.default_ttl, options_.max_ttl);
+    d.source = options_.default_ttl > options_.max_ttl ? "default+capped" : "default";
+    d.samples = tool_samples;
+    return d;
+  }
+  const std::vector<double>& sorted = dist->Sorted();
+  ArgmaxResult r = ArgmaxTtl(sorted, d.gain_s, max_s, d.pin_cost);
+  d.ttl = absl::Seconds(r.tau_s);
+  d.reuse_probability = r.f;
+  d.samples = static_cast<int>(sorted.size());
+  if (r.capped) d.source += "+capped";
+  return d;
+}
+
+double LeaseEstimator::ReuseProbability(const std::string& tool, absl::Duration elapsed,
+                                        absl::Duration lease_end, double fallback) const {
+  const Samples* dist = DistributionFor(tool);
+  if (dist == nullptr) return fallback;
+  const std::vector<double>& s = dist->Sorted();
+  auto cdf = [&](double x) {
+    return static_cast<double>(std::upper_bound(s.begin(), s.end(), x) - s.begin()) / s.size();
+  };
+  double f_elapsed = cdf(absl::ToDoubleSeconds(elapsed));
+  double f_end = cdf(absl::ToDoubleSeconds(lease_end));
+  if (f_elapsed >= 1.0) return 0.0;
+  return std::clamp((f_end - f_elapsed) / (1.0 - f_elapsed), 0.0, 1.0);
+}
+
+std::vector<LeaseEstimator::ToolSummary> LeaseEstimator::Tools() const {
+  std::vector<ToolSummary> out;
+  for (const auto& [name, samples] : tools_) {
+    const std::vector<double>& s = samples.Sorted();
+    absl::Duration median = s.empty() ? absl::ZeroDuration() : absl::Seconds(s[s.size() / 2]);
+    out.push_back({name, static_cast<int>(s.size()), median});
+  }
+  return out;
+}
+
+std::string LeaseEstimator::SerializeToJson() const {
+  nlohmann::json j;
+  j["version"] = 1;
+  nlohmann::json tools = nlohmann::json::object();
+  for (const auto& [name, samples] : tools_) {
+    tools[name] = std::vector<double>(samples.recent.begin(), samples.recent.end());
+  }
+  j["tools"] = tools;
+  j["pooled"] = std::vector<double>(pooled_.recent.begin(), pooled_.recent.end());
+  j["queue_delays_s"] = std::vector<double>(queue_delays_s_.begin(), queue_delays_s_.end());
+  j["prefill_delays_s"] = std::vector<double>(prefill_delays_s_.begin(), prefill_delays_s_.end());
+  nlohmann::json turns = nlohmann::json::array();
+  for (const auto& [t, n] : sessions_by_turns_) turns.push_back({t, n});
+  j["sessions_by_turns"] = turns;
+  return j.dump();
+}
+
+absl::Status LeaseEstimator::RestoreFromJson(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || j.value("version", 0) != 1) {
+    return absl::DataLossError("estimator state: not a version-1 JSON object");
+  }
+  try {
+    std::map<std::string, Samples> tools;
+    for (const auto& [name, arr] : j.at("tools").items()) {
+      for (double s : arr.get<std::vector<double>>()) tools[name].Add(s, options_.max_samples);
+    }
+    Samples pooled;
+    for (double s : j.at("pooled").get<std::vector<double>>()) pooled.Add(s, options_.max_samples);
+    std::deque<double> q;
+    double qsum = 0;
+    for (double s : j.at("queue_delays_s").get<std::vector<double>>()) {
+      q.push_back(s);
+      qsum += s;
+    }
+    std::deque<double> pq;
+    double pqsum = 0;
+    for (double s : j.value("prefill_delays_s", std::vector<double>{})) {
+      pq.push_back(s);
+      pqsum += s;
+    }
+    std::map<int, int64_t> turns;
+    for (const auto& p : j.at("sessions_by_turns"))
+      turns[p.at(0).get<int>()] = p.at(1).get<int64_t>();
+    tools_ = std::move(tools);
+    pooled_ = std::move(pooled);
+    queue_delays_s_ = std::move(q);
+    queue_delay_sum_s_ = qsum;
+    prefill_delays_s_ = std::move(pq);
+    prefill_delay_sum_s_ = pqsum;
+    sessions_by_turns_ = std::move(turns);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrFormat("estimator state: %s", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace glimpse::coordinator

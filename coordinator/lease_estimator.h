@@ -1,0 +1,154 @@
+// LeaseEstimator: how long to keep a session's KV hot on its decode worker after a turn ends,
+// while the agent waits for a tool (Continuum, arXiv 2511.02230; REFERENCES.md "Continuum").
+//
+// For each tool it keeps the most recent observed tool-call durations, an empirical distribution F.
+// The lease is
+//
+//     tau* = argmax over tau in {0} ∪ {observed durations} of  F(tau) · (Q·eta + R(n)) − tau
+//
+// where F(tau) is the probability the next turn arrives within tau (the hot copy is reused),
+// Q the mean queueing delay a reload suffers (measured: the admission wait of turns that were not
+// hot, plus their prefill-queue wait when the caller reports it at EndTurn), eta = −corr(turn
+// index, turns remaining) over finished sessions (Continuum's η, clamped to [0, 1]), and R(n) the
+// reload cost of the session's n kept tokens (fixed + n · per_token, configured from measured
+// transport figures). Gain and tau are in seconds; ties go to the shorter tau.
+//
+// The pin cost: Continuum charges a pinned second as one second (cost weight c = 1). With
+// `PinCost::kPressure` the weight is c = the share of recent admissions that had to wait for
+// memory or were refused, at least `min_pin_cost`: our coordinator demotes leases when memory is
+// needed, so a pinned second costs others nothing while memory is idle, and an admission served by
+// demoting a lease did not wait (the victim's loss is already in F).
+//
+//     tau* = argmax over tau of  F(tau) · (Q·eta + R(n)) − c · tau
+//
+// Fallbacks, in order, while a tool has fewer than `min_samples` samples (Continuum uses 100): a
+// client hint (a point mass at hint · hint_slack: pin for it when the gain exceeds it, else 0);
+// the pooled distribution of all tools; `default_ttl`. tau never exceeds `max_ttl`.
+//
+// Not thread-safe: the owner (CoordinatorService) serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace glimpse::coordinator {
+
+// R(n) = fixed + n · per_token. Default per_token: 23,850 KV bytes per token (SmolLM2-135M fp16
+// pages) at 1.69 GB/s (UCX shm, 4 MiB pages, README "Transport") = 14.1 µs.
+struct ReloadCost {
+  absl::Duration fixed = absl::ZeroDuration();
+  absl::Duration per_token = absl::Nanoseconds(14'112);
+  absl::Duration Of(int64_t tokens) const { return fixed + per_token * tokens; }
+};
+
+enum class PinCost { kContinuum, kPressure };
+
+struct LeaseEstimatorOptions {
+  int min_samples = 100;
+  int max_samples = 1000;  // per tool (and pooled): the most recent are kept
+  absl::Duration default_ttl = absl::Seconds(2);
+  absl::Duration max_ttl = absl::Minutes(10);
+  double hint_slack = 1.2;
+  double default_eta = 1.0;
+  int min_sessions_for_eta = 20;
+  absl::Duration default_queue_delay = absl::ZeroDuration();  // Q before any observation
+  int queue_window = 256;  // Q = mean of the last this many reload admission waits
+  ReloadCost reload;
+  // Set: every lease is this tau (source "fixed"), the estimator only records. For operators who
+  // want a fixed TTL and for the simulator's baselines (0 = evict at turn end).
+  std::optional<absl::Duration> fixed_ttl;
+  PinCost pin_cost = PinCost::kContinuum;
+  double min_pin_cost = 0.01;
+  int pressure_window = 256;  // admissions the pressure share is measured over
+};
+
+struct TtlDecision {
+  absl::Duration ttl = absl::ZeroDuration();
+  std::string source;            // "estimator" | "hint" | "pooled" | "default", "+capped"
+  double reuse_probability = 0;  // F(ttl) under the distribution used (hint: 1 or 0)
+  double gain_s = 0;             // Q·eta + R(n)
+  double pin_cost = 1;           // c
+  int samples = 0;
+};
+
+// The argmax over {0} ∪ samples of F(tau)·gain − cost·tau for sorted samples (seconds),
+// restricted to tau <= max_s. Returns {tau, F(tau)}.
+struct ArgmaxResult {
+  double tau_s = 0;
+  double f = 0;
+  bool capped = false;
+};
+ArgmaxResult ArgmaxTtl(const std::vector<double>& sorted_samples_s, double gain_s, double max_s,
+                       double cost = 1.0);
+
+// Continuum's eta from a histogram {turns per session -> sessions}: −corr(i, N − i) over every
+// turn i = 1..N of every session; nullopt when undefined (no variance).
+std::optional<double> EtaFromTurnHistogram(const std::map<int, int64_t>& sessions_by_turns);
+
+class LeaseEstimator {
+ public:
+  explicit LeaseEstimator(LeaseEstimatorOptions options) : options_(options) {}
+
+  void ObserveToolDuration(const std::string& tool, absl::Duration d);
+  void ObserveQueueDelay(absl::Duration d);
+  // How long a reload's prefill waited in its prefill worker's queue (reported at EndTurn).
+  void ObservePrefillQueueDelay(absl::Duration d);
+  void ObserveSessionEnd(int turns);
+  // One admission: `pressured` when it waited for memory or was refused.
+  void ObserveAdmission(bool pressured);
+
+  TtlDecision Choose(const std::string& tool, int64_t kv_tokens,
+                     std::optional<absl::Duration> hint) const;
+  // P(next turn arrives by `lease_end` | it has not arrived after `elapsed`), from the tool's
+  // distribution (or pooled); `fallback` when neither has enough samples.
+  double ReuseProbability(const std::string& tool, absl::Duration elapsed, absl::Duration lease_end,
+                          double fallback) const;
+
+  // Q = mean admission wait of reloads (default_queue_delay before any) + mean prefill-queue
+  // wait of reloads (0 before any report).
+  absl::Duration QueueDelay() const;
+  double Eta() const;
+  double PinCostWeight() const;  // c (1 with PinCost::kContinuum)
+  absl::Duration ReloadCostOf(int64_t tokens) const { return options_.reload.Of(tokens); }
+  const LeaseEstimatorOptions& options() const { return options_; }
+
+  // For Stats and persistence.
+  struct ToolSummary {
+    std::string tool;
+    int samples;
+    absl::Duration median;
+  };
+  std::vector<ToolSummary> Tools() const;
+  std::string SerializeToJson() const;
+  absl::Status RestoreFromJson(const std::string& json);
+
+ private:
+  struct Samples {
+    std::deque<double> recent;           // seconds, oldest first
+    mutable std::vector<double> sorted;  // cache of `recent`, sorted
+    mutable bool dirty = true;
+    void Add(double s, int max);
+    const std::vector<double>& Sorted() const;
+  };
+  const Samples* DistributionFor(const std::string& tool) const;
+
+  const LeaseEstimatorOptions options_;
+  std::map<std::string, Samples> tools_;
+  Samples pooled_;
+  std::deque<double> queue_delays_s_;
+  double queue_delay_sum_s_ = 0;
+  std::deque<double> prefill_delays_s_;
+  double prefill_delay_sum_s_ = 0;
+  std::map<int, int64_t> sessions_by_turns_;
+  std::deque<bool> admissions_;  // recent admissions, true = pressured
+  int pressured_ = 0;
+};
+
+}  // namespace glimpse::coordinator

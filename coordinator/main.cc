@@ -1,0 +1,118 @@
+// glimpse-coordinator: flags and wiring only (README "Coordinator").
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "coordinator/coordinator_config.h"
+#include "coordinator/coordinator_grpc.h"
+#include "coordinator/rocks_state_store.h"
+#include "core/common/clock.h"
+#include "core/common/grpc/service_main.h"
+
+namespace glimpse::coordinator {
+namespace {
+
+class RunningCoordinator : public RunningService {
+ public:
+  RunningCoordinator(std::unique_ptr<RocksStateStore> store,
+                     std::unique_ptr<CoordinatorService> service, absl::Duration tick)
+      : store_(std::move(store)), service_(std::move(service)), grpc_(service_.get()) {
+    ticker_ = std::thread([this, tick] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        cv_.wait_for(lock, absl::ToChronoMilliseconds(tick));
+        if (!stop_) service_->Tick();
+      }
+    });
+  }
+  ~RunningCoordinator() override { Stop(); }
+
+  std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    ticker_.join();
+    (void)service_->Flush();
+  }
+  CoordinatorService* service() { return service_.get(); }
+
+ private:
+  std::unique_ptr<RocksStateStore> store_;
+  std::unique_ptr<CoordinatorService> service_;
+  CoordinatorGrpc grpc_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread ticker_;
+};
+
+void RegisterMetrics(CoordinatorService* service, metrics::MetricsRegistry& registry) {
+  registry.AddCollector([service](metrics::SampleWriter& w) {
+    CoordinatorStats s = service->Stats();
+    w.Gauge("glimpse_coordinator_nodes", "Nodes by liveness.", {{"state", "alive"}}, s.nodes_alive);
+    w.Gauge("glimpse_coordinator_nodes", "Nodes by liveness.", {{"state", "dead"}}, s.nodes_dead);
+    const char* kSessions = "Sessions by tier.";
+    w.Gauge("glimpse_coordinator_sessions", kSessions, {{"tier", "active"}}, s.sessions_active);
+    w.Gauge("glimpse_coordinator_sessions", kSessions, {{"tier", "leased"}}, s.sessions_leased);
+    w.Gauge("glimpse_coordinator_sessions", kSessions, {{"tier", "warm"}}, s.sessions_warm);
+    w.Gauge("glimpse_coordinator_reserved_bytes", "KV bytes reserved on live decode workers.", {},
+            s.reserved_bytes);
+    w.Gauge("glimpse_coordinator_capacity_bytes", "KV capacity of live decode workers.", {},
+            s.capacity_bytes);
+    w.Gauge("glimpse_coordinator_admission_queue", "Turns waiting for memory.", {}, s.queued);
+    w.Counter("glimpse_coordinator_routes_total", "Turns routed.", {}, s.routes);
+    w.Counter("glimpse_coordinator_hot_hits_total", "Turns routed to a hot copy.", {}, s.hot_hits);
+    w.Counter("glimpse_coordinator_rejected_total", "RESOURCE_EXHAUSTED answers.", {}, s.rejected);
+    w.Counter("glimpse_coordinator_turns_timed_out_total", "Turns never ended in time.", {},
+              s.turns_timed_out);
+    w.Counter("glimpse_coordinator_sessions_forgotten_total", "Idle warm sessions dropped.", {},
+              s.sessions_forgotten);
+    const char* kDemoted = "Hot copies demoted to warm, by reason.";
+    w.Counter("glimpse_coordinator_demoted_total", kDemoted, {{"reason", "expired"}},
+              s.demoted_expired);
+    w.Counter("glimpse_coordinator_demoted_total", kDemoted, {{"reason", "pressure"}},
+              s.demoted_pressure);
+    w.Counter("glimpse_coordinator_demoted_total", kDemoted, {{"reason", "dead_node"}},
+              s.demoted_dead_node);
+    w.Gauge("glimpse_coordinator_queue_delay_seconds",
+            "Q: mean queueing delay of reloads (admission + reported prefill wait).", {},
+            absl::ToDoubleSeconds(s.queue_delay));
+    w.Gauge("glimpse_coordinator_eta", "Continuum eta.", {}, s.eta);
+    w.Gauge("glimpse_coordinator_pin_cost", "The estimator's weight c on tau.", {}, s.pin_cost);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
+                                                      metrics::MetricsRegistry& registry) {
+  absl::StatusOr<CoordinatorOptions> options = OptionsFromConfig(config);
+  if (!options.ok()) return options.status();
+  auto store =
+      RocksStateStore::Open({config.GetString("store.path"), config.GetBool("store.sync")});
+  if (!store.ok()) return store.status();
+  auto service = CoordinatorService::Create(*options, Clock::Real(), store->get());
+  if (!service.ok()) return service.status();
+  RegisterMetrics(service->get(), registry);
+  return std::make_unique<RunningCoordinator>(*std::move(store), *std::move(service),
+                                              config.GetDuration("tick_interval"));
+}
+
+}  // namespace
+}  // namespace glimpse::coordinator
+
+int main(int argc, char** argv) {
+  glimpse::ServiceSpec spec;
+  spec.program = "glimpse-coordinator";
+  spec.summary =
+      "The Glimpse coordinator: membership of prefill/decode workers and cache nodes, KV budgets "
+      "per decode worker and tenant with admission control, Continuum-style TTL leases on hot "
+      "session KV, KV-aware routing; its state is kept in RocksDB (store.path) across restarts.";
+  spec.keys = glimpse::coordinator::CoordinatorConfigKeys();
+  spec.start = glimpse::coordinator::Start;
+  return glimpse::RunServiceMain(spec, argc, argv);
+}

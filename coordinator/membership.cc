@@ -1,0 +1,151 @@
+#include "coordinator/membership.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace glimpse::coordinator {
+
+std::string_view NodeRoleName(NodeRole role) {
+  switch (role) {
+    case NodeRole::kPrefill:
+      return "prefill";
+    case NodeRole::kDecode:
+      return "decode";
+    case NodeRole::kCache:
+      return "cache";
+  }
+  return "unknown";
+}
+
+std::string_view SessionTierName(SessionTier tier) {
+  switch (tier) {
+    case SessionTier::kActive:
+      return "active";
+    case SessionTier::kLeased:
+      return "leased";
+    case SessionTier::kWarm:
+      return "warm";
+  }
+  return "unknown";
+}
+
+absl::Status Membership::ValidateId(std::string_view what, const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(std::string(what), " is empty"));
+  if (id.size() > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is %d bytes long (at most 128)", what, id.size()));
+  }
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s \"%s\" has the character 0x%02x (allowed: letters, digits, . _ : -)",
+                          what, id, static_cast<unsigned char>(c)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
+  if (absl::Status s = ValidateId("node_id", spec.id); !s.ok()) return s;
+  if (spec.role != NodeRole::kPrefill && spec.role != NodeRole::kDecode &&
+      spec.role != NodeRole::kCache) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node %s: role %d is not prefill, decode or cache", spec.id, static_cast<int>(spec.role)));
+  }
+  size_t colon = spec.grpc_address.rfind(':');
+  if (spec.grpc_address.empty() || colon == std::string::npos || colon == 0 ||
+      colon + 1 == spec.grpc_address.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "node %s: grpc_address \"%s\" is not host:port", spec.id, spec.grpc_address));
+  }
+  if (spec.capacity_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %s: capacity_bytes %d is negative", spec.id, spec.capacity_bytes));
+  }
+  if (spec.role != NodeRole::kPrefill && spec.capacity_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("node %s: a %s node needs capacity_bytes > 0",
+                                                      spec.id, NodeRoleName(spec.role)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Membership::Register(const NodeSpec& spec, absl::Time now) {
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  auto it = nodes_.find(spec.id);
+  bool known = it != nodes_.end();
+  if (known && it->second.alive &&
+      (it->second.spec.grpc_address != spec.grpc_address || it->second.spec.role != spec.role)) {
+    const NodeState& old = it->second;
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "node %s is registered alive as %s at %s (last heartbeat %s ago); refusing %s at %s: "
+        "deregister it first or wait until it is declared dead",
+        spec.id, NodeRoleName(old.spec.role), old.spec.grpc_address,
+        absl::FormatDuration(now - old.last_heartbeat), NodeRoleName(spec.role),
+        spec.grpc_address));
+  }
+  bool same_address = known && it->second.spec.grpc_address == spec.grpc_address &&
+                      it->second.spec.role == spec.role;
+  NodeState& node = nodes_[spec.id];
+  node.spec = spec;
+  node.alive = true;
+  node.last_heartbeat = now;
+  node.dead_since = absl::InfinitePast();
+  if (!same_address) node.load = NodeLoad{};
+  return same_address;
+}
+
+absl::Status Membership::Heartbeat(const std::string& id, const NodeLoad& load, absl::Time now) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(
+        absl::StrFormat("heartbeat from unknown node \"%s\": register first", id));
+  }
+  if (load.queue_length < 0 || load.used_bytes < 0 || load.hot_sessions < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %s: negative load (queue_length %d, used_bytes %d, hot_sessions %d)",
+                        id, load.queue_length, load.used_bytes, load.hot_sessions));
+  }
+  if (!it->second.alive) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s was declared dead %s ago (no heartbeat for %s); register again", id,
+        absl::FormatDuration(now - it->second.dead_since), absl::FormatDuration(timeout())));
+  }
+  it->second.load = load;
+  it->second.last_heartbeat = now;
+  return absl::OkStatus();
+}
+
+absl::Status Membership::Deregister(const std::string& id) {
+  if (nodes_.erase(id) == 0) {
+    return absl::NotFoundError(absl::StrFormat("deregister: unknown node \"%s\"", id));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Membership::Sweep(absl::Time now) {
+  std::vector<std::string> dead;
+  for (auto& [id, node] : nodes_) {
+    if (node.alive && now - node.last_heartbeat > timeout()) {
+      node.alive = false;
+      node.dead_since = now;
+      dead.push_back(id);
+    }
+  }
+  return dead;
+}
+
+void Membership::Restore(const NodeSpec& spec, absl::Time now) {
+  NodeState& node = nodes_[spec.id];
+  node.spec = spec;
+  node.alive = true;
+  node.last_heartbeat = now;
+}
+
+const NodeState* Membership::Find(const std::string& id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+}  // namespace glimpse::coordinator

@@ -1,0 +1,60 @@
+// StateStore: where the coordinator keeps what must survive its restart (DESIGN.md section 6):
+// members, sessions with their leases and reservations (the budgets are rebuilt from these), and
+// the lease estimator's samples. Every Put replaces the record with that key.
+//
+// Two implementations: RocksStateStore (rocks_state_store.h, the service's) and MemoryStateStore
+// (tests and the simulator). Implementations are thread-safe. Records are JSON (EncodeNode /
+// EncodeSession below), so a store written by one build is readable by the next.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/types.h"
+
+namespace glimpse::coordinator {
+
+struct StoredState {
+  std::vector<NodeSpec> nodes;
+  std::vector<SessionState> sessions;
+  std::string estimator_json;  // empty when never saved
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  virtual absl::Status PutNode(const NodeSpec& node) = 0;
+  virtual absl::Status DeleteNode(const std::string& id) = 0;
+  virtual absl::Status PutSession(const SessionState& session) = 0;
+  virtual absl::Status DeleteSession(const std::string& id) = 0;
+  virtual absl::Status PutEstimator(const std::string& json) = 0;
+  virtual absl::StatusOr<StoredState> Load() = 0;
+};
+
+std::string EncodeNode(const NodeSpec& node);
+absl::StatusOr<NodeSpec> DecodeNode(const std::string& text);
+std::string EncodeSession(const SessionState& session);
+absl::StatusOr<SessionState> DecodeSession(const std::string& text);
+
+class MemoryStateStore : public StateStore {
+ public:
+  absl::Status PutNode(const NodeSpec& node) override;
+  absl::Status DeleteNode(const std::string& id) override;
+  absl::Status PutSession(const SessionState& session) override;
+  absl::Status DeleteSession(const std::string& id) override;
+  absl::Status PutEstimator(const std::string& json) override;
+  absl::StatusOr<StoredState> Load() override;
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> nodes_;     // GUARDED_BY(mu_)
+  std::map<std::string, std::string> sessions_;  // GUARDED_BY(mu_)
+  std::string estimator_;                        // GUARDED_BY(mu_)
+};
+
+}  // namespace glimpse::coordinator

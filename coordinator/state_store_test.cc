@@ -1,0 +1,86 @@
+#include <filesystem>
+
+#include "coordinator/rocks_state_store.h"
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+
+namespace glimpse::coordinator {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("glimpse_coord_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+TEST(RocksStateStoreTest, RecordsSurviveReopen) {
+  std::string dir = TempDir("store");
+  SessionState s;
+  s.id = "sess-1";
+  s.tenant = "acme";
+  s.tier = SessionTier::kLeased;
+  s.decode_worker = "d1";
+  s.kv_tokens = 1234;
+  s.reserved_bytes = 99;
+  s.turns = 3;
+  s.tool = "grep";
+  s.turn_ended = absl::FromUnixMillis(1'800'000'000'123);
+  s.ttl = absl::Milliseconds(2500);
+  s.lease_expires = s.turn_ended + s.ttl;
+  {
+    auto store = RocksStateStore::Open({dir, false});
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(
+        (*store)
+            ->PutNode({"d1", NodeRole::kDecode, "h:1", std::string("\0\1\2", 3), 77, "boot"})
+            .ok());
+    ASSERT_TRUE((*store)->PutNode({"p1", NodeRole::kPrefill, "h:2", "", 0, ""}).ok());
+    ASSERT_TRUE((*store)->DeleteNode("p1").ok());
+    ASSERT_TRUE((*store)->PutSession(s).ok());
+    ASSERT_TRUE((*store)->PutEstimator("{\"x\":1}").ok());
+  }
+  auto store = RocksStateStore::Open({dir, false});
+  ASSERT_TRUE(store.ok());
+  absl::StatusOr<StoredState> st = (*store)->Load();
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_EQ(st->nodes.size(), 1u);
+  EXPECT_EQ(st->nodes[0].ucx_address, std::string("\0\1\2", 3));
+  EXPECT_EQ(st->nodes[0].capacity_bytes, 77);
+  EXPECT_EQ(st->nodes[0].incarnation, "boot");
+  ASSERT_EQ(st->sessions.size(), 1u);
+  const SessionState& b = st->sessions[0];
+  EXPECT_EQ(b.tier, SessionTier::kLeased);
+  EXPECT_EQ(b.lease_expires, s.lease_expires);
+  EXPECT_EQ(b.turn_started, absl::InfinitePast());
+  EXPECT_EQ(b.ttl, s.ttl);
+  EXPECT_EQ(b.kv_tokens, 1234);
+  EXPECT_EQ(st->estimator_json, "{\"x\":1}");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RocksStateStoreTest, CorruptRecordIsDataLoss) {
+  std::string dir = TempDir("corrupt");
+  {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    ASSERT_TRUE(rocksdb::DB::Open(o, dir, &raw).ok());
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "s/x", "{\"id\":").ok());
+    delete raw;
+  }
+  auto store = RocksStateStore::Open({dir, false});
+  ASSERT_TRUE(store.ok());
+  absl::StatusOr<StoredState> st = (*store)->Load();
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(st.status().message().find("s/x"), std::string::npos) << st.status();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RocksStateStoreTest, UnopenablePathIsAnError) {
+  auto store = RocksStateStore::Open({"/proc/definitely/not/here", false});
+  EXPECT_FALSE(store.ok());
+}
+
+}  // namespace
+}  // namespace glimpse::coordinator
