@@ -218,17 +218,21 @@ absl::StatusOr<LookupResult> CacheNodeService::Lookup(const NamespaceKey& ns,
   return result;
 }
 
+absl::StatusOr<bool> CacheNodeService::PinnedIfStored(const StateKey& key) const {
+  std::shared_lock lock(mu_);
+  const StateInfo* info = index_.Find(key);
+  if (info == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
+  }
+  return info->pinned;
+}
+
 absl::Status CacheNodeService::Pin(const StateKey& key) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
-    {
-      std::shared_lock lock(mu_);
-      if (index_.Find(key) == nullptr) {
-        return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
-      }
-    }
+    RETURN_IF_ERROR(PinnedIfStored(key).status());
     RETURN_IF_ERROR(store_->SetPinned(key, true));
     {
       std::unique_lock lock(mu_);
@@ -252,12 +256,7 @@ absl::Status CacheNodeService::Unpin(const StateKey& key) {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
-    {
-      std::shared_lock lock(mu_);
-      if (index_.Find(key) == nullptr) {
-        return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
-      }
-    }
+    RETURN_IF_ERROR(PinnedIfStored(key).status());
     RETURN_IF_ERROR(store_->SetPinned(key, false));
     std::unique_lock lock(mu_);
     index_.SetPinned(key, false);
@@ -281,16 +280,10 @@ absl::Status CacheNodeService::Delete(const StateKey& key) {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
-    {
-      std::shared_lock lock(mu_);
-      const StateInfo* info = index_.Find(key);
-      if (info == nullptr) {
-        return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
-      }
-      if (info->pinned) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("state ", kvpage::ToHex(key), " is pinned; unpin it first"));
-      }
+    ASSIGN_OR_RETURN(const bool pinned, PinnedIfStored(key));
+    if (pinned) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state ", kvpage::ToHex(key), " is pinned; unpin it first"));
     }
     ASSIGN_OR_RETURN(Manifest m, store_->ReadManifest(key));
     std::vector<Manifest> states = {std::move(m)};

@@ -151,6 +151,8 @@ class CacheNodeService {
   CacheNodeService(const CacheNodeOptions& options, std::unique_ptr<transport::Transport> t,
                    Clock* clock);
   absl::Status Load();
+  // Whether the state under `key` is pinned; NotFound naming the key when none is stored.
+  absl::StatusOr<bool> PinnedIfStored(const StateKey& key) const;
   void ReceiveLoop();
   void RetentionLoop();
   absl::StatusOr<transport::ReceivedBatch> AwaitBatch(uint64_t ticket, absl::Time deadline,
