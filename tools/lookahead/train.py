@@ -133,7 +133,9 @@ def main() -> None:
                                             la.lookahead_scores(model, untrained, ex["kv"]))))
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    save_file(module.tensors(), str(out), metadata={
+    # Stored as F16 (the C++ loader reads F32, F16 or BF16): half the size, and the scores move by
+    # ~1e-6 (tests/lookahead_artifact_test.cc compares against this very file).
+    save_file({k: v.half() for k, v in module.tensors().items()}, str(out), metadata={
         "lora_alpha": str(args.alpha), "r": str(args.rank), "n_lookahead": str(args.n_lookahead),
         "base_fingerprint": args.base_fingerprint})
     provenance = json.loads((data / "provenance.json").read_text())
@@ -145,7 +147,7 @@ def main() -> None:
         "base_model": gguf.name, "base_fingerprint": args.base_fingerprint,
         "hyper_parameters": {k: getattr(args, k) for k in
                              ["n_lookahead", "rank", "alpha", "epochs", "lr", "warmup", "seed"]},
-        "projections": la.PROJECTIONS,
+        "projections": la.PROJECTIONS, "stored_dtype": "F16",
         "init_text": INIT_TEXT, "init_token_ids": init_ids,
         "loss": "mean over layers and kv-heads of KL(response attention || lookahead scores)",
         "train_loss_per_epoch": per_epoch, "final_train_loss": sum(final) / len(final),
