@@ -2,10 +2,10 @@
 // tools/lookahead/train.py) against PyTorch: the same module file run through transformers' own
 // model (tools/lookahead/make_scores_fixture.py → tests/fixtures/lookahead/smollm2_scores.json)
 // and through Glimpse's second pass must give the same scores, element by element, within
-// |ours − torch| ≤ 1e-5 + 1e-3·|torch| (measured: at most 7.2e-7 with the F16 module; the runtime's logits match
-// transformers fp32 to ~4e-5). This also checks that the LoRA's q/k rows, stored in Hugging
-// Face's order, are permuted into the GGUF model's interleaved-RoPE order. A model the module was
-// not trained for is refused with a message naming both fingerprints.
+// |ours − torch| ≤ 1e-5 + 1e-3·|torch| (measured: at most 7.2e-7 with the F16 module; the runtime's
+// logits match transformers fp32 to ~4e-5). This also checks that the LoRA's q/k rows, stored in
+// Hugging Face's order, are permuted into the GGUF model's interleaved-RoPE order. A model the
+// module was not trained for is refused with a message naming both fingerprints.
 #include <cmath>
 #include <fstream>
 #include <string>
