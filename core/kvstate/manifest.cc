@@ -134,53 +134,11 @@ absl::Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
   return absl::OkStatus();
 }
 
-absl::Status CheckPage(const Manifest& m, const PageRef& ref, std::span<const uint8_t> bytes,
-                       bool full_decode) {
-  const std::string where = absl::StrCat("page ", PageName(ref));
-  if (bytes.size() != ref.bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, " is ", bytes.size(), " bytes, manifest says ", ref.bytes));
-  }
-  kvpage::PageHeader h;
-  if (full_decode) {
-    kvpage::DecodeOptions options;
-    options.expected_model = m.model;
-    absl::StatusOr<kvpage::Page> page = kvpage::DecodePage(bytes, options);
-    if (!page.ok()) {
-      return absl::Status(page.status().code(), absl::StrCat(where, ": ", page.status().message()));
-    }
-    h = page->header;
-    if (page->positions.front() != ref.first_position ||
-        page->positions.back() != ref.last_position) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": positions [", page->positions.front(), ", ", page->positions.back(),
-          "] differ from the manifest's [", ref.first_position, ", ", ref.last_position, "]"));
-    }
-  } else {
-    absl::StatusOr<kvpage::PageHeader> parsed = kvpage::ParsePageHeader(bytes);
-    if (!parsed.ok()) {
-      return absl::Status(parsed.status().code(),
-                          absl::StrCat(where, ": ", parsed.status().message()));
-    }
-    h = *parsed;
-    if (h.total_bytes() != bytes.size()) {
-      return absl::DataLossError(
-          absl::StrCat(where, ": header implies ", h.total_bytes(), " bytes, have ", bytes.size()));
-    }
-    const uint32_t crc = kvpage::Crc32cExtend(kvpage::Crc32cExtend(0, bytes.data(), 60),
-                                              bytes.data() + kvpage::kPageHeaderBytes,
-                                              bytes.size() - kvpage::kPageHeaderBytes);
-    if (crc != h.crc32c) {
-      return absl::DataLossError(absl::StrCat(where, ": CRC32C mismatch: stored 0x",
-                                              absl::Hex(h.crc32c), ", computed 0x",
-                                              absl::Hex(crc)));
-    }
-    if (h.model != m.model) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(where, ": model fingerprint ", kvpage::ToHex(h.model),
-                       " differs from the expected ", kvpage::ToHex(m.model)));
-    }
-  }
+namespace {
+
+// The checks shared by both forms of CheckPage: the decoded header against the manifest entry.
+absl::Status CheckHeaderMatches(const Manifest& m, const PageRef& ref, const kvpage::PageHeader& h,
+                                const std::string& where) {
   if (h.layer != ref.layer || h.kv_head != ref.kv_head) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": header says layer ", h.layer, ", kv_head ", h.kv_head));
@@ -200,6 +158,73 @@ absl::Status CheckPage(const Manifest& m, const PageRef& ref, std::span<const ui
                      " differs from the manifest's ", kvpage::ToHex(m.state_key)));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckSize(const PageRef& ref, std::span<const uint8_t> bytes,
+                       const std::string& where) {
+  if (bytes.size() != ref.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " is ", bytes.size(), " bytes, manifest says ", ref.bytes));
+  }
+  return absl::OkStatus();
+}
+
+// Header, CRC and model of a page without decoding its payload.
+absl::Status CheckPageHeaderAndCrc(const Manifest& m, const PageRef& ref,
+                                   std::span<const uint8_t> bytes, const std::string& where) {
+  absl::StatusOr<kvpage::PageHeader> parsed = kvpage::ParsePageHeader(bytes);
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat(where, ": ", parsed.status().message()));
+  }
+  const kvpage::PageHeader& h = *parsed;
+  if (h.total_bytes() != bytes.size()) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": header implies ", h.total_bytes(), " bytes, have ", bytes.size()));
+  }
+  const uint32_t crc = kvpage::Crc32cExtend(kvpage::Crc32cExtend(0, bytes.data(), 60),
+                                            bytes.data() + kvpage::kPageHeaderBytes,
+                                            bytes.size() - kvpage::kPageHeaderBytes);
+  if (crc != h.crc32c) {
+    return absl::DataLossError(absl::StrCat(where, ": CRC32C mismatch: stored 0x",
+                                            absl::Hex(h.crc32c), ", computed 0x", absl::Hex(crc)));
+  }
+  if (h.model != m.model) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": model fingerprint ", kvpage::ToHex(h.model),
+                     " differs from the expected ", kvpage::ToHex(m.model)));
+  }
+  return CheckHeaderMatches(m, ref, h, where);
+}
+
+}  // namespace
+
+absl::StatusOr<kvpage::Page> DecodeCheckedPage(const Manifest& m, const PageRef& ref,
+                                               std::span<const uint8_t> bytes) {
+  const std::string where = absl::StrCat("page ", PageName(ref));
+  RETURN_IF_ERROR(CheckSize(ref, bytes, where));
+  kvpage::DecodeOptions options;
+  options.expected_model = m.model;
+  absl::StatusOr<kvpage::Page> page = kvpage::DecodePage(bytes, options);
+  if (!page.ok()) {
+    return absl::Status(page.status().code(), absl::StrCat(where, ": ", page.status().message()));
+  }
+  if (page->positions.front() != ref.first_position ||
+      page->positions.back() != ref.last_position) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": positions [", page->positions.front(), ", ", page->positions.back(),
+        "] differ from the manifest's [", ref.first_position, ", ", ref.last_position, "]"));
+  }
+  RETURN_IF_ERROR(CheckHeaderMatches(m, ref, page->header, where));
+  return page;
+}
+
+absl::Status CheckPage(const Manifest& m, const PageRef& ref, std::span<const uint8_t> bytes,
+                       bool full_decode) {
+  if (full_decode) return DecodeCheckedPage(m, ref, bytes).status();
+  const std::string where = absl::StrCat("page ", PageName(ref));
+  RETURN_IF_ERROR(CheckSize(ref, bytes, where));
+  return CheckPageHeaderAndCrc(m, ref, bytes, where);
 }
 
 std::string EncodeManifest(const Manifest& m) {

@@ -79,6 +79,9 @@ absl::Status ValidateManifest(const Manifest& m, const ManifestLimits& limits = 
 
 absl::Status CheckPage(const Manifest& m, const PageRef& ref, std::span<const uint8_t> bytes,
                        bool full_decode);
+// CheckPage with full_decode, returning the decoded page (one decode, one CRC pass).
+absl::StatusOr<kvpage::Page> DecodeCheckedPage(const Manifest& m, const PageRef& ref,
+                                               std::span<const uint8_t> bytes);
 
 std::string EncodeManifest(const Manifest& m);
 absl::StatusOr<Manifest> DecodeManifest(std::string_view bytes);

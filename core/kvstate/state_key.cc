@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace glimpse::kvstate {
 namespace {
 
@@ -90,6 +92,27 @@ StateKey PrefixHasher::Key() const {
   if (!copy) std::abort();
   Check(EVP_MD_CTX_copy_ex(copy.get(), ctx_->ctx.get()));
   return Final16(copy.get());
+}
+
+absl::StatusOr<Fingerprint> FingerprintFromHex(std::string_view hex) {
+  Fingerprint out{};
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  bool ok = hex.size() == 2 * out.size();
+  for (size_t i = 0; ok && i < out.size(); ++i) {
+    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    ok = hi >= 0 && lo >= 0;
+    out[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model fingerprint \"", std::string(hex), "\" is not 32 hex digits"));
+  }
+  return out;
 }
 
 }  // namespace glimpse::kvstate

@@ -17,6 +17,7 @@
 #include <span>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "core/kvpage/page.h"
 
 namespace glimpse::kvstate {
@@ -29,6 +30,10 @@ NamespaceKey MakeNamespaceKey(std::string_view tenant_salt, const Fingerprint& m
                               std::string_view eviction_policy);
 
 StateKey MakeStateKey(const NamespaceKey& ns, std::span<const int32_t> tokens);
+
+// A model fingerprint from the 32 hex digits model::Model::fingerprint() prints; InvalidArgument
+// naming the input otherwise.
+absl::StatusOr<Fingerprint> FingerprintFromHex(std::string_view hex);
 
 // Streams tokens; Key() is the state key of everything appended so far.
 class PrefixHasher {

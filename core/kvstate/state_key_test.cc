@@ -40,5 +40,17 @@ TEST(StateKeyTest, DifferentTokensOrNamespaceGiveDifferentKeys) {
   EXPECT_NE(MakeStateKey(ns1, x), MakeStateKey(ns2, x));
 }
 
+TEST(FingerprintFromHexTest, ParsesTheModelsHexAndRejectsAnythingElse) {
+  auto f = FingerprintFromHex("17f1ae519c28bd6a26fafb69beb2478E");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(kvpage::ToHex(*f), "17f1ae519c28bd6a26fafb69beb2478e");
+  for (const char* bad :
+       {"", "17f1", "17f1ae519c28bd6a26fafb69beb2478g", "17f1ae519c28bd6a26fafb69beb2478e00"}) {
+    auto s = FingerprintFromHex(bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(bad), std::string::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace glimpse::kvstate

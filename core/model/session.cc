@@ -74,6 +74,25 @@ void Session::Reset() {
   next_position_ = 0;
 }
 
+absl::Status Session::Resume(int32_t next_position) {
+  if (next_position < 0 || next_position > max_context_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resume position %d is outside [0, %d] (the context)", next_position, max_context_));
+  }
+  for (int32_t layer = 0; layer < cache_.n_layers(); ++layer) {
+    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h) {
+      const KvHead& head = cache_.head(layer, h);
+      if (head.size() > 0 && head.positions.back() >= next_position) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "layer %d, kv_head %d holds position %d, not before the resume position %d", layer, h,
+            head.positions.back(), next_position));
+      }
+    }
+  }
+  next_position_ = next_position;
+  return absl::OkStatus();
+}
+
 absl::Status Session::ValidateLength(int64_t n) const {
   const int64_t end = int64_t{next_position_} + n;
   if (end > max_context_) {

@@ -116,6 +116,10 @@ class Session {
   kernels::ThreadPool& pool() const { return pool_; }
   // Forgets everything (cache and position).
   void Reset();
+  // Continues at `next_position` over whatever cache() holds now, e.g. a history state a caller
+  // loaded from stored pages (core/kvstate/cache_pages.h). InvalidArgument (nothing changes) when
+  // the position is outside [0, max_context()] or an entry sits at or after it.
+  absl::Status Resume(int32_t next_position);
 
  private:
   struct Scratch;
