@@ -13,7 +13,7 @@
 
 namespace glimpse::model {
 
-enum class StopReason { kEndOfGeneration, kMaxTokens, kContextFull };
+enum class StopReason { kEndOfGeneration, kMaxTokens, kContextFull, kCancelled };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated tokens, excluding a final end-of-generation token
@@ -31,5 +31,13 @@ struct GenerationResult {
 absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
                                           std::span<const int32_t> prompt, int32_t max_tokens,
                                           const std::function<void(int32_t)>& on_token = {});
+
+// The decode half of Generate, for a caller that ran the prompt itself (e.g. prefill with
+// eviction): samples from `logits` (the prompt's last-token logits) onwards. `on_token` returning
+// false stops the loop after that token (StopReason::kCancelled); like the last token of any
+// result it is in `tokens` and not yet fed (unfed_token).
+absl::StatusOr<GenerationResult> DecodeFrom(Session& session, Sampler& sampler,
+                                            std::vector<float> logits, int32_t max_tokens,
+                                            const std::function<bool(int32_t)>& on_token);
 
 }  // namespace glimpse::model

@@ -15,6 +15,7 @@
 #include "core/model/generator.h"
 #include "core/model/model.h"
 #include "core/model/model_store.h"
+#include "core/model/text_stream.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/args.h"
 
@@ -111,45 +112,28 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence.
-size_t CompleteUtf8Prefix(const std::string& s) {
-  size_t i = s.size();
-  for (int back = 1; back <= 4 && i >= static_cast<size_t>(back); ++back) {
-    const auto c = static_cast<unsigned char>(s[s.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead byte
-    const int need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return need > back ? s.size() - back : s.size();
-  }
-  return s.size();
-}
-
 // Runs one turn: feeds `prompt`, streams text to stdout unless `json`.
 absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session, model::Sampler& sampler,
                                                 const std::vector<int32_t>& prompt,
                                                 const GenerateOptions& o) {
   const model::Tokenizer& tok = session.model().tokenizer();
-  std::vector<int32_t> generated;
-  size_t printed = 0;
+  model::TextStream text_stream(tok);
   auto stream = [&](int32_t token) {
     if (o.json) return;
-    generated.push_back(token);
-    auto text = tok.Decode(generated);
-    if (!text.ok()) return;
-    const size_t end = CompleteUtf8Prefix(*text);
-    if (end > printed) {
-      std::fwrite(text->data() + printed, 1, end - printed, stdout);
-      std::fflush(stdout);
-      printed = end;
-    }
+    absl::StatusOr<std::string> piece = text_stream.Push(token);
+    if (!piece.ok() || piece->empty()) return;
+    std::fwrite(piece->data(), 1, piece->size(), stdout);
+    std::fflush(stdout);
   };
   ASSIGN_OR_RETURN(model::GenerationResult result,
                    model::Generate(session, sampler, prompt, o.max_tokens, stream));
-  ASSIGN_OR_RETURN(std::string text, tok.Decode(result.tokens));
   if (o.json) {
+    ASSIGN_OR_RETURN(std::string text, tok.Decode(result.tokens));
     nlohmann::json line = {{"prompt_tokens", prompt}, {"tokens", result.tokens}, {"text", text}};
     std::cout << line.dump() << std::endl;
   } else {
-    std::fwrite(text.data() + printed, 1, text.size() - std::min(printed, text.size()), stdout);
+    ASSIGN_OR_RETURN(std::string rest, text_stream.Finish());
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::cout << std::endl;
     const double tps = result.tokens.size() / std::max(result.decode_seconds, 1e-9);
     std::fprintf(stderr, "[prompt %zu tokens in %.3fs, %zu tokens at %.1f tok/s]\n", prompt.size(),

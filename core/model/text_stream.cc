@@ -1,0 +1,35 @@
+#include "core/model/text_stream.h"
+
+#include "core/common/status_macros.h"
+
+namespace glimpse::model {
+
+size_t CompleteUtf8Prefix(const std::string& s) {
+  for (size_t back = 1; back <= 4 && back <= s.size(); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead byte
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
+absl::StatusOr<std::string> TextStream::Push(int32_t token) {
+  tokens_.push_back(token);
+  ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(tokens_));
+  const size_t end = CompleteUtf8Prefix(text);
+  if (end <= emitted_) return std::string();
+  std::string out = text.substr(emitted_, end - emitted_);
+  emitted_ = end;
+  return out;
+}
+
+absl::StatusOr<std::string> TextStream::Finish() {
+  ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(tokens_));
+  if (text.size() <= emitted_) return std::string();
+  std::string out = text.substr(emitted_);
+  emitted_ = text.size();
+  return out;
+}
+
+}  // namespace glimpse::model
