@@ -3,7 +3,7 @@
 # Owner: cache node.
 add_executable(glimpse_bench_cache_node ${CMAKE_CURRENT_LIST_DIR}/cache_node_bench.cc)
 target_link_libraries(glimpse_bench_cache_node
-  PRIVATE glimpse_cache_client glimpse_kvstate_testing glimpse_cache_node_process glimpse_transport
+  PRIVATE glimpse_cache_client glimpse_kvstate_testing glimpse_service_process glimpse_transport
           glimpse_common nlohmann_json::nlohmann_json)
 add_dependencies(glimpse_bench_cache_node glimpse-cache-node)
 target_compile_definitions(glimpse_bench_cache_node PRIVATE

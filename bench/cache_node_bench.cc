@@ -35,12 +35,12 @@
 #include "core/common/grpc/server.h"
 #include "core/common/http_server.h"
 #include "core/common/progress.h"
+#include "core/common/service_process.h"
 #include "core/common/status_macros.h"
 #include "core/kvstate/test_state.h"
 #include "core/kvstate/transfer_header.h"
 #include "core/transport/ucx/ucx_transport.h"
 #include "nlohmann/json.hpp"
-#include "tests/cache_node_process.h"
 
 namespace glimpse::cache_node {
 namespace {
@@ -121,7 +121,7 @@ Percentiles Summarise(std::vector<double> us) {
   return p;
 }
 
-std::unique_ptr<cache_client::CacheClient> NewClient(const testing::NodeProcess& node) {
+std::unique_ptr<cache_client::CacheClient> NewClient(const ServiceProcess& node) {
   auto t = transport::CreateUcxTransport();
   if (!t.ok()) {
     std::fprintf(stderr, "UCX: %s\n", t.status().ToString().c_str());
@@ -137,7 +137,7 @@ std::unique_ptr<cache_client::CacheClient> NewClient(const testing::NodeProcess&
 // `warmup(client, t)` once per thread (connections; untimed), then `body(client, i)` for i in
 // [0, n) spread over the threads; returns the seconds of the bodies.
 template <typename Warmup, typename Body>
-absl::StatusOr<double> RunPhase(const char* label, const testing::NodeProcess& node, int threads,
+absl::StatusOr<double> RunPhase(const char* label, const ServiceProcess& node, int threads,
                                 size_t n, Warmup warmup, Body body) {
   std::unique_ptr<cache_client::CacheClient> client = NewClient(node);
   if (!client) return absl::UnavailableError("cannot create a cache client");
@@ -217,9 +217,9 @@ absl::StatusOr<std::map<std::string, DbBenchRow>> RunDbBench(const Config& c, si
   return rows;
 }
 
-absl::StatusOr<testing::NodeProcess> StartNode(const Config& c, const std::string& db,
-                                               const std::string& warm_bytes) {
-  return testing::NodeProcess::Start(
+absl::StatusOr<ServiceProcess> StartNode(const Config& c, const std::string& db,
+                                         const std::string& warm_bytes) {
+  return ServiceProcess::Start(
       c.node,
       {"--storage.path=" + db, "--warm.bytes=" + warm_bytes,
        absl::StrCat("--storage.block_cache=", kBlockCache),
@@ -304,7 +304,7 @@ Workload MakeWorkload(const Config& c) {
 
 // `lookup_clients` threads, one gRPC channel each, each looking up `lookups` token sequences:
 // a stored state's tokens followed by unstored ones, kLookupTokens in all.
-Percentiles LookupPhase(const Config& c, const testing::NodeProcess& node, const Workload& w,
+Percentiles LookupPhase(const Config& c, const ServiceProcess& node, const Workload& w,
                         int* errors) {
   std::vector<std::vector<double>> lat(c.lookup_clients);
   std::atomic<int> failed{0};
@@ -358,7 +358,7 @@ struct Results {
 
 // RocksDB replays the WAL at start, flushes and compacts: wait (at most 30 s) until /metrics
 // shows no background job and no pending compaction, so gets are not measured against them.
-void WaitForQuietStore(const testing::NodeProcess& node) {
+void WaitForQuietStore(const ServiceProcess& node) {
   const absl::Time start = absl::Now();
   const std::regex jobs(R"(glimpse_cache_node_rocksdb_background_jobs ([0-9.e+]+))");
   const std::regex pending(R"(glimpse_cache_node_rocksdb_pending_compaction_bytes ([0-9.e+]+))");
@@ -380,7 +380,7 @@ void WaitForQuietStore(const testing::NodeProcess& node) {
 absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   const std::string db = c.dir + "/node_db";
   std::filesystem::remove_all(db);
-  ASSIGN_OR_RETURN(testing::NodeProcess node, StartNode(c, db, "1GiB"));
+  ASSIGN_OR_RETURN(ServiceProcess node, StartNode(c, db, "1GiB"));
   ASSIGN_OR_RETURN(
       r->put_s,
       RunPhase(

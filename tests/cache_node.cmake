@@ -1,15 +1,11 @@
 # Cache node, multi-process (owner: cache node). The real glimpse-cache-node binary over real UCX
 # (shm + tcp on loopback): SIGKILL mid-stream and restart, then a RocksDB directory on a full
 # tmpfs. main() is the UCX tests' (routes UCX's log to stderr).
-glimpse_library(glimpse_cache_node_process
-  SRCS ${CMAKE_CURRENT_LIST_DIR}/cache_node_process.cc
-  DEPS absl::status absl::statusor absl::strings absl::time)
-
 add_executable(glimpse_cache_node_crash_test
   ${CMAKE_CURRENT_LIST_DIR}/cache_node_crash_test.cc
   ${CMAKE_SOURCE_DIR}/core/transport/ucx_test_main.cc)
 target_link_libraries(glimpse_cache_node_crash_test PRIVATE
-  glimpse_cache_node_lib glimpse_cache_client glimpse_kvstate_testing glimpse_cache_node_process
+  glimpse_cache_node_lib glimpse_cache_client glimpse_kvstate_testing glimpse_service_process
   glimpse_transport GTest::gtest)
 add_dependencies(glimpse_cache_node_crash_test glimpse-cache-node)
 target_compile_definitions(glimpse_cache_node_crash_test PRIVATE

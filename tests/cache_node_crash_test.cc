@@ -23,10 +23,10 @@
 #include "cache-node/page_store.h"
 #include "core/cache_client/cache_client.h"
 #include "core/common/http_server.h"
+#include "core/common/service_process.h"
 #include "core/kvstate/test_state.h"
 #include "core/transport/ucx/ucx_transport.h"
 #include "gtest/gtest.h"
-#include "tests/cache_node_process.h"
 
 namespace glimpse::cache_node {
 namespace {
@@ -36,7 +36,6 @@ using kvstate::testing::MakeTestState;
 using kvstate::testing::TestModel;
 using kvstate::testing::TestNamespace;
 using kvstate::testing::TestState;
-using testing::NodeProcess;
 
 constexpr char kNode[] = GLIMPSE_CACHE_NODE_BINARY;
 
@@ -66,18 +65,18 @@ class CacheNodeCrashTest : public ::testing::Test {
   }
   void TearDown() override {
     if (mounted_) umount2(mount_point_.c_str(), MNT_DETACH);
-    if (HasFailure()) std::cerr << "node log tail:\n" << testing::Tail(log_) << "\n";
+    if (HasFailure()) std::cerr << "node log tail:\n" << Tail(log_) << "\n";
     std::filesystem::remove_all(dir_);
   }
 
-  absl::StatusOr<NodeProcess> StartNode(const std::string& db,
-                                        std::vector<std::string> extra = {}) {
+  absl::StatusOr<ServiceProcess> StartNode(const std::string& db,
+                                           std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"--storage.path=" + db, "--warm.bytes=4MiB"};
     args.insert(args.end(), extra.begin(), extra.end());
-    return NodeProcess::Start(kNode, args, log_);
+    return ServiceProcess::Start(kNode, args, log_);
   }
 
-  static std::unique_ptr<CacheClient> Client(const NodeProcess& node) {
+  static std::unique_ptr<CacheClient> Client(const ServiceProcess& node) {
     auto t = transport::CreateUcxTransport();
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return nullptr;
@@ -224,7 +223,7 @@ TEST_F(CacheNodeCrashTest, FullDiskGivesAClearErrorAndNoCorruption) {
   const std::string yaml = (dir_ / "node.yaml").string();
   std::ofstream(yaml) << "storage:\n  path: " << db
                       << "\n  write_buffer: 1MiB\nwarm:\n  bytes: 4MiB\n";
-  auto node = NodeProcess::Start(kNode, {"--config", yaml}, log_);
+  auto node = ServiceProcess::Start(kNode, {"--config", yaml}, log_);
   ASSERT_TRUE(node.ok()) << node.status();
   std::unique_ptr<CacheClient> c = Client(*node);
   ASSERT_NE(c, nullptr);

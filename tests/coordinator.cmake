@@ -1,9 +1,9 @@
 # Coordinator, multi-process (owner: coordinator): the real glimpse-coordinator binary is
-# SIGKILLed and restarted on the same RocksDB directory; leases and members are kept. Reuses the
-# cache node's child-process helper (tests/cache_node_process.h; any binary that logs "serving").
+# SIGKILLed and restarted on the same RocksDB directory; leases and members are kept. Uses
+# core/common/service_process.h (any service binary that logs "serving").
 add_executable(glimpse_coordinator_restart_test ${CMAKE_CURRENT_LIST_DIR}/coordinator_restart_test.cc)
 target_link_libraries(glimpse_coordinator_restart_test PRIVATE
-  glimpse_proto glimpse_common_grpc glimpse_cache_node_process GTest::gtest GTest::gtest_main)
+  glimpse_proto glimpse_common_grpc glimpse_service_process GTest::gtest GTest::gtest_main)
 add_dependencies(glimpse_coordinator_restart_test glimpse-coordinator)
 target_compile_definitions(glimpse_coordinator_restart_test PRIVATE
   GLIMPSE_COORDINATOR_BINARY="$<TARGET_FILE:glimpse-coordinator>")

@@ -7,15 +7,12 @@
 #include <thread>
 
 #include "core/common/grpc/server.h"
+#include "core/common/service_process.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "tests/cache_node_process.h"
 
 namespace glimpse {
 namespace {
-
-using cache_node::testing::NodeProcess;
-using cache_node::testing::Tail;
 
 class CoordinatorRestartTest : public ::testing::Test {
  protected:
@@ -30,13 +27,13 @@ class CoordinatorRestartTest : public ::testing::Test {
     if (HasFailure()) std::cerr << "coordinator log:\n" << Tail(log_) << "\n";
     std::filesystem::remove_all(dir_);
   }
-  NodeProcess Start() {
-    absl::StatusOr<NodeProcess> p =
-        NodeProcess::Start(GLIMPSE_COORDINATOR_BINARY,
-                           {"--store.path=" + (dir_ / "db").string(), "--lease.default_ttl=1h",
-                            "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
-                            "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
-                           log_);
+  ServiceProcess Start() {
+    absl::StatusOr<ServiceProcess> p =
+        ServiceProcess::Start(GLIMPSE_COORDINATOR_BINARY,
+                              {"--store.path=" + (dir_ / "db").string(), "--lease.default_ttl=1h",
+                               "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
+                               "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
+                              log_);
     EXPECT_TRUE(p.ok()) << p.status();
     auto channel = ClientChannel(p->grpc_address());
     EXPECT_TRUE(channel.ok());
@@ -96,7 +93,7 @@ class CoordinatorRestartTest : public ::testing::Test {
 };
 
 TEST_F(CoordinatorRestartTest, SigkillAndRestartKeepLeases) {
-  NodeProcess coordinator = Start();
+  ServiceProcess coordinator = Start();
   EXPECT_FALSE(Register().reregistered());
   Route("long", 0);
   v1::EndTurnResponse long_lease = EndTurn("long", 0);  // default_ttl: 1 h

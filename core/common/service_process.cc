@@ -1,4 +1,4 @@
-#include "tests/cache_node_process.h"
+#include "core/common/service_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace glimpse::cache_node::testing {
+namespace glimpse {
 
 std::string Tail(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
@@ -41,10 +41,10 @@ absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout) {
   }
 }
 
-absl::StatusOr<NodeProcess> NodeProcess::Start(const std::string& binary,
-                                               const std::vector<std::string>& args,
-                                               const std::string& log_path,
-                                               absl::Duration ready_timeout) {
+absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
+                                                     const std::vector<std::string>& args,
+                                                     const std::string& log_path,
+                                                     absl::Duration ready_timeout) {
   const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return absl::InternalError(absl::StrCat("open ", log_path, ": ", strerror(errno)));
   off_t start_offset = lseek(fd, 0, SEEK_END);
@@ -65,7 +65,7 @@ absl::StatusOr<NodeProcess> NodeProcess::Start(const std::string& binary,
     _exit(127);
   }
   close(fd);
-  NodeProcess p;
+  ServiceProcess p;
   p.pid_ = pid;
   // {"ts":...,"msg":"serving","program":...,"grpc_port":N,"metrics_port":M}
   const std::regex grpc_re("\"grpc_port\":([0-9]+)"), metrics_re("\"metrics_port\":([0-9]+)");
@@ -94,12 +94,12 @@ absl::StatusOr<NodeProcess> NodeProcess::Start(const std::string& binary,
       absl::StrCat("glimpse-cache-node did not log \"serving\"; log:\n", Tail(log_path)));
 }
 
-NodeProcess::NodeProcess(NodeProcess&& o) noexcept
+ServiceProcess::ServiceProcess(ServiceProcess&& o) noexcept
     : pid_(o.pid_), grpc_port_(o.grpc_port_), metrics_port_(o.metrics_port_) {
   o.pid_ = -1;
 }
 
-NodeProcess& NodeProcess::operator=(NodeProcess&& o) noexcept {
+ServiceProcess& ServiceProcess::operator=(ServiceProcess&& o) noexcept {
   if (this != &o) {
     Kill();
     pid_ = o.pid_;
@@ -110,16 +110,16 @@ NodeProcess& NodeProcess::operator=(NodeProcess&& o) noexcept {
   return *this;
 }
 
-NodeProcess::~NodeProcess() { Kill(); }
+ServiceProcess::~ServiceProcess() { Kill(); }
 
-void NodeProcess::Kill() {
+void ServiceProcess::Kill() {
   if (pid_ <= 0) return;
   kill(pid_, SIGKILL);
   (void)WaitExit(pid_, absl::Seconds(10));
   pid_ = -1;
 }
 
-absl::StatusOr<int> NodeProcess::Terminate(absl::Duration timeout) {
+absl::StatusOr<int> ServiceProcess::Terminate(absl::Duration timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("not running");
   kill(pid_, SIGTERM);
   absl::StatusOr<int> rc = WaitExit(pid_, timeout);
@@ -131,4 +131,4 @@ absl::StatusOr<int> NodeProcess::Terminate(absl::Duration timeout) {
   return rc;
 }
 
-}  // namespace glimpse::cache_node::testing
+}  // namespace glimpse

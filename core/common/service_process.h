@@ -1,7 +1,8 @@
-// A glimpse-cache-node child process for multi-process tests and the benchmark: started with
-// fork + exec, stdout and stderr appended to a log file (so the child never blocks on a full
+// A Glimpse service as a child process (RunServiceMain, core/common/grpc/service_main.h): started
+// with fork + exec, stdout and stderr appended to a log file (so the child never blocks on a full
 // pipe), ready once its "serving" log line (with grpc_port and metrics_port) appears. The
-// destructor SIGKILLs and reaps a child that is still running. Every wait is bounded.
+// destructor SIGKILLs and reaps a child that is still running. Every wait is bounded. Used by
+// `glimpse up` (the local cluster), multi-process tests and benchmarks.
 #pragma once
 
 #include <sys/types.h>
@@ -12,18 +13,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace glimpse::cache_node::testing {
+namespace glimpse {
 
-class NodeProcess {
+class ServiceProcess {
  public:
-  // `binary` is glimpse-cache-node; `args` are its flags (e.g. --storage.path=DIR).
-  static absl::StatusOr<NodeProcess> Start(const std::string& binary,
-                                           const std::vector<std::string>& args,
-                                           const std::string& log_path,
-                                           absl::Duration ready_timeout = absl::Seconds(20));
-  NodeProcess(NodeProcess&& o) noexcept;
-  NodeProcess& operator=(NodeProcess&& o) noexcept;
-  ~NodeProcess();
+  // `binary` is a service (e.g. glimpse-cache-node); `args` are its flags.
+  static absl::StatusOr<ServiceProcess> Start(const std::string& binary,
+                                              const std::vector<std::string>& args,
+                                              const std::string& log_path,
+                                              absl::Duration ready_timeout = absl::Seconds(20));
+  ServiceProcess(ServiceProcess&& o) noexcept;
+  ServiceProcess& operator=(ServiceProcess&& o) noexcept;
+  ~ServiceProcess();
 
   pid_t pid() const { return pid_; }
   int grpc_port() const { return grpc_port_; }
@@ -35,7 +36,7 @@ class NodeProcess {
   absl::StatusOr<int> Terminate(absl::Duration timeout = absl::Seconds(10));
 
  private:
-  NodeProcess() = default;
+  ServiceProcess() = default;
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
@@ -48,4 +49,4 @@ absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout);
 // The last `max_bytes` of a file (for failure messages).
 std::string Tail(const std::string& path, size_t max_bytes = 4000);
 
-}  // namespace glimpse::cache_node::testing
+}  // namespace glimpse

@@ -1,0 +1,60 @@
+#include "core/model/text_stream.h"
+
+#include "core/model/generator.h"
+#include "core/model/session.h"
+#include "core/model/test_model.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::model {
+namespace {
+
+TEST(TextStreamTest, PiecesAreWholeCharactersAndAddUpToTheText) {
+  const Model* model = testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const std::string text = "Grüße aus Köln — 日本語のテキスト 🚀 done.";
+  const std::vector<int32_t> tokens = model->tokenizer().Encode(text);
+  TextStream stream(model->tokenizer());
+  std::string joined;
+  for (int32_t t : tokens) {
+    auto piece = stream.Push(t);
+    ASSERT_TRUE(piece.ok()) << piece.status();
+    EXPECT_EQ(CompleteUtf8Prefix(*piece), piece->size()) << *piece;
+    joined += *piece;
+  }
+  auto rest = stream.Finish();
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(joined + *rest, text);
+}
+
+TEST(TextStreamTest, CompleteUtf8PrefixStopsBeforeASplitCharacter) {
+  EXPECT_EQ(CompleteUtf8Prefix("abc"), 3u);
+  EXPECT_EQ(CompleteUtf8Prefix("ab\xE6\x97"), 2u);      // 3-byte character cut after 2
+  EXPECT_EQ(CompleteUtf8Prefix("ab\xE6\x97\xA5"), 5u);  // complete
+  EXPECT_EQ(CompleteUtf8Prefix("\xF0\x9F\x9A"), 0u);    // 4-byte character cut after 3
+  EXPECT_EQ(CompleteUtf8Prefix(""), 0u);
+}
+
+TEST(DecodeFromTest, StopsWhenTheCallbackSaysSoAndMatchesGenerate) {
+  const Model* model = testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const auto prompt = model->tokenizer().Encode("One, two, three, four,");
+  Session a(*model, testing::SharedPool()), b(*model, testing::SharedPool());
+  auto sa = Sampler::Create({});
+  auto sb = Sampler::Create({});
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  auto full = Generate(a, *sa, prompt, 6);
+  ASSERT_TRUE(full.ok());
+  auto logits = b.Forward(prompt);
+  ASSERT_TRUE(logits.ok());
+  int seen = 0;
+  auto cut = DecodeFrom(b, *sb, *logits, 6, [&](int32_t) { return ++seen < 3; });
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->stop, StopReason::kCancelled);
+  ASSERT_EQ(cut->tokens.size(), 3u);
+  EXPECT_EQ(std::vector<int32_t>(full->tokens.begin(), full->tokens.begin() + 3), cut->tokens);
+  EXPECT_EQ(cut->unfed_token, cut->tokens.back());
+  EXPECT_EQ(b.next_position(), static_cast<int32_t>(prompt.size()) + 2);
+}
+
+}  // namespace
+}  // namespace glimpse::model
