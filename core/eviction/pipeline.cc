@@ -1,31 +1,39 @@
 // PrefillAndEvict: one chunked forward pass with a LayerObserver that copies exactly what the
-// scorer declared (Need bits) into per-layer buffers, then per layer a LayerView → Score(), one
-// Select() over all layers, and KvCache::Retain per (layer, kv-head).
+// scorer declared (Need bits) into per-layer buffers, then Score() per layer (empty session) or
+// per (layer, kv-head) (history), one Select() over all layers, and per (layer, kv-head) a copy of
+// the evicted entries followed by KvCache::Retain.
 //
 // Decisions beyond pipeline.h:
 //   - Window: when the scorer reads an observation window (window() > 0), that window is also the
 //     selection's protected recent window (options.window is overridden), as in SnapKV / PyramidKV
 //     and kvpress, whose window scores are forced to max + 1. Scorers without a window use
-//     options.window unchanged. A prompt shorter than the scorer's window is InvalidArgument,
+//     options.window unchanged. A head shorter than the scorer's window is InvalidArgument,
 //     detected before the prefill.
-//   - Accumulated attention [H, T] is computed chunk by chunk: after a chunk's K/V are appended,
-//     its queries' softmax probabilities against every entry in the cache (scale 1/√hd, causal by
-//     position, the forward pass's own rule) are summed into the layer's row (AccumulateAttention,
-//     kernels/attention_stats.h). Nothing of size T × T is held.
+//   - Accumulated attention is computed chunk by chunk: after a chunk's K/V are appended, its
+//     queries' softmax probabilities against every entry in the cache (scale 1/√hd, causal by
+//     position, the forward pass's own rule) are summed into the query head's row
+//     (AccumulateAttention, kernels/attention_stats.h). Rows are [T_kv] for the head's kv-head
+//     (history + new entries), laid out head after head; with an empty session that is [H, T].
 //   - Memory: captured inputs are held for every layer until scoring, e.g. hidden states cost
-//     L·T·D floats. Keys and values are not copied during the prefill; each layer's [Hkv, T, hd]
-//     view is gathered from the cache just before it is scored.
-//   - A session that is not empty is FailedPrecondition and is left untouched; every later error
-//     resets the session.
+//     L·T·D floats. Keys and values are not copied during the prefill: an empty session's layer
+//     view gathers [Hkv, T, hd] just before scoring; a per-head view points into the cache.
 //   - Lookahead attention (kLookaheadAttention, LookaheadKV) is not captured during the prefill:
-//     after it, RunLookaheadPass (lookahead_pass.h) runs the scorer's module over the prompt's
-//     full cache, leaving the cache as it was; its time counts as scoring (the eviction overhead,
-//     as the paper counts it). The module is checked against the model before the prefill.
+//     after it, the scorer's module runs over the full cache with LookaheadAttentionObserver
+//     (lookahead_pass.h), which scores by position and so takes a ragged history as it is
+//     (RunLookaheadPass itself insists on exactly T entries per head). Its time counts as scoring
+//     (the eviction overhead, as the paper counts it).
+//   - Ragged selection: see pipeline.h (padding with the lowest float between sinks and the rest).
+//     A head shorter than sinks + window then has padding inside the forced window, which counts
+//     against a kPerLayer / kGlobal budget; heads that a previous turn cut to >= sinks + window
+//     (every selection keeps at least that many) never are.
 #include "core/eviction/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -36,35 +44,57 @@
 namespace glimpse::eviction {
 namespace {
 
+using HeadScores = std::vector<std::vector<std::vector<float>>>;  // [layer][kv_head][entry]
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// One layer's captured inputs; each is empty unless its Need bit is set.
-struct LayerCapture {
-  std::vector<float> hidden;      // [T, D]        kHiddenStates
-  std::vector<float> window_q;    // [H, W, hd]    kWindowQueries
-  std::vector<float> pre_rope_q;  // [T, H, hd]    kPreRopeQueries
-  std::vector<float> attention;   // [H, T]        kAccumulatedAttention
+// The turn: N new tokens at positions first … first + N − 1.
+struct Turn {
+  int32_t first = 0;   // P0 = next_position() before the call
+  int64_t n_new = 0;   // N
+  int64_t window = 0;  // the scorer's W (0 = none)
+  bool history() const { return first > 0; }
 };
 
-// Copies what `needs` asks for out of each (chunk, layer). The session starts empty, so a token's
-// position is also its row in the capture and its entry index in the cache.
+// One layer's captured inputs; each is empty unless its Need bit is set.
+struct LayerCapture {
+  std::vector<float> hidden;      // [N, D]        kHiddenStates (no history)
+  std::vector<float> window_q;    // [H, W, hd]    kWindowQueries
+  std::vector<float> pre_rope_q;  // [N, H, hd]    kPreRopeQueries (no history)
+  std::vector<float> attention;   // [Σ_h T_kv(h)] kAccumulatedAttention, row h at row[h]
+  std::vector<int64_t> row;       // [H] offset of query head h's attention row
+};
+
+// Copies what `needs` asks for out of each (chunk, layer). New token t (position first + t) is
+// row t of the hidden / pre-RoPE captures; its entry index in a head is the head's history size
+// plus t.
 class CaptureObserver : public model::LayerObserver {
  public:
-  CaptureObserver(const model::Session& session, uint32_t needs, int64_t n_tokens, int64_t window)
+  CaptureObserver(const model::Session& session, uint32_t needs, const Turn& turn)
       : session_(session),
         c_(session.model().config()),
         needs_(needs),
-        n_tokens_(n_tokens),
-        window_(window),
+        turn_(turn),
         layers_(c_.n_layers) {
-    const int64_t hd = c_.head_dim, H = c_.n_heads;
-    for (LayerCapture& l : layers_) {
-      if (needs & kHiddenStates) l.hidden.resize(n_tokens * c_.hidden);
-      if (needs & kWindowQueries) l.window_q.resize(H * window * hd);
-      if (needs & kPreRopeQueries) l.pre_rope_q.resize(n_tokens * H * hd);
-      if (needs & kAccumulatedAttention) l.attention.assign(H * n_tokens, 0.0f);
+    const int64_t hd = c_.head_dim, H = c_.n_heads, N = turn.n_new, W = turn.window;
+    const int64_t group = c_.n_heads / c_.n_kv_heads;
+    for (int32_t layer = 0; layer < c_.n_layers; ++layer) {
+      LayerCapture& l = layers_[layer];
+      if (needs & kHiddenStates) l.hidden.resize(N * c_.hidden);
+      // Rows of absent queries (N < W) stay NaN: window_attention.h gives them zero attention.
+      if (needs & kWindowQueries) l.window_q.assign(H * W * hd, std::nanf(""));
+      if (needs & kPreRopeQueries) l.pre_rope_q.resize(N * H * hd);
+      if (needs & kAccumulatedAttention) {
+        l.row.resize(H);
+        int64_t size = 0;
+        for (int64_t h = 0; h < H; ++h) {
+          l.row[h] = size;
+          size += session.cache().head(layer, static_cast<int32_t>(h / group)).size() + N;
+        }
+        l.attention.assign(size, 0.0f);
+      }
     }
   }
 
@@ -73,7 +103,7 @@ class CaptureObserver : public model::LayerObserver {
   void OnLayer(int32_t layer, const model::LayerActivations& a) override {
     LayerCapture& l = layers_[layer];
     const int64_t hd = c_.head_dim, H = c_.n_heads, D = c_.hidden;
-    const int64_t first = a.positions[0];  // rows [first, first + n) of the prompt
+    const int64_t first = a.positions[0] - turn_.first;  // rows [first, first + n) of the turn
     if (!l.hidden.empty()) {
       std::memcpy(&l.hidden[first * D], a.xn, a.n_tokens * D * sizeof(float));
     }
@@ -81,22 +111,23 @@ class CaptureObserver : public model::LayerObserver {
       std::memcpy(&l.pre_rope_q[first * H * hd], a.pre_rope_q, a.n_tokens * H * hd * sizeof(float));
     }
     if (!l.window_q.empty()) {
-      const int64_t w0 = n_tokens_ - window_;  // first window position
+      // New token r goes to window row r − w0 with w0 = N − W (negative when N < W).
+      const int64_t W = turn_.window, w0 = turn_.n_new - W;
       for (int64_t t = std::max<int64_t>(0, w0 - first); t < a.n_tokens; ++t) {
         for (int64_t h = 0; h < H; ++h) {
-          std::memcpy(&l.window_q[(h * window_ + first + t - w0) * hd], &a.q[(t * H + h) * hd],
+          std::memcpy(&l.window_q[(h * W + first + t - w0) * hd], &a.q[(t * H + h) * hd],
                       hd * sizeof(float));
         }
       }
     }
-    if (!l.attention.empty()) AccumulateChunk(layer, a, l.attention.data());
+    if (!l.attention.empty()) AccumulateChunk(layer, a, l);
   }
 
   const LayerCapture& layer(int32_t l) const { return layers_[l]; }
 
  private:
-  // attention[h, j] += Σ over the chunk's queries of head h of their probability on entry j.
-  void AccumulateChunk(int32_t layer, const model::LayerActivations& a, float* attention) {
+  // attention[row h][j] += Σ over the chunk's queries of head h of their probability on entry j.
+  void AccumulateChunk(int32_t layer, const model::LayerActivations& a, LayerCapture& l) {
     const int64_t hd = c_.head_dim, H = c_.n_heads, n = a.n_tokens;
     const int64_t group = c_.n_heads / c_.n_kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -107,7 +138,7 @@ class CaptureObserver : public model::LayerObserver {
           std::memcpy(&q_rows[t * hd], &a.q[(t * H + h) * hd], hd * sizeof(float));
         }
         const model::KvHead& kv = session_.cache().head(layer, static_cast<int32_t>(h / group));
-        kernels::AccumulateAttention(attention + h * n_tokens_, q_rows.data(), a.positions,
+        kernels::AccumulateAttention(l.attention.data() + l.row[h], q_rows.data(), a.positions,
                                      kv.keys.data(), kv.positions.data(), scale, n, kv.size(), hd);
       }
     });
@@ -116,8 +147,7 @@ class CaptureObserver : public model::LayerObserver {
   const model::Session& session_;
   const model::ModelConfig& c_;
   const uint32_t needs_;
-  const int64_t n_tokens_;
-  const int64_t window_;
+  const Turn turn_;
   std::vector<LayerCapture> layers_;
 };
 
@@ -134,28 +164,37 @@ void GatherCache(const model::KvCache& cache, int32_t layer, bool keys, std::vec
   }
 }
 
-// Scores every layer from the captured inputs. scores[layer] is [Hkv, T].
-// `lookahead` is [layer][Hkv, T] when the scorer needs kLookaheadAttention, else empty.
-// Scores one layer into `scores` ([Hkv, T]); `preference` is set for CAKE (may be null).
+LayerView BaseView(const model::Session& session, const Scorer& scorer, int32_t layer) {
+  const model::ModelConfig& c = session.model().config();
+  return LayerView{.layer = layer,
+                   .n_layers = c.n_layers,
+                   .n_heads = c.n_heads,
+                   .n_kv_heads = c.n_kv_heads,
+                   .head_dim = c.head_dim,
+                   .hidden = c.hidden,
+                   .window = scorer.window(),
+                   .rope_inv_freq = session.rope_inv_freq().data(),
+                   .rope_style = c.rope_style};
+}
+
+absl::Status Annotate(const absl::Status& status, const Scorer& scorer, std::string_view where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("scorer '", std::string(scorer.name()), "' at ",
+                                   std::string(where), ": ", std::string(status.message())));
+}
+
+// Empty session: scores one layer into `scores` ([Hkv, T]); `preference` is set for CAKE (may be
+// null). `lookahead` is [layer][Hkv · T] when the scorer needs kLookaheadAttention, else empty.
 absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& capture,
-                        const Scorer& scorer, int32_t layer, int64_t n_tokens,
-                        std::span<const int32_t> positions,
+                        const Scorer& scorer, int32_t layer, std::span<const int32_t> positions,
                         const std::vector<std::vector<float>>& lookahead,
                         std::vector<float>& scores, double* preference) {
-  const model::ModelConfig& c = session.model().config();
   const uint32_t needs = scorer.needs();
   const LayerCapture& l = capture.layer(layer);
-  LayerView view{.layer = layer,
-                 .n_layers = c.n_layers,
-                 .n_heads = c.n_heads,
-                 .n_kv_heads = c.n_kv_heads,
-                 .head_dim = c.head_dim,
-                 .hidden = c.hidden,
-                 .n_tokens = n_tokens,
-                 .positions = positions.data(),
-                 .window = scorer.window(),
-                 .rope_inv_freq = session.rope_inv_freq().data(),
-                 .rope_style = c.rope_style};
+  LayerView view = BaseView(session, scorer, layer);
+  view.n_tokens = static_cast<int64_t>(positions.size());
+  view.positions = positions.data();
   std::vector<float> keys, values;  // [Hkv, T, hd]
   if (needs & kHiddenStates) view.hidden_states = l.hidden.data();
   if (needs & kKeys) {
@@ -171,49 +210,153 @@ absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& ca
   if (needs & kAccumulatedAttention) view.accumulated_attention = l.attention.data();
   if (needs & kLayerWeights) view.weights = &session.model().weights().layers[layer];
   if (needs & kLookaheadAttention) view.lookahead_attention = lookahead[layer].data();
-  scores.assign(int64_t{c.n_kv_heads} * n_tokens, 0.0f);
-  absl::Status status = preference != nullptr
-                            ? scorer.ScoreWithPreference(view, scores.data(), preference)
-                            : scorer.Score(view, scores.data());
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat("scorer '", std::string(scorer.name()), "' at layer ", layer,
-                                   ": ", std::string(status.message())));
+  scores.assign(view.n_kv_heads * view.n_tokens, 0.0f);
+  const absl::Status status = preference != nullptr
+                                  ? scorer.ScoreWithPreference(view, scores.data(), preference)
+                                  : scorer.Score(view, scores.data());
+  return Annotate(status, scorer, absl::StrCat("layer ", layer));
 }
 
-// Scores every layer, layers in parallel on the session's pool: scorers are stateless and run
-// single-threaded inside, so this is what keeps scoring on all cores like the prefill it follows.
-// CAKE: the layer preference P_l goes to Select (Schedule::kCake) when `preferences` is set.
-absl::StatusOr<std::vector<std::vector<float>>> ScoreLayers(
-    const model::Session& session, const CaptureObserver& capture, const Scorer& scorer,
-    int64_t n_tokens, std::span<const int32_t> positions,
-    const std::vector<std::vector<float>>& lookahead, std::vector<double>* preferences) {
-  const int32_t n_layers = session.model().config().n_layers;
-  std::vector<std::vector<float>> scores(n_layers);
-  std::vector<absl::Status> statuses(n_layers);
-  session.pool().ParallelFor(n_layers, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t layer = begin; layer < end; ++layer) {
-      double* preference = preferences != nullptr ? &(*preferences)[layer] : nullptr;
-      statuses[layer] = ScoreLayer(session, capture, scorer, static_cast<int32_t>(layer), n_tokens,
-                                   positions, lookahead, scores[layer], preference);
+// History: scores one (layer, kv-head) alone into `scores` ([T_h]). `lookahead` is
+// [layer][Hkv · P] by position (P = next_position()) when needed.
+absl::Status ScoreHead(const model::Session& session, const CaptureObserver& capture,
+                       const Scorer& scorer, int32_t layer, int32_t kv_head,
+                       const std::vector<std::vector<float>>& lookahead,
+                       std::vector<float>& scores) {
+  const uint32_t needs = scorer.needs();
+  const LayerCapture& l = capture.layer(layer);
+  const model::KvHead& kv = session.cache().head(layer, kv_head);
+  LayerView view = BaseView(session, scorer, layer);
+  const int32_t group = view.n_heads / view.n_kv_heads;
+  view.n_heads = group;
+  view.n_kv_heads = 1;
+  view.n_tokens = kv.size();
+  view.positions = kv.positions.data();
+  if (needs & kKeys) view.keys = kv.keys.data();
+  if (needs & kValues) view.values = kv.values.data();
+  if (needs & kWindowQueries) {
+    view.window_queries =
+        l.window_q.data() + int64_t{kv_head} * group * view.window * view.head_dim;
+  }
+  if (needs & kAccumulatedAttention) {
+    view.accumulated_attention = l.attention.data() + l.row[int64_t{kv_head} * group];
+  }
+  std::vector<float> by_entry;  // [T_h]
+  if (needs & kLookaheadAttention) {
+    const float* by_position = lookahead[layer].data() + int64_t{kv_head} * session.next_position();
+    by_entry.resize(kv.size());
+    for (int64_t j = 0; j < kv.size(); ++j) by_entry[j] = by_position[kv.positions[j]];
+    view.lookahead_attention = by_entry.data();
+  }
+  scores.assign(kv.size(), 0.0f);
+  return Annotate(scorer.Score(view, scores.data()), scorer,
+                  absl::StrCat("layer ", layer, " kv-head ", kv_head));
+}
+
+// Scores every entry, layers (empty session) or heads (history) in parallel on the session's pool:
+// scorers are stateless and single-threaded inside, so this keeps scoring on all cores like the
+// prefill it follows. CAKE: the layer preference P_l goes to `preferences` when it is non-empty.
+absl::StatusOr<HeadScores> ScoreAll(const model::Session& session, const CaptureObserver& capture,
+                                    const Scorer& scorer, const Turn& turn,
+                                    const std::vector<std::vector<float>>& lookahead,
+                                    std::vector<double>& preferences) {
+  const int32_t L = session.model().config().n_layers, Hkv = session.model().config().n_kv_heads;
+  HeadScores scores(L, std::vector<std::vector<float>>(Hkv));
+  const int64_t tasks = turn.history() ? int64_t{L} * Hkv : L;
+  std::vector<absl::Status> statuses(tasks);
+  std::vector<int32_t> positions(turn.n_new);  // empty session: entry t is token t
+  for (int64_t t = 0; t < turn.n_new; ++t) positions[t] = static_cast<int32_t>(t);
+  session.pool().ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> layer_scores;  // [Hkv, T]
+    for (int64_t task = begin; task < end; ++task) {
+      if (turn.history()) {
+        const int32_t layer = static_cast<int32_t>(task / Hkv),
+                      h = static_cast<int32_t>(task % Hkv);
+        statuses[task] = ScoreHead(session, capture, scorer, layer, h, lookahead, scores[layer][h]);
+        continue;
+      }
+      const int32_t layer = static_cast<int32_t>(task);
+      double* preference = preferences.empty() ? nullptr : &preferences[layer];
+      statuses[task] = ScoreLayer(session, capture, scorer, layer, positions, lookahead,
+                                  layer_scores, preference);
+      for (int32_t h = 0; h < Hkv && statuses[task].ok(); ++h) {
+        scores[layer][h].assign(layer_scores.begin() + h * turn.n_new,
+                                layer_scores.begin() + (h + 1) * turn.n_new);
+      }
     }
   });
   for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   return scores;
 }
 
-// Drops the evicted entries of every (layer, kv-head); returns their kept positions.
-absl::StatusOr<std::vector<std::vector<std::vector<int32_t>>>> ApplyKept(model::KvCache& cache,
-                                                                         const KeptEntries& kept) {
-  std::vector<std::vector<std::vector<int32_t>>> positions(kept.size());
-  for (int32_t layer = 0; layer < static_cast<int32_t>(kept.size()); ++layer) {
-    positions[layer].resize(kept[layer].size());
-    for (int32_t h = 0; h < static_cast<int32_t>(kept[layer].size()); ++h) {
-      RETURN_IF_ERROR(cache.Retain(layer, h, kept[layer][h]));
-      positions[layer][h] = cache.head(layer, h).positions;
+// Select() over heads of different lengths: each head's row is padded to the longest head with the
+// lowest float, placed after its first `sinks` entries (so its own sinks and window stay forced);
+// kept padding is dropped. Heads of equal length (an empty session) are passed through as they are.
+absl::StatusOr<KeptEntries> SelectRagged(const HeadScores& scores, const SelectionOptions& options,
+                                         const std::vector<double>& preferences) {
+  const int32_t Hkv = static_cast<int32_t>(scores[0].size());
+  int64_t T = 0;
+  for (const auto& layer : scores) {
+    for (const std::vector<float>& head : layer) T = std::max<int64_t>(T, head.size());
+  }
+  auto split = [&](int64_t size) { return std::clamp<int64_t>(options.sinks, 0, size); };
+  std::vector<std::vector<float>> padded(scores.size());  // [layer][Hkv · T]
+  for (size_t l = 0; l < scores.size(); ++l) {
+    padded[l].assign(Hkv * T, std::numeric_limits<float>::lowest());
+    for (int32_t h = 0; h < Hkv; ++h) {
+      const std::vector<float>& s = scores[l][h];
+      const int64_t head = split(s.size()), pad = T - static_cast<int64_t>(s.size());
+      float* row = padded[l].data() + h * T;
+      std::copy(s.begin(), s.begin() + head, row);
+      std::copy(s.begin() + head, s.end(), row + head + pad);
     }
   }
-  return positions;
+  ASSIGN_OR_RETURN(KeptEntries kept, Select(padded, T, Hkv, options, preferences));
+  for (size_t l = 0; l < scores.size(); ++l) {
+    for (int32_t h = 0; h < Hkv; ++h) {
+      const int64_t head = split(scores[l][h].size());
+      const int64_t pad = T - static_cast<int64_t>(scores[l][h].size());
+      std::vector<int64_t>& k = kept[l][h];
+      k.erase(std::remove_if(k.begin(), k.end(),
+                             [&](int64_t i) { return i >= head && i < head + pad; }),
+              k.end());
+      for (int64_t& i : k) i = i < head ? i : i - pad;
+    }
+  }
+  return kept;
+}
+
+// Copies the evicted entries of every (layer, kv-head) out of the cache, then drops them there.
+absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
+  const int64_t hd = cache.head_dim();
+  const int32_t L = cache.n_layers(), Hkv = cache.n_kv_heads();
+  result.kept_positions.assign(L, std::vector<std::vector<int32_t>>(Hkv));
+  result.evicted.assign(L, std::vector<model::KvHead>(Hkv));
+  for (int32_t layer = 0; layer < L; ++layer) {
+    for (int32_t h = 0; h < Hkv; ++h) {
+      const model::KvHead& kv = cache.head(layer, h);
+      const std::vector<int64_t>& keep = result.kept[layer][h];
+      model::KvHead& out = result.evicted[layer][h];
+      const int64_t n_out = kv.size() - static_cast<int64_t>(keep.size());
+      out.keys.reserve(n_out * hd);
+      out.values.reserve(n_out * hd);
+      out.positions.reserve(n_out);
+      size_t next = 0;  // the next kept index
+      for (int64_t j = 0; j < kv.size(); ++j) {
+        if (next < keep.size() && keep[next] == j) {
+          ++next;
+          continue;
+        }
+        out.keys.insert(out.keys.end(), kv.keys.begin() + j * hd, kv.keys.begin() + (j + 1) * hd);
+        out.values.insert(out.values.end(), kv.values.begin() + j * hd,
+                          kv.values.begin() + (j + 1) * hd);
+        out.positions.push_back(kv.positions[j]);
+      }
+      RETURN_IF_ERROR(cache.Retain(layer, h, keep));
+      result.kept_positions[layer][h] = cache.head(layer, h).positions;
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The scorer's lookahead module, checked against the session's model; null when not needed.
@@ -230,44 +373,102 @@ absl::StatusOr<const LookaheadModule*> CheckLookahead(const model::Session& sess
   return module;
 }
 
-absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int32_t> prompt,
-                                   const Scorer& scorer, SelectionOptions options) {
-  const int64_t n_tokens = static_cast<int64_t>(prompt.size());
-  const int64_t window = scorer.window();
-  if (window > 0) {
-    if (n_tokens < window) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prompt of ", n_tokens, " tokens is shorter than scorer '",
-                       std::string(scorer.name()), "''s window of ", window));
-    }
-    options.window = window;
+// LookaheadKV's second pass over the session's whole cache, ragged or not: [layer][Hkv · P] by
+// position, P = next_position() (lookahead_pass.h's observer and call, without RunLookaheadPass's
+// requirement that every head hold all P entries). The cache is left as it was.
+absl::StatusOr<std::vector<std::vector<float>>> LookaheadByPosition(model::Session& session,
+                                                                    const LookaheadModule& module) {
+  ASSIGN_OR_RETURN(const model::LoraAdapter adapter,
+                   module.AdapterFor(session.model().config(), session.model().fingerprint()));
+  LookaheadAttentionObserver observer(session, session.next_position(), module.n_lookahead());
+  const model::EmbeddingsCall call{
+      .lora = &adapter, .keep_entries = false, .all_logits = false, .observer = &observer};
+  RETURN_IF_ERROR(session.ForwardEmbeddings(module.embeddings(), call).status());
+  return std::move(observer.scores());
+}
+
+// Checks what can be checked before the prefill; the session is not touched.
+absl::Status CheckTurn(const model::Session& session, const Turn& turn, const Scorer& scorer,
+                       const SelectionOptions& options) {
+  const std::string name(scorer.name());
+  if (turn.n_new < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PrefillAndEvict needs at least one new token; got none at position ", turn.first));
   }
-  ASSIGN_OR_RETURN(const LookaheadModule* lookahead_module, CheckLookahead(session, scorer));
+  if (turn.history()) {
+    constexpr std::pair<Need, const char*> kNotForHistory[] = {
+        {kHiddenStates, "hidden states (kHiddenStates)"},
+        {kPreRopeQueries, "pre-RoPE queries (kPreRopeQueries)"},
+        {kLayerWeights, "the layer's weights across kv-heads (kLayerWeights)"}};
+    for (const auto& [need, what] : kNotForHistory) {
+      if ((scorer.needs() & need) == 0) continue;
+      return absl::FailedPreconditionError(
+          absl::StrCat("scorer '", name, "' needs ", what, ", which a session with history (",
+                       turn.first, " tokens) cannot provide for its entries"));
+    }
+    if (options.schedule == Schedule::kCake) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Schedule::kCake needs one preference per layer; scorer '", name,
+          "' scores a session with history (", turn.first, " tokens) one kv-head at a time"));
+    }
+  }
+  if (turn.window == 0) return absl::OkStatus();
+  const model::KvCache& cache = session.cache();
+  for (int32_t l = 0; l < cache.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+      const int64_t entries = cache.head(l, h).size() + turn.n_new;
+      if (entries >= turn.window) continue;
+      if (!turn.history()) {
+        return absl::InvalidArgumentError(absl::StrCat("prompt of ", turn.n_new,
+                                                       " tokens is shorter than scorer '", name,
+                                                       "''s window of ", turn.window));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("layer ", l, " kv-head ", h, " would hold ",
+                                                     entries, " entries, fewer than scorer '", name,
+                                                     "''s window of ", turn.window));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// With history a ratio budget counts the session's tokens (pipeline.h).
+SelectionOptions EffectiveOptions(const Turn& turn, SelectionOptions options) {
+  if (turn.window > 0) options.window = turn.window;
+  if (turn.history() && options.budget_tokens == 0 && options.budget_ratio > 0.0 &&
+      options.budget_ratio <= 1.0) {
+    const double tokens = static_cast<double>(turn.first + turn.n_new);
+    options.budget_tokens = std::max<int64_t>(1, std::llround(options.budget_ratio * tokens));
+    options.budget_ratio = 0.0;
+  }
+  return options;
+}
+
+// Everything after the checks: prefill, lookahead pass, scoring, selection, eviction.
+absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int32_t> tokens,
+                                   const Scorer& scorer, const Turn& turn,
+                                   const SelectionOptions& options,
+                                   const LookaheadModule* lookahead_module) {
   EvictionResult result;
   const auto prefill_start = std::chrono::steady_clock::now();
-  CaptureObserver capture(session, scorer.needs(), n_tokens, window);
-  ASSIGN_OR_RETURN(result.last_logits, session.Forward(prompt, /*all_logits=*/false, &capture));
+  CaptureObserver capture(session, scorer.needs(), turn);
+  ASSIGN_OR_RETURN(result.last_logits, session.Forward(tokens, /*all_logits=*/false, &capture));
   result.prefill_seconds = SecondsSince(prefill_start);
 
   const auto scoring_start = std::chrono::steady_clock::now();
-  std::vector<int32_t> positions(n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) positions[t] = static_cast<int32_t>(t);
-  std::vector<std::vector<float>> lookahead;  // [layer][Hkv, T]
+  std::vector<std::vector<float>> lookahead;  // [layer][Hkv · P] by position
   if (lookahead_module != nullptr) {
-    ASSIGN_OR_RETURN(lookahead, RunLookaheadPass(session, *lookahead_module));
+    ASSIGN_OR_RETURN(lookahead, LookaheadByPosition(session, *lookahead_module));
     result.lookahead_seconds = SecondsSince(scoring_start);
   }
   // Schedule::kCake takes the scorer's per-layer preferences (CAKE); other scorers have none, and
   // Select then reports the missing layer_preference.
   std::vector<double> preferences;
-  const bool cake = options.schedule == Schedule::kCake && scorer.has_layer_preference();
-  if (cake) preferences.assign(session.model().config().n_layers, 0.0);
-  ASSIGN_OR_RETURN(std::vector<std::vector<float>> scores,
-                   ScoreLayers(session, capture, scorer, n_tokens, positions, lookahead,
-                               cake ? &preferences : nullptr));
-  ASSIGN_OR_RETURN(result.kept, Select(scores, n_tokens, session.model().config().n_kv_heads,
-                                       options, preferences));
-  ASSIGN_OR_RETURN(result.kept_positions, ApplyKept(session.cache(), result.kept));
+  if (options.schedule == Schedule::kCake && scorer.has_layer_preference()) {
+    preferences.assign(session.model().config().n_layers, 0.0);
+  }
+  ASSIGN_OR_RETURN(result.scores, ScoreAll(session, capture, scorer, turn, lookahead, preferences));
+  ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options, preferences));
+  RETURN_IF_ERROR(ApplyKept(session.cache(), result));
   result.scoring_seconds = SecondsSince(scoring_start);
   return result;
 }
@@ -275,16 +476,19 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
 }  // namespace
 
 absl::StatusOr<EvictionResult> PrefillAndEvict(model::Session& session,
-                                               std::span<const int32_t> prompt,
+                                               std::span<const int32_t> tokens,
                                                const Scorer& scorer,
                                                const SelectionOptions& options) {
-  if (session.next_position() != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("PrefillAndEvict needs an empty session; this one is at position ",
-                     session.next_position()));
-  }
-  absl::StatusOr<EvictionResult> result = Run(session, prompt, scorer, options);
-  if (!result.ok()) session.Reset();
+  const Turn turn{.first = session.next_position(),
+                  .n_new = static_cast<int64_t>(tokens.size()),
+                  .window = scorer.window()};
+  RETURN_IF_ERROR(CheckTurn(session, turn, scorer, options));
+  ASSIGN_OR_RETURN(const LookaheadModule* lookahead_module, CheckLookahead(session, scorer));
+  absl::StatusOr<EvictionResult> result =
+      Run(session, tokens, scorer, turn, EffectiveOptions(turn, options), lookahead_module);
+  // The session's own checks fail before anything is appended; later errors leave a half-done
+  // turn, which is dropped together with the history.
+  if (!result.ok() && session.next_position() != turn.first) session.Reset();
   return result;
 }
 

@@ -100,6 +100,10 @@ void WindowAttention(const LayerView& view, int64_t window, int32_t head, float*
   const float scale = std::sqrt(static_cast<float>(hd));
   for (int64_t i = 0; i < window; ++i) {
     float* row = probs + i * T;
+    if (std::isnan(q[i * hd])) {  // an absent query (window_attention.h): no attention at all
+      std::fill(row, row + T, 0.0f);
+      continue;
+    }
     const int64_t visible = T - window + i + 1;  // causal: keys [0, T − W + i]
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < visible; ++j) {

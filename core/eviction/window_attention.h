@@ -29,6 +29,10 @@ absl::Status ValidateWindow(const LayerView& view, int64_t window, std::string_v
 // probs: [window, T]. Reads the last `window` rows of view.window_queries for query head `head`
 // and the keys of its kv-head (head / group). Requires ValidateView(kKeys | kWindowQueries) and
 // ValidateWindow(window) to have passed.
+// NOTE: a query row whose first element is NaN is absent: its probs row is all zeros. The pipeline
+// marks so the rows it has no query for, when a turn over a session's history has fewer new tokens
+// than W (pipeline.h); scorers then average over W rows of which only the present ones carry mass
+// (SnapKV's means scale by present / W, which keeps their order).
 void WindowAttention(const LayerView& view, int64_t window, int32_t head, float* probs);
 
 // out[kv, n] = mean over the group's query heads of x[h, n]; x: [H, n], out: [Hkv, n].
