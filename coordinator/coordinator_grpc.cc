@@ -110,6 +110,7 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext*, const v1::EndTurnReq
   EndTurnRequest r{req->session_id(), req->kv_tokens(), req->tool_name(),
                    Hint(req->expected_duration_ms()), std::nullopt};
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
+  r.turn_failed = req->turn_failed();
   absl::StatusOr<LeaseResult> l = service_->EndTurn(r);
   if (!l.ok()) return ToGrpcStatus(l.status());
   resp->set_ttl_ms(Ms(l->ttl));

@@ -271,6 +271,7 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r)
     return absl::FailedPreconditionError(
         absl::StrFormat("EndTurn %s: no turn is running (route the turn first)", r.session));
   }
+  if (r.turn_failed) return EndFailedTurnLocked(s, r, now);
   if (r.prefill_wait.has_value() && !s.last_route_hot && s.turns > 1) {
     estimator_.ObservePrefillQueueDelay(*r.prefill_wait);  // a reload's share of Q
     estimator_dirty_ = true;
@@ -306,6 +307,18 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r)
   }
   PersistLocked(s);
   return out;
+}
+
+LeaseResult CoordinatorService::EndFailedTurnLocked(SessionState& s, const EndTurnRequest& r,
+                                                    absl::Time now) {
+  s.turn_ended = now;
+  s.tool.clear();
+  s.tool_reported = true;  // no tool call follows a failed turn: nothing to sample
+  s.kv_tokens = r.kv_tokens;
+  s.ttl = absl::ZeroDuration();
+  if (s.tier != SessionTier::kWarm) DemoteLocked(s, DemoteReason::kTurnFailed);
+  PersistLocked(s);
+  return {absl::ZeroDuration(), absl::InfinitePast(), "turn-failed", 0.0, 0};
 }
 
 absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEnded(

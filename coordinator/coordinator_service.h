@@ -98,6 +98,9 @@ struct EndTurnRequest {
   std::optional<absl::Duration> expected_duration;  // client hint
   // How long this turn's prefill waited in its prefill worker's queue, when the caller knows.
   std::optional<absl::Duration> prefill_wait;
+  // The turn did not finish on its decode worker: no lease, the session is demoted now (its next
+  // turn goes warm or recomputes) and the pause that follows is not a tool-duration sample.
+  bool turn_failed = false;
 };
 
 struct LeaseResult {
@@ -189,7 +192,8 @@ class CoordinatorService {
     kTtlZero,
     kMoved,
     kEnded,
-    kTurnTimeout
+    kTurnTimeout,
+    kTurnFailed
   };
   struct Plan {
     std::string worker;
@@ -203,6 +207,7 @@ class CoordinatorService {
   void SweepLocked(absl::Time now);
   void ReapLocked(absl::Time now);
   void DemoteLocked(SessionState& s, DemoteReason reason);
+  LeaseResult EndFailedTurnLocked(SessionState& s, const EndTurnRequest& r, absl::Time now);
   void PersistLocked(const SessionState& s);
   void MaybeSaveEstimatorLocked(absl::Time now, bool force);
   absl::Status ValidateRouteLocked(const RouteRequest& r) const;

@@ -121,6 +121,32 @@ TEST_F(CoordinatorServiceTest, LeaseKeepsSessionHotUntilItExpires) {
   Invariants();
 }
 
+TEST_F(CoordinatorServiceTest, AFailedTurnGetsNoLeaseAndNoToolSample) {
+  AddCluster(10'000);
+  absl::StatusOr<RouteResult> r = svc_->RouteTurn(Turn("s1", 0, 500, 100));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string worker = r->decode.id;
+  EndTurnRequest failed{"s1", 0, "grep", std::nullopt, std::nullopt};
+  failed.turn_failed = true;
+  absl::StatusOr<LeaseResult> l = svc_->EndTurn(failed);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->ttl, absl::ZeroDuration());
+  EXPECT_EQ(l->source, "turn-failed");
+  absl::StatusOr<SessionState> s = svc_->GetSession("s1");
+  EXPECT_EQ(s->tier, SessionTier::kWarm);
+  EXPECT_EQ(s->reserved_bytes, 0);
+  // The worker is told to drop whatever it kept of the session.
+  auto released = svc_->Heartbeat(worker, {});
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(*released, std::vector<std::string>{"s1"});
+  clock_.Advance(Seconds(3));
+  r = svc_->RouteTurn(Turn("s1", 0, 500, 100));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->hot_hit);
+  EXPECT_TRUE(svc_->Stats().tools.empty());  // the 3 s pause was no tool call
+  Invariants();
+}
+
 TEST_F(CoordinatorServiceTest, DeadNodeSessionsFallBackToWarmAndRoutingAvoidsIt) {
   AddCluster(10'000);
   absl::StatusOr<RouteResult> r = svc_->RouteTurn(Turn("s1", 0, 50, 10));
