@@ -1,0 +1,143 @@
+#include "decode-worker/coordinator_link.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::decode_worker {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(5);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+}
+
+std::string NewIncarnation() {
+  std::random_device rd;
+  return absl::StrCat(absl::ToUnixMicros(absl::Now()), "-", rd());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorLink>> CoordinatorLink::Start(
+    CoordinatorLinkOptions options, std::function<v1::NodeLoad()> load,
+    std::function<void(const std::string&)> release) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   ClientChannel(options.coordinator_address, options.tls));
+  auto stub = v1::Coordinator::NewStub(channel);
+  return std::unique_ptr<CoordinatorLink>(new CoordinatorLink(std::move(options), std::move(stub),
+                                                              std::move(load), std::move(release)));
+}
+
+CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options,
+                                 std::unique_ptr<v1::Coordinator::Stub> stub,
+                                 std::function<v1::NodeLoad()> load,
+                                 std::function<void(const std::string&)> release)
+    : options_(std::move(options)),
+      incarnation_(NewIncarnation()),
+      stub_(std::move(stub)),
+      load_(std::move(load)),
+      release_(std::move(release)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+CoordinatorLink::~CoordinatorLink() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (!registered()) return;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::DeregisterRequest req;
+  req.set_node_id(options_.node_id);
+  v1::DeregisterResponse resp;
+  grpc::Status s = stub_->Deregister(&ctx, req, &resp);
+  if (!s.ok()) log::Warning("deregister failed", {{"error", s.error_message()}});
+}
+
+bool CoordinatorLink::registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registered_;
+}
+
+bool CoordinatorLink::Sleep(absl::Duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoMilliseconds(d), [this] { return stopping_; });
+  return !stopping_;
+}
+
+bool CoordinatorLink::Register(absl::Duration* interval) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::RegisterNodeRequest req;
+  req.set_node_id(options_.node_id);
+  req.set_role(options_.role);
+  req.set_grpc_address(options_.grpc_address);
+  req.set_ucx_address(options_.ucx_address);
+  req.set_capacity_bytes(options_.capacity_bytes);
+  req.set_incarnation(incarnation_);
+  v1::RegisterNodeResponse resp;
+  grpc::Status s = stub_->RegisterNode(&ctx, req, &resp);
+  if (!s.ok()) {
+    log::Warning("registering with the coordinator failed; retrying",
+                 {{"coordinator", options_.coordinator_address},
+                  {"code", static_cast<long long>(s.error_code())},
+                  {"error", s.error_message()}});
+    return false;
+  }
+  *interval = absl::Milliseconds(std::max<int64_t>(resp.heartbeat_interval_ms(), 10));
+  log::Info("registered with the coordinator",
+            {{"coordinator", options_.coordinator_address},
+             {"node_id", options_.node_id},
+             {"heartbeat_ms", static_cast<long long>(resp.heartbeat_interval_ms())}});
+  return true;
+}
+
+bool CoordinatorLink::Heartbeat() {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::HeartbeatRequest req;
+  req.set_node_id(options_.node_id);
+  *req.mutable_load() = load_();
+  v1::HeartbeatResponse resp;
+  grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+  if (!s.ok()) {
+    log::Warning("heartbeat failed; registering again",
+                 {{"code", static_cast<long long>(s.error_code())}, {"error", s.error_message()}});
+    return false;
+  }
+  for (const std::string& session : resp.release_sessions()) release_(session);
+  return true;
+}
+
+void CoordinatorLink::Loop() {
+  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Duration interval = absl::Seconds(1);
+  while (true) {
+    if (!Register(&interval)) {
+      if (!Sleep(backoff)) return;
+      backoff = std::min(backoff * 2, kMaxBackoff);
+      continue;
+    }
+    backoff = absl::Milliseconds(100);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered_ = true;
+    }
+    while (Sleep(interval)) {
+      if (!Heartbeat()) break;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    registered_ = false;
+  }
+}
+
+}  // namespace glimpse::decode_worker

@@ -1,0 +1,62 @@
+// A worker's membership in the coordinator (proto/glimpse/v1/coordinator.proto): registers the
+// node, then heartbeats at the interval the coordinator asks for with the node's load, and hands
+// every session the coordinator releases (lease ended, demoted) to `release`. A coordinator that
+// cannot be reached is retried with backoff and logged; a heartbeat the coordinator refuses
+// (declared dead, forgotten after its restart) registers again. The destructor deregisters.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "core/common/grpc/server.h"
+#include "glimpse/v1/coordinator.grpc.pb.h"
+
+namespace glimpse::decode_worker {
+
+struct CoordinatorLinkOptions {
+  std::string coordinator_address;
+  TlsFiles tls;
+  std::string node_id;
+  v1::NodeRole role = v1::NODE_ROLE_DECODE;
+  std::string grpc_address;  // where this node serves
+  std::string ucx_address;   // its transport address (opaque)
+  int64_t capacity_bytes = 0;
+};
+
+class CoordinatorLink {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorLink>> Start(
+      CoordinatorLinkOptions options, std::function<v1::NodeLoad()> load,
+      std::function<void(const std::string&)> release);
+  ~CoordinatorLink();
+
+  bool registered() const;
+
+ private:
+  CoordinatorLink(CoordinatorLinkOptions options, std::unique_ptr<v1::Coordinator::Stub> stub,
+                  std::function<v1::NodeLoad()> load,
+                  std::function<void(const std::string&)> release);
+  void Loop();
+  bool Register(absl::Duration* interval);
+  bool Heartbeat();
+  // Waits `d` or until stopping; false when stopping.
+  bool Sleep(absl::Duration d);
+
+  const CoordinatorLinkOptions options_;
+  const std::string incarnation_;
+  const std::unique_ptr<v1::Coordinator::Stub> stub_;
+  const std::function<v1::NodeLoad()> load_;
+  const std::function<void(const std::string&)> release_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;    // GUARDED_BY(mu_)
+  bool registered_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace glimpse::decode_worker

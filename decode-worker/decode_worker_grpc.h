@@ -1,0 +1,45 @@
+// The gRPC face of a decode worker (proto/glimpse/v1/decode_worker.proto): validates requests,
+// runs one turn at a time on the TurnRunner (one model, one thread pool) and streams its events.
+// A client that goes away stops the decode after the current token; the turn's state is still
+// stored. Metrics: glimpse_decode_worker_{turns_total{source},errors_total{code},
+// generated_tokens_total, ttft_seconds, turn_seconds, hot_sessions, hot_bytes,
+// state_bytes_total, full_fp16_bytes_total}.
+#pragma once
+
+#include <mutex>
+
+#include "core/common/metrics.h"
+#include "decode-worker/turn_runner.h"
+#include "glimpse/v1/decode_worker.grpc.pb.h"
+
+namespace glimpse::decode_worker {
+
+// The wire request as a TurnRequest; InvalidArgument naming the field.
+absl::StatusOr<TurnRequest> FromProto(const v1::DecodeTurnRequest& request);
+
+class DecodeWorkerGrpc final : public v1::DecodeWorker::Service {
+ public:
+  // Neither is owned; both outlive the service. Metrics go to `registry`.
+  DecodeWorkerGrpc(TurnRunner& runner, HotSessions& hot, metrics::MetricsRegistry& registry);
+
+  grpc::Status DecodeTurn(grpc::ServerContext* context, const v1::DecodeTurnRequest* request,
+                          grpc::ServerWriter<v1::DecodeEvent>* writer) override;
+  grpc::Status ReleaseSession(grpc::ServerContext* context,
+                              const v1::ReleaseSessionRequest* request,
+                              v1::ReleaseSessionResponse* response) override;
+
+ private:
+  grpc::Status Fail(const absl::Status& status);
+
+  TurnRunner& runner_;
+  HotSessions& hot_;
+  metrics::MetricsRegistry& registry_;
+  metrics::Histogram& ttft_;
+  metrics::Histogram& turn_seconds_;
+  metrics::Counter& generated_;
+  metrics::Counter& state_bytes_;
+  metrics::Counter& full_bytes_;
+  std::mutex turn_mu_;  // one turn at a time
+};
+
+}  // namespace glimpse::decode_worker

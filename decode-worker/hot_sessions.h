@@ -1,0 +1,72 @@
+// The sessions whose KV this decode worker holds in memory (the hot tier), with their token ids, so
+// a next turn that extends the same conversation continues without loading anything.
+//
+// A turn checks its session out (exclusive use while it runs) and returns it at the end. Memory is
+// bounded: returning a session that brings the total over the capacity drops the least recently
+// used idle sessions (their state is on a cache node already; the coordinator's lease only asks
+// the worker to keep them, it cannot make room). Release drops a session when its lease ends; a
+// session released while checked out is dropped when it is returned. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/kvstate/state_key.h"
+#include "core/model/session.h"
+
+namespace glimpse::decode_worker {
+
+struct HotSession {
+  std::unique_ptr<model::Session> session;
+  std::vector<int32_t> tokens;  // the ids whose KV the session holds (next_position() of them)
+  kvstate::NamespaceKey namespace_key{};
+
+  int64_t bytes() const { return session ? session->cache().TotalBytes() : 0; }
+};
+
+struct HotStats {
+  int64_t sessions = 0;
+  int64_t bytes = 0;
+  int64_t busy = 0;  // checked out by a running turn
+};
+
+class HotSessions {
+ public:
+  explicit HotSessions(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+
+  // The session's hot copy (nullopt when it has none) for exclusive use; FailedPrecondition when
+  // a turn of the same session is already running.
+  absl::StatusOr<std::optional<HotSession>> Checkout(const std::string& id);
+  // Ends the checkout: keeps `session` hot (unless released meanwhile) and makes room.
+  void Return(const std::string& id, HotSession session);
+  // Ends a checkout whose turn failed: the session has no hot copy any more.
+  void Abandon(const std::string& id);
+  // Drops the hot copy; returns the bytes freed (0 when it held none; a checked-out session is
+  // dropped at Return and counts 0 now).
+  int64_t Release(const std::string& id);
+
+  HotStats Stats() const;
+
+ private:
+  struct Entry {
+    std::optional<HotSession> hot;  // empty while checked out or for a new session
+    bool busy = false;
+    bool released = false;  // release requested during the checkout
+    uint64_t last_used = 0;
+  };
+  void MakeRoomLocked(const std::string& keep);
+
+  const int64_t capacity_bytes_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
+  int64_t bytes_ = 0;                     // GUARDED_BY(mu_): bytes of the idle hot copies
+  uint64_t clock_ = 0;                    // GUARDED_BY(mu_)
+};
+
+}  // namespace glimpse::decode_worker

@@ -1,0 +1,128 @@
+// One turn of a session on a decode worker (DESIGN.md §1, the decode side):
+//
+//   1. Start state: the worker's hot copy when its tokens are a proper prefix of the request's
+//      (hot); else the longest stored prefix on the cache node, its retained pages loaded into a
+//      fresh session (warm); else an empty session (recompute). A cache node that cannot be
+//      reached is logged and treated as a miss: the turn recomputes instead of failing.
+//   2. Prefill the remaining tokens with the policy: no eviction ("none"), or prefill with
+//      eviction (core/eviction/pipeline.h): every entry, history and new, scored, the budget
+//      max(ceil(ratio × tokens), sinks + window) kept per (layer, kv-head).
+//   3. Decode, streaming tokens (a callback returning false, e.g. a cancelled client, stops it).
+//   4. Write the new state — the hot cache as retained pages and this turn's evicted entries as
+//      evicted pages, importance from the scores — to the cache node under the state key of the
+//      tokens it summarises, and wait for the node's acknowledgement (so a turn reported done is
+//      durable); then keep the session hot.
+// Errors found before the turn starts (token ids outside the vocabulary, a conversation that fills
+// the context, bad sampling, an unusable scorer, a turn of the session already running) are
+// InvalidArgument / FailedPrecondition with the session untouched; a failure once the prefill ran
+// drops the hot copy (what the cache node stored is intact, so the next turn goes warm).
+// RunTurn calls are serialised by the caller (one model, one thread pool).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cache_client/cache_client.h"
+#include "core/eviction/scorer.h"
+#include "core/kvpage/codec.h"
+#include "core/model/generator.h"
+#include "core/model/model.h"
+#include "core/model/sampler.h"
+#include "decode-worker/hot_sessions.h"
+
+namespace glimpse::decode_worker {
+
+struct Policy {
+  std::string method;  // a scorer name; "" keeps everything
+  double budget_ratio = 1.0;
+  kvpage::Codec codec = kvpage::Codec::kFp16;
+};
+
+// Checks and converts the wire form: method known (or "" / "none"), ratio in (0, 1] when a method
+// is set, codec known. InvalidArgument naming the field otherwise.
+absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
+                                   std::string_view codec);
+
+enum class Source { kHot, kWarm, kRecompute };
+std::string_view SourceName(Source s);
+
+struct TurnRequest {
+  std::string session_id;
+  kvstate::NamespaceKey namespace_key{};
+  std::vector<int32_t> tokens;
+  model::SamplingOptions sampling;
+  int32_t max_tokens = 0;
+  Policy policy;
+};
+
+struct TurnStart {
+  Source source = Source::kRecompute;
+  int32_t reused_tokens = 0;
+  int32_t prefilled_tokens = 0;
+  int64_t kept_entries = 0;
+  int64_t total_entries = 0;
+  double load_seconds = 0.0;
+  double prefill_seconds = 0.0;
+  double ttft_seconds = 0.0;  // set when the first token is streamed
+};
+
+struct TurnResult {
+  TurnStart start;
+  model::StopReason stop = model::StopReason::kMaxTokens;
+  int32_t generated_tokens = 0;
+  int64_t kv_tokens = 0;
+  int64_t kv_entries = 0;
+  int64_t hot_tokens = 0;
+  uint64_t state_bytes = 0;
+  uint64_t full_fp16_bytes = 0;
+  std::optional<kvstate::StateKey> state_key;  // unset when no cache node took the state
+  double decode_tokens_per_second = 0.0;
+};
+
+struct TurnCallbacks {
+  std::function<void(const TurnStart&)> started;
+  // Newly generated ids and the text they complete; false stops decoding.
+  std::function<bool(std::span<const int32_t>, const std::string&)> tokens;
+};
+
+struct TurnRunnerOptions {
+  int64_t page_tokens = 64;
+  int32_t max_output_tokens = 4096;
+  int64_t sinks = 4;
+  int64_t window = 32;
+  std::string lookahead_module;  // the LookaheadKV module for method "lookahead"
+};
+
+class TurnRunner {
+ public:
+  // `cache` may be null (no cache node: states are not stored, nothing is warm).
+  TurnRunner(const model::Model& model, kernels::ThreadPool& pool, cache_client::CacheClient* cache,
+             HotSessions& hot, TurnRunnerOptions options);
+
+  absl::StatusOr<TurnResult> Run(const TurnRequest& request, const TurnCallbacks& callbacks);
+
+ private:
+  absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
+  absl::StatusOr<const eviction::Scorer*> ScorerFor(const Policy& policy);
+  absl::StatusOr<HotSession> StartState(const TurnRequest& r, std::optional<HotSession> hot,
+                                        TurnStart* start);
+  std::optional<HotSession> LoadWarm(const TurnRequest& r, TurnStart* start);
+
+  const model::Model& model_;
+  kernels::ThreadPool& pool_;
+  cache_client::CacheClient* const cache_;
+  HotSessions& hot_;
+  const TurnRunnerOptions options_;
+  kvstate::Fingerprint fingerprint_{};
+  std::mutex scorers_mu_;
+  std::map<std::string, std::unique_ptr<eviction::Scorer>> scorers_;  // GUARDED_BY(scorers_mu_)
+};
+
+}  // namespace glimpse::decode_worker

@@ -1,0 +1,228 @@
+// Turns on the real default model against a real cache node (in-process, gRPC + loopback
+// transport): recompute, hot and warm starts, eviction with its evicted pages stored, and bad
+// input that leaves the hot copy alone.
+#include "decode-worker/turn_runner.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "cache-node/cache_node_grpc.h"
+#include "core/common/clock.h"
+#include "core/common/grpc/server.h"
+#include "core/model/generator.h"
+#include "core/model/test_model.h"
+#include "core/transport/loopback/loopback_transport.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::decode_worker {
+namespace {
+
+class TurnRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("turn_runner_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    cache_node::CacheNodeOptions o;
+    o.storage.path = dir_.string();
+    o.storage.sync = false;
+    o.retention_sweep_interval = absl::ZeroDuration();
+    fabric_ = transport::NewLoopbackFabric();
+    auto node = cache_node::CacheNodeService::Create(
+        o, *transport::CreateLoopbackTransport(fabric_), Clock::Real());
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+    adapter_ = std::make_unique<cache_node::CacheNodeGrpc>(node_.get());
+    auto server = GrpcServer::Start({}, {adapter_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto client = cache_client::CacheClient::Create(
+        {"127.0.0.1:" + std::to_string(server_->port()), {}, absl::Seconds(30)},
+        *transport::CreateLoopbackTransport(fabric_));
+    ASSERT_TRUE(client.ok()) << client.status();
+    cache_ = *std::move(client);
+    hot_ = std::make_unique<HotSessions>(int64_t{1} << 30);
+    runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
+                                           *hot_, TurnRunnerOptions{});
+  }
+  void TearDown() override {
+    runner_.reset();
+    cache_.reset();
+    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(1));
+    if (node_) node_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::vector<int32_t> Chat(const std::string& user) const {
+    const model::Tokenizer& tok = model_->tokenizer();
+    return tok.Encode(tok.ApplyChatTemplate({{"user", user}}, true));
+  }
+  std::vector<int32_t> Encode(const std::string& text) const {
+    return model_->tokenizer().Encode(text);
+  }
+
+  TurnRequest Request(std::vector<int32_t> tokens, const std::string& method = "",
+                      double ratio = 1.0, const std::string& codec = "fp16") const {
+    TurnRequest r;
+    r.session_id = "s1";
+    r.namespace_key = kvstate::MakeNamespaceKey(
+        "tenant", *kvstate::FingerprintFromHex(model_->fingerprint()), method + codec);
+    r.tokens = std::move(tokens);
+    r.max_tokens = 6;
+    r.policy = *ParsePolicy(method, ratio, codec);
+    return r;
+  }
+
+  // Runs a turn, collecting the streamed ids and text.
+  absl::StatusOr<TurnResult> Run(const TurnRequest& r, std::vector<int32_t>* ids = nullptr,
+                                 std::string* text = nullptr, int stop_after = 0) {
+    int seen = 0;
+    TurnCallbacks cb;
+    cb.tokens = [&](std::span<const int32_t> got, const std::string& piece) {
+      if (ids) ids->insert(ids->end(), got.begin(), got.end());
+      if (text) *text += piece;
+      seen += static_cast<int>(got.size());
+      return stop_after == 0 || seen < stop_after;
+    };
+    return runner_->Run(r, cb);
+  }
+
+  const model::Model* model_ = nullptr;
+  std::filesystem::path dir_;
+  std::shared_ptr<transport::LoopbackFabric> fabric_;
+  std::unique_ptr<cache_node::CacheNodeService> node_;
+  std::unique_ptr<cache_node::CacheNodeGrpc> adapter_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<cache_client::CacheClient> cache_;
+  std::unique_ptr<HotSessions> hot_;
+  std::unique_ptr<TurnRunner> runner_;
+};
+
+TEST_F(TurnRunnerTest, RecomputeGeneratesWhatAPlainSessionGenerates) {
+  const auto prompt = Chat("What is the capital of France?");
+  std::vector<int32_t> ids;
+  std::string text;
+  auto turn = Run(Request(prompt), &ids, &text);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_EQ(turn->start.source, Source::kRecompute);
+  EXPECT_EQ(turn->start.prefilled_tokens, static_cast<int32_t>(prompt.size()));
+
+  model::Session plain(*model_, model::testing::SharedPool());
+  auto sampler = model::Sampler::Create({});
+  auto want = model::Generate(plain, *sampler, prompt, 6);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(ids, want->tokens);
+  EXPECT_EQ(text, *model_->tokenizer().Decode(want->tokens));
+  // The stored state summarises the prompt and every generated token but the last sampled one.
+  ASSERT_TRUE(turn->state_key.has_value());
+  EXPECT_EQ(turn->kv_tokens, static_cast<int64_t>(prompt.size() + ids.size() - 1));
+  EXPECT_GT(turn->state_bytes, 0u);
+  EXPECT_EQ(turn->start.kept_entries, turn->start.total_entries);
+}
+
+TEST_F(TurnRunnerTest, NextTurnsContinueHotThenWarmAndGenerateTheSame) {
+  std::vector<int32_t> conversation = Chat("Name three colours of the rainbow.");
+  std::vector<int32_t> ids;
+  auto t1 = Run(Request(conversation), &ids);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  conversation.insert(conversation.end(), ids.begin(), ids.end());
+  const auto more = Encode(
+      "<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n"
+      "<|im_start|>assistant\n");
+  conversation.insert(conversation.end(), more.begin(), more.end());
+
+  std::vector<int32_t> hot_ids;
+  auto hot = Run(Request(conversation), &hot_ids);
+  ASSERT_TRUE(hot.ok()) << hot.status();
+  EXPECT_EQ(hot->start.source, Source::kHot);
+  EXPECT_EQ(hot->start.reused_tokens, t1->kv_tokens);
+
+  // The same turn again after the hot copy is gone: from the cache node. Turn 2's stored state
+  // holds tokens this request lacks (what turn 2 generated), so the longest stored prefix is
+  // turn 1's state.
+  hot_->Release("s1");
+  std::vector<int32_t> warm_ids;
+  auto warm = Run(Request(conversation), &warm_ids);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->start.source, Source::kWarm);
+  EXPECT_EQ(warm->start.reused_tokens, t1->kv_tokens);
+  EXPECT_GT(warm->start.load_seconds, 0.0);
+  EXPECT_EQ(warm_ids, hot_ids);  // fp16 pages of fp32 KV: the same greedy tokens here
+}
+
+TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
+  std::string long_text;
+  for (int i = 0; i < 12; ++i) long_text += "Paris is the capital of France and a city of art. ";
+  const auto prompt = Chat(long_text + "Summarise.");
+  auto turn = Run(Request(prompt, "streamingllm", 0.3, "int8"));
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  const int64_t heads = int64_t{model_->config().n_layers} * model_->config().n_kv_heads;
+  // Budget max(ceil(0.3 · T), sinks 4 + window 32) per head.
+  const int64_t budget = std::max<int64_t>(std::ceil(0.3 * prompt.size()), 36);
+  EXPECT_EQ(turn->start.kept_entries, budget * heads);
+  EXPECT_EQ(turn->start.total_entries, static_cast<int64_t>(prompt.size()) * heads);
+  EXPECT_EQ(turn->kv_entries, turn->start.kept_entries + (turn->generated_tokens - 1) * heads);
+  ASSERT_TRUE(turn->state_key.has_value());
+  auto stored = cache_->Get(*turn->state_key, *kvstate::FingerprintFromHex(model_->fingerprint()));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  int64_t retained = 0, evicted = 0;
+  for (const kvstate::PageRef& p : stored->manifest.pages) {
+    (p.tier == kvstate::Tier::kRetained ? retained : evicted) += p.n_tokens;
+  }
+  EXPECT_EQ(retained, turn->kv_entries);
+  EXPECT_EQ(evicted, turn->start.total_entries - turn->start.kept_entries);
+  // int8 pages: about a quarter of fp16 plus headers and scales.
+  EXPECT_LT(turn->state_bytes, turn->full_fp16_bytes);
+}
+
+TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {
+  std::vector<int32_t> ids;
+  auto turn = Run(Request(Chat("Count from one to ten.")), &ids, nullptr, /*stop_after=*/2);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_EQ(turn->stop, model::StopReason::kCancelled);
+  EXPECT_EQ(ids.size(), 2u);
+  EXPECT_TRUE(turn->state_key.has_value());
+}
+
+TEST_F(TurnRunnerTest, BadInputIsRefusedAndTheHotCopyStays) {
+  const auto prompt = Chat("Hello!");
+  ASSERT_TRUE(Run(Request(prompt)).ok());
+  ASSERT_EQ(hot_->Stats().sessions, 1);
+
+  TurnRequest bad = Request(prompt);
+  bad.tokens.push_back(model_->config().vocab_size);
+  EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = Request(prompt);
+  bad.max_tokens = 0;
+  EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = Request(std::vector<int32_t>(model_->config().context_length, 1));
+  EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = Request(prompt);
+  bad.policy.method = "lookahead";  // this runner has no module
+  EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(hot_->Stats().sessions, 1);
+
+  EXPECT_EQ(ParsePolicy("nope", 0.5, "fp16").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParsePolicy("snapkv", 0.0, "fp16").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParsePolicy("snapkv", 0.5, "fp4").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
+  auto dead = cache_client::CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(2)},
+                                                *transport::CreateLoopbackTransport(fabric_));
+  ASSERT_TRUE(dead.ok());
+  HotSessions hot(int64_t{1} << 30);
+  TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), hot, {});
+  auto turn = runner.Run(Request(Chat("Hi")), {});
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_EQ(turn->start.source, Source::kRecompute);
+  EXPECT_FALSE(turn->state_key.has_value());
+  EXPECT_EQ(hot.Stats().sessions, 1);
+}
+
+}  // namespace
+}  // namespace glimpse::decode_worker

@@ -1,0 +1,122 @@
+#include "frontend/frontend_config.h"
+
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::frontend {
+namespace {
+
+absl::StatusOr<int32_t> PositiveInt32(const Config& c, const char* key) {
+  const int64_t v = c.GetInt(key);
+  if (v < 1 || v > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %d must be in [1, 2^31)", key, v));
+  }
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+std::vector<ConfigKey> FrontendConfigKeys() {
+  using T = ConfigType;
+  return {
+      {"coordinator", T::kString, "", "The coordinator's gRPC address (host:port).", true},
+      {"model", T::kString, "",
+       "GGUF model file or Hugging Face directory (tokenizer, chat template, vocabulary, context, "
+       "fingerprint); empty: the default model, fetched and cached as `glimpse generate` does."},
+      {"client_tls.ca", T::kString, "",
+       "PEM CA that signed the coordinator's and decode workers' certificates; empty: plaintext."},
+      {"client_tls.cert", T::kString, "",
+       "PEM client certificate for mutual TLS to the coordinator and decode workers."},
+      {"client_tls.key", T::kString, "", "PEM private key of client_tls.cert."},
+      {"auth.tokens_file", T::kString, "",
+       "YAML map bearer token -> tenant; empty: no authentication, every caller is tenant "
+       "\"default\"."},
+      {"auth.salt_secret_file", T::kString, "",
+       "Secret (>= 16 bytes) behind every tenant salt, HMAC-SHA256(secret, tenant); shared by all "
+       "frontends. Required with auth.tokens_file; without both, a random secret per process."},
+      {"policy.method", T::kString, "none",
+       "Default eviction method when a request names none: none (keep all) or a scorer "
+       "(glimpse evict --help)."},
+      {"policy.budget_ratio", T::kDouble, "0",
+       "Default kept fraction in (0, 1] for a scorer; 0 with method none."},
+      {"policy.codec", T::kString, "fp16",
+       "Default page codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2); also fills a request's "
+       "empty codec."},
+      {"limits.max_prompt_tokens", T::kInt, "0",
+       "Longest conversation a request may send, in tokens; 0: the model's context - 1."},
+      {"limits.default_max_tokens", T::kInt, "256", "Tokens generated when a request says 0."},
+      {"limits.max_output_tokens", T::kInt, "4096", "The most tokens a request may ask for."},
+      {"limits.max_tool_hint", T::kDuration, "1h",
+       "Longest expected_tool_ms / observed_duration_ms accepted (the coordinator's "
+       "lease.max_hint)."},
+      {"routing.max_queue_wait", T::kDuration, "0s",
+       "How long a turn may wait for decode memory (RouteTurn); 0s: the coordinator's default."},
+      {"coordinator_timeout", T::kDuration, "10s",
+       "Deadline of each coordinator call (RouteTurn adds routing.max_queue_wait); the caller's "
+       "deadline, when shorter, wins."},
+  };
+}
+
+absl::StatusOr<FrontendOptions> OptionsFromConfig(const Config& c) {
+  FrontendOptions o;
+  o.coordinator_address = c.GetString("coordinator");
+  o.client_tls = {c.GetString("client_tls.cert"), c.GetString("client_tls.key"),
+                  c.GetString("client_tls.ca")};
+  if (!o.client_tls.cert_file.empty() && o.client_tls.ca_file.empty()) {
+    return absl::InvalidArgumentError("client_tls.cert is set but client_tls.ca is not");
+  }
+  o.coordinator_timeout = c.GetDuration("coordinator_timeout");
+  o.max_queue_wait = c.GetDuration("routing.max_queue_wait");
+  o.max_tool_hint = c.GetDuration("limits.max_tool_hint");
+  if (o.coordinator_timeout <= absl::ZeroDuration() || o.max_queue_wait < absl::ZeroDuration() ||
+      o.max_tool_hint < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "coordinator_timeout must be > 0; routing.max_queue_wait and limits.max_tool_hint >= 0");
+  }
+  o.max_prompt_tokens = c.GetInt("limits.max_prompt_tokens");
+  if (o.max_prompt_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("limits.max_prompt_tokens: %d is negative", o.max_prompt_tokens));
+  }
+  ASSIGN_OR_RETURN(o.default_max_tokens, PositiveInt32(c, "limits.default_max_tokens"));
+  ASSIGN_OR_RETURN(o.max_output_tokens, PositiveInt32(c, "limits.max_output_tokens"));
+  o.default_policy.set_method(c.GetString("policy.method"));
+  o.default_policy.set_budget_ratio(c.GetDouble("policy.budget_ratio"));
+  o.default_policy.set_codec(c.GetString("policy.codec"));
+  absl::StatusOr<v1::EvictionPolicy> policy = ResolvePolicy(o.default_policy, "fp16");
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.*: ", policy.status().message()));
+  }
+  return o;
+}
+
+absl::StatusOr<Tenancy> LoadTenancy(const Config& c) {
+  Tenancy t;
+  const std::string& tokens_file = c.GetString("auth.tokens_file");
+  const std::string& secret_file = c.GetString("auth.salt_secret_file");
+  if (tokens_file.empty()) {
+    t.auth = Authenticator::None();
+  } else {
+    ASSIGN_OR_RETURN(t.auth, Authenticator::FromFile(tokens_file));
+    if (secret_file.empty()) {
+      return absl::InvalidArgumentError(
+          "auth.salt_secret_file is required with auth.tokens_file: every frontend must derive "
+          "the same tenant salts (e.g. openssl rand -hex 32 > salt.secret)");
+    }
+  }
+  if (!secret_file.empty()) {
+    ASSIGN_OR_RETURN(t.salt_secret, LoadSaltSecret(secret_file));
+    return t;
+  }
+  ASSIGN_OR_RETURN(t.salt_secret, RandomSaltSecret());
+  t.random_secret = true;
+  log::Warning(
+      "no auth.salt_secret_file: using a random salt secret; stored KV states will not be "
+      "reusable after this frontend restarts or from another frontend process");
+  return t;
+}
+
+}  // namespace glimpse::frontend

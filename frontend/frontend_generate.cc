@@ -1,0 +1,209 @@
+// FrontendService::Generate: one turn, authenticate → resolve → route → decode → end turn.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "core/common/grpc/status.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "frontend/frontend_service.h"
+
+namespace glimpse::frontend {
+
+struct FrontendService::Call {
+  Call(grpc::ServerContext* c, grpc::ServerWriter<v1::GenerateEvent>* w,
+       const v1::GenerateRequest& r)
+      : ctx(c), writer(w), req(r), received(absl::Now()) {}
+
+  grpc::ServerContext* ctx;
+  grpc::ServerWriter<v1::GenerateEvent>* writer;
+  const v1::GenerateRequest& req;
+  absl::Time received;
+  std::string tenant;
+  std::string scoped;  // ScopedSessionId(tenant, req.session_id())
+  Turn turn;
+  kvstate::NamespaceKey ns{};
+  int64_t history_tokens = 0;
+  v1::RouteTurnResponse route;
+  bool first_token_sent = false;
+  std::unique_ptr<grpc::ClientContext> worker_ctx;
+};
+
+namespace {
+
+std::string WorkerName(const v1::RouteTurnResponse& route) {
+  return absl::StrFormat("%s at %s", route.decode_worker_id(), route.decode_grpc_address());
+}
+
+}  // namespace
+
+grpc::Status FrontendService::Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
+                                       grpc::ServerWriter<v1::GenerateEvent>* writer) {
+  metrics_->in_flight().Add(1);
+  absl::Status st = RunGenerate(ctx, *req, writer);
+  metrics_->in_flight().Add(-1);
+  metrics_->Request("Generate", st.code());
+  return ToGrpcStatus(st);
+}
+
+absl::Status FrontendService::RunGenerate(grpc::ServerContext* ctx, const v1::GenerateRequest& req,
+                                          grpc::ServerWriter<v1::GenerateEvent>* writer) {
+  Call call(ctx, writer, req);
+  ASSIGN_OR_RETURN(call.tenant, Authenticate(*ctx));
+  ASSIGN_OR_RETURN(call.turn, ResolveTurn(req, model_->tokenizer(), limits_));
+  call.scoped = ScopedSessionId(call.tenant, req.session_id());
+  call.ns = kvstate::MakeNamespaceKey(TenantSalt(salt_secret_, call.tenant), fingerprint_,
+                                      call.turn.policy_string);
+  ASSIGN_OR_RETURN(std::optional<v1::SessionInfo> session,
+                   FindSession(ctx, call.tenant, req.session_id()));
+  const int64_t n = static_cast<int64_t>(call.turn.tokens.size());
+  call.history_tokens = session.has_value() ? std::min(session->kv_tokens(), n - 1) : 0;
+  RETURN_IF_ERROR(Route(call));
+  absl::StatusOr<v1::TurnDone> done = RunOnWorker(call);
+  if (!done.ok()) {
+    AbandonTurn(call);
+    return done.status();
+  }
+  return FinishTurn(call, *done);
+}
+
+absl::Status FrontendService::Route(Call& call) {
+  v1::RouteTurnRequest req;
+  req.set_session_id(call.scoped);
+  req.set_tenant(call.tenant);
+  req.set_history_tokens(call.history_tokens);
+  req.set_new_tokens(static_cast<int64_t>(call.turn.tokens.size()) - call.history_tokens);
+  req.set_max_output_tokens(call.turn.sampling.max_tokens());
+  // tool_name stays empty: the tool whose result this turn carries is the one named at the last
+  // EndTurn (the request's tool_name is the pause after this turn).
+  req.set_max_queue_wait_ms(absl::ToInt64Milliseconds(options_.max_queue_wait));
+  std::unique_ptr<grpc::ClientContext> ctx = CoordinatorContext(call.ctx, options_.max_queue_wait);
+  grpc::Status st = coordinator_->RouteTurn(ctx.get(), req, &call.route);
+  if (!st.ok()) return CoordinatorError("RouteTurn", st, call.scoped, call.req.session_id());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TurnDone> FrontendService::RunOnWorker(Call& call) {
+  absl::StatusOr<v1::DecodeWorker::Stub*> stub = DecodeStub(call.route.decode_grpc_address());
+  if (!stub.ok()) return WorkerFailure(call, ToGrpcStatus(stub.status()));
+  v1::DecodeTurnRequest req;
+  req.set_session_id(call.scoped);
+  req.set_namespace_key(call.ns.data(), call.ns.size());
+  req.mutable_tokens()->Assign(call.turn.tokens.begin(), call.turn.tokens.end());
+  *req.mutable_sampling() = call.turn.sampling;
+  *req.mutable_policy() = call.turn.policy;
+  // Propagated: the caller's deadline and cancellation reach the worker.
+  call.worker_ctx = grpc::ClientContext::FromServerContext(*call.ctx);
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
+      (*stub)->DecodeTurn(call.worker_ctx.get(), req);
+  v1::DecodeEvent event;
+  std::optional<v1::TurnDone> done;
+  absl::Status forwarded;
+  while (reader->Read(&event)) {
+    if (!forwarded.ok()) continue;  // cancelled below: drain what is already in flight
+    forwarded = ForwardEvent(call, event);
+    if (!forwarded.ok()) call.worker_ctx->TryCancel();
+    if (event.has_done()) done = event.done();
+  }
+  grpc::Status finish = reader->Finish();
+  // A turn that reached TurnDone is ended with its KV even when the caller left meanwhile.
+  if (done.has_value()) {
+    if (!finish.ok()) {
+      log::Warning("decode worker failed after TurnDone",
+                   {{"worker", WorkerName(call.route)}, {"error", finish.error_message()}});
+    }
+    return *done;
+  }
+  if (!forwarded.ok()) return forwarded;
+  if (finish.ok()) {
+    finish = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream ended without TurnDone");
+  }
+  return WorkerFailure(call, finish);
+}
+
+absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& event) {
+  v1::GenerateEvent out;
+  if (event.has_started()) {
+    *out.mutable_started() = event.started();
+    out.set_decode_worker_id(call.route.decode_worker_id());
+    out.set_queue_wait_ms(call.route.queue_wait_ms());
+    metrics_->TurnStarted(event.started());
+  } else if (event.has_tokens()) {
+    *out.mutable_tokens() = event.tokens();
+    metrics_->Streamed(event.tokens());
+    if (!call.first_token_sent && event.tokens().token_ids_size() > 0) {
+      call.first_token_sent = true;
+      metrics_->FirstToken(absl::ToDoubleSeconds(absl::Now() - call.received));
+    }
+  } else if (event.has_done()) {
+    *out.mutable_done() = event.done();
+  } else {
+    return absl::OkStatus();  // an event this frontend does not know: not forwarded
+  }
+  if (!call.writer->Write(out)) {
+    return absl::CancelledError("the caller went away; the turn was cancelled");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrontendService::WorkerFailure(Call& call, const grpc::Status& status) {
+  if (call.ctx->IsCancelled()) {
+    if (absl::ToChronoTime(absl::Now()) >= call.ctx->deadline()) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "the deadline passed during the turn on decode worker %s", WorkerName(call.route)));
+    }
+    return absl::CancelledError("the caller cancelled the turn");
+  }
+  metrics_->WorkerFailure();
+  const absl::Status cause = FromGrpcStatus(status);
+  log::Error(
+      "decode worker failed mid-turn",
+      {{"worker", WorkerName(call.route)}, {"session", call.scoped}, {"error", cause.ToString()}});
+  if (cause.code() == absl::StatusCode::kInvalidArgument) {
+    return absl::InvalidArgumentError(absl::StrFormat("decode worker %s rejected the turn: %s",
+                                                      WorkerName(call.route), cause.message()));
+  }
+  return absl::UnavailableError(absl::StrFormat("decode worker %s failed mid-turn: %s",
+                                                WorkerName(call.route), cause.ToString()));
+}
+
+// The turn failed: end it as failed, so its reservation is released, no lease is set and the
+// next turn reloads from a cache node. Not bound by the caller's deadline, which may have passed.
+void FrontendService::AbandonTurn(Call& call) {
+  v1::EndTurnRequest req;
+  req.set_session_id(call.scoped);
+  req.set_kv_tokens(0);
+  req.set_turn_failed(true);
+  v1::EndTurnResponse resp;
+  grpc::Status st = coordinator_->EndTurn(CoordinatorContext(nullptr).get(), req, &resp);
+  if (!st.ok()) {
+    log::Warning("could not end the failed turn",
+                 {{"session", call.scoped}, {"error", st.error_message()}});
+  }
+}
+
+absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
+  metrics_->TurnDone(done, absl::ToDoubleSeconds(absl::Now() - call.received));
+  v1::EndTurnRequest req;
+  req.set_session_id(call.scoped);
+  req.set_kv_tokens(done.hot_tokens());
+  req.set_tool_name(call.req.tool_name());
+  req.set_expected_duration_ms(call.req.expected_tool_ms());
+  v1::EndTurnResponse resp;
+  // Not bound by the caller's deadline: the turn ran, its KV must get a lease or be released.
+  grpc::Status st = coordinator_->EndTurn(CoordinatorContext(nullptr).get(), req, &resp);
+  if (!st.ok()) return CoordinatorError("EndTurn", st, call.scoped, call.req.session_id());
+  v1::GenerateEvent event;
+  v1::TurnLease* lease = event.mutable_lease();
+  lease->set_ttl_ms(resp.ttl_ms());
+  lease->set_ttl_source(resp.ttl_source());
+  lease->set_reuse_probability(resp.reuse_probability());
+  log::Info("turn done", {{"session", call.scoped},
+                          {"worker", call.route.decode_worker_id()},
+                          {"generated", static_cast<long long>(done.generated_tokens())},
+                          {"kv_tokens", static_cast<long long>(done.hot_tokens())},
+                          {"ttl_ms", static_cast<long long>(resp.ttl_ms())}});
+  if (!call.writer->Write(event)) return absl::CancelledError("the caller went away");
+  return absl::OkStatus();
+}
+
+}  // namespace glimpse::frontend

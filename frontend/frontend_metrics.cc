@@ -1,0 +1,74 @@
+#include "frontend/frontend_metrics.h"
+
+#include <algorithm>
+#include <string>
+
+namespace glimpse::frontend {
+namespace {
+
+std::string SourceName(v1::StateSource source) {
+  switch (source) {
+    case v1::STATE_SOURCE_HOT:
+      return "hot";
+    case v1::STATE_SOURCE_WARM:
+      return "warm";
+    case v1::STATE_SOURCE_RECOMPUTE:
+      return "recompute";
+    default:
+      return "unspecified";
+  }
+}
+
+}  // namespace
+
+FrontendMetrics::FrontendMetrics(metrics::MetricsRegistry& r)
+    : registry_(r),
+      ttft_(r.AddHistogram("glimpse_frontend_ttft_seconds",
+                           "Generate: request received to first token sent.",
+                           metrics::LatencyBuckets())),
+      turn_seconds_(r.AddHistogram("glimpse_frontend_turn_seconds",
+                                   "Generate: request received to lease sent.",
+                                   metrics::LatencyBuckets())),
+      tokens_(r.AddCounter("glimpse_frontend_tokens_streamed_total", "Token ids streamed.")),
+      text_bytes_(
+          r.AddCounter("glimpse_frontend_text_bytes_streamed_total", "UTF-8 text bytes streamed.")),
+      reused_tokens_(r.AddCounter("glimpse_frontend_reused_tokens_total",
+                                  "Prefix tokens whose KV came from a hot copy or a cache node.")),
+      prefilled_tokens_(r.AddCounter("glimpse_frontend_prefilled_tokens_total",
+                                     "Tokens prefilled by decode workers.")),
+      state_bytes_(r.AddCounter("glimpse_frontend_state_bytes_total",
+                                "Encoded KV state bytes written to cache nodes at turn end.")),
+      full_fp16_bytes_(r.AddCounter("glimpse_frontend_full_fp16_bytes_total",
+                                    "What those states would be as unevicted fp16 KV.")),
+      worker_failures_(r.AddCounter("glimpse_frontend_worker_failures_total",
+                                    "Turns a decode worker failed mid-turn.")),
+      in_flight_(r.AddGauge("glimpse_frontend_turns_in_flight", "Generate calls running.")) {}
+
+void FrontendMetrics::Request(std::string_view method, absl::StatusCode code) {
+  registry_
+      .AddCounter("glimpse_frontend_requests_total", "Calls by method and final status code.",
+                  {{"method", std::string(method)}, {"code", absl::StatusCodeToString(code)}})
+      .Increment();
+}
+
+void FrontendMetrics::TurnStarted(const v1::TurnStarted& started) {
+  registry_
+      .AddCounter("glimpse_frontend_turns_total", "Turns by where the session's KV came from.",
+                  {{"source", SourceName(started.source())}})
+      .Increment();
+  reused_tokens_.Increment(std::max(0, started.reused_tokens()));
+  prefilled_tokens_.Increment(std::max(0, started.prefilled_tokens()));
+}
+
+void FrontendMetrics::Streamed(const v1::TokenChunk& chunk) {
+  tokens_.Increment(chunk.token_ids_size());
+  text_bytes_.Increment(static_cast<double>(chunk.text().size()));
+}
+
+void FrontendMetrics::TurnDone(const v1::TurnDone& done, double seconds_since_request) {
+  state_bytes_.Increment(static_cast<double>(done.state_bytes()));
+  full_fp16_bytes_.Increment(static_cast<double>(done.full_fp16_bytes()));
+  turn_seconds_.Observe(seconds_since_request);
+}
+
+}  // namespace glimpse::frontend

@@ -1,0 +1,260 @@
+// FrontendService: construction, what every method shares (authentication, coordinator calls and
+// their errors, decode worker stubs) and the unary methods. Generate is in frontend_generate.cc.
+#include "frontend/frontend_service.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "core/common/grpc/status.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::frontend {
+namespace {
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+// The one message for a session the caller cannot see, whether it never existed or is another
+// tenant's: nothing distinguishes the two.
+absl::Status SessionNotFound(const std::string& session_id) {
+  return absl::NotFoundError(absl::StrFormat("session \"%s\" not found", session_id));
+}
+
+absl::StatusOr<TurnLimits> MakeLimits(const FrontendOptions& o, const model::Model& model) {
+  TurnLimits limits;
+  limits.vocab_size = std::min(model.config().vocab_size, model.tokenizer().vocab_size());
+  limits.context_length = model.config().context_length;
+  limits.max_prompt_tokens =
+      o.max_prompt_tokens > 0 ? o.max_prompt_tokens : limits.context_length - 1;
+  if (limits.max_prompt_tokens > limits.context_length - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("limits.max_prompt_tokens %d exceeds the model's context %d - 1",
+                        o.max_prompt_tokens, limits.context_length));
+  }
+  if (o.default_max_tokens < 1 || o.default_max_tokens > o.max_output_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("limits.default_max_tokens %d must be in [1, limits.max_output_tokens %d]",
+                        o.default_max_tokens, o.max_output_tokens));
+  }
+  limits.default_max_tokens = o.default_max_tokens;
+  limits.max_output_tokens = o.max_output_tokens;
+  limits.max_tool_hint = o.max_tool_hint;
+  absl::StatusOr<v1::EvictionPolicy> policy = ResolvePolicy(o.default_policy, "fp16");
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("default policy (policy.*): ", policy.status().message()));
+  }
+  limits.default_policy = *policy;
+  return limits;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FrontendService>> FrontendService::Create(
+    const FrontendOptions& options, const model::Model* model, std::unique_ptr<Authenticator> auth,
+    std::string salt_secret, FrontendMetrics* metrics) {
+  if (options.coordinator_address.empty()) {
+    return absl::InvalidArgumentError("coordinator: no address configured");
+  }
+  if (salt_secret.size() < 16) {
+    return absl::InvalidArgumentError("the salt secret is shorter than 16 bytes");
+  }
+  ASSIGN_OR_RETURN(TurnLimits limits, MakeLimits(options, *model));
+  ASSIGN_OR_RETURN(kvstate::Fingerprint fingerprint,
+                   kvstate::FingerprintFromHex(model->fingerprint()));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   ClientChannel(options.coordinator_address, options.client_tls));
+  return std::unique_ptr<FrontendService>(
+      new FrontendService(options, model, std::move(auth), std::move(salt_secret), metrics,
+                          fingerprint, std::move(limits), std::move(channel)));
+}
+
+FrontendService::FrontendService(const FrontendOptions& options, const model::Model* model,
+                                 std::unique_ptr<Authenticator> auth, std::string salt_secret,
+                                 FrontendMetrics* metrics, kvstate::Fingerprint fingerprint,
+                                 TurnLimits limits, std::shared_ptr<grpc::Channel> coordinator)
+    : options_(options),
+      model_(model),
+      auth_(std::move(auth)),
+      salt_secret_(std::move(salt_secret)),
+      metrics_(metrics),
+      fingerprint_(fingerprint),
+      limits_(std::move(limits)),
+      coordinator_(v1::Coordinator::NewStub(coordinator)) {}
+
+absl::StatusOr<std::string> FrontendService::Authenticate(const grpc::ServerContext& ctx) const {
+  const auto& metadata = ctx.client_metadata();
+  auto it = metadata.find("authorization");
+  std::optional<std::string_view> value;
+  if (it != metadata.end()) value = std::string_view(it->second.data(), it->second.size());
+  return auth_->Authenticate(value);
+}
+
+std::unique_ptr<grpc::ClientContext> FrontendService::CoordinatorContext(
+    const grpc::ServerContext* ctx, absl::Duration extra) const {
+  // Propagated: the caller's deadline bounds the call and its cancellation cancels it.
+  std::unique_ptr<grpc::ClientContext> out = ctx != nullptr
+                                                 ? grpc::ClientContext::FromServerContext(*ctx)
+                                                 : std::make_unique<grpc::ClientContext>();
+  out->set_deadline(DeadlineIn(options_.coordinator_timeout + extra));
+  return out;
+}
+
+absl::Status FrontendService::CoordinatorError(std::string_view rpc, const grpc::Status& status,
+                                               const std::string& scoped_id,
+                                               const std::string& session_id) const {
+  // Messages name the caller's own session id, never the scoped one.
+  std::string message = absl::StrReplaceAll(status.error_message(), {{scoped_id, session_id}});
+  message = absl::StrFormat("coordinator %s %s: %s", options_.coordinator_address, rpc, message);
+  switch (status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
+    default:  // the coordinator misbehaving or refusing us is not the caller's fault
+      return absl::UnavailableError(message);
+  }
+}
+
+absl::StatusOr<std::optional<v1::SessionInfo>> FrontendService::FindSession(
+    const grpc::ServerContext* ctx, const std::string& tenant,
+    const std::string& session_id) const {
+  const std::string scoped = ScopedSessionId(tenant, session_id);
+  v1::GetSessionRequest req;
+  req.set_session_id(scoped);
+  v1::GetSessionResponse resp;
+  grpc::Status st = coordinator_->GetSession(CoordinatorContext(ctx).get(), req, &resp);
+  if (st.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
+  if (!st.ok()) return CoordinatorError("GetSession", st, scoped, session_id);
+  if (resp.session().tenant() != tenant) {  // scoped ids make this a foreign writer's record
+    log::Warning("session of another tenant",
+                 {{"tenant", tenant}, {"session", scoped}, {"owner", resp.session().tenant()}});
+    return SessionNotFound(session_id);
+  }
+  v1::SessionInfo info = resp.session();
+  info.set_session_id(session_id);
+  return info;
+}
+
+absl::StatusOr<v1::SessionInfo> FrontendService::OwnSession(const grpc::ServerContext* ctx,
+                                                            const std::string& tenant,
+                                                            const std::string& session_id) const {
+  ASSIGN_OR_RETURN(std::optional<v1::SessionInfo> info, FindSession(ctx, tenant, session_id));
+  if (!info.has_value()) return SessionNotFound(session_id);
+  return *std::move(info);
+}
+
+absl::StatusOr<v1::DecodeWorker::Stub*> FrontendService::DecodeStub(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = decode_stubs_.find(address);
+  if (it != decode_stubs_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   ClientChannel(address, options_.client_tls));
+  auto stub = v1::DecodeWorker::NewStub(channel);
+  v1::DecodeWorker::Stub* raw = stub.get();
+  decode_stubs_[address] = std::move(stub);
+  return raw;
+}
+
+// Best effort: the coordinator also tells the worker at its next heartbeat.
+void FrontendService::ReleaseOnWorker(const std::string& worker_id, const std::string& scoped_id) {
+  v1::ListNodesRequest list;
+  list.set_role(v1::NODE_ROLE_DECODE);
+  v1::ListNodesResponse nodes;
+  grpc::Status st = coordinator_->ListNodes(CoordinatorContext(nullptr).get(), list, &nodes);
+  std::string address;
+  for (const v1::NodeInfo& node : nodes.nodes()) {
+    if (node.node_id() == worker_id) address = node.grpc_address();
+  }
+  absl::StatusOr<v1::DecodeWorker::Stub*> stub =
+      address.empty() ? absl::NotFoundError("not a live decode worker") : DecodeStub(address);
+  if (st.ok() && stub.ok()) {
+    v1::ReleaseSessionRequest req;
+    req.set_session_id(scoped_id);
+    v1::ReleaseSessionResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(options_.coordinator_timeout));
+    st = (*stub)->ReleaseSession(&ctx, req, &resp);
+  }
+  const std::string error = !st.ok() ? st.error_message() : stub.status().ToString();
+  if (st.ok() && stub.ok()) {
+    log::Info("session released on its worker", {{"session", scoped_id}, {"worker", worker_id}});
+  } else {
+    log::Warning("could not release the session on its worker",
+                 {{"session", scoped_id}, {"worker", worker_id}, {"error", error}});
+  }
+}
+
+absl::Status FrontendService::DoGetSession(grpc::ServerContext* ctx,
+                                           const v1::GetSessionRequest& req,
+                                           v1::GetSessionResponse* resp) {
+  ASSIGN_OR_RETURN(std::string tenant, Authenticate(*ctx));
+  RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
+  ASSIGN_OR_RETURN(*resp->mutable_session(), OwnSession(ctx, tenant, req.session_id()));
+  return absl::OkStatus();
+}
+
+absl::Status FrontendService::DoEndSession(grpc::ServerContext* ctx,
+                                           const v1::EndSessionRequest& req,
+                                           v1::EndSessionResponse* resp) {
+  ASSIGN_OR_RETURN(std::string tenant, Authenticate(*ctx));
+  RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
+  ASSIGN_OR_RETURN(v1::SessionInfo info, OwnSession(ctx, tenant, req.session_id()));
+  const std::string scoped = ScopedSessionId(tenant, req.session_id());
+  v1::EndSessionRequest down;
+  down.set_session_id(scoped);
+  grpc::Status st = coordinator_->EndSession(CoordinatorContext(ctx).get(), down, resp);
+  if (st.error_code() == grpc::StatusCode::NOT_FOUND) return SessionNotFound(req.session_id());
+  if (!st.ok()) return CoordinatorError("EndSession", st, scoped, req.session_id());
+  if (!info.decode_worker_id().empty()) ReleaseOnWorker(info.decode_worker_id(), scoped);
+  return absl::OkStatus();
+}
+
+absl::Status FrontendService::DoToolCallEnded(grpc::ServerContext* ctx,
+                                              const v1::ToolCallEndedFrontendRequest& req,
+                                              v1::ToolCallEndedResponse* resp) {
+  ASSIGN_OR_RETURN(std::string tenant, Authenticate(*ctx));
+  RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
+  RETURN_IF_ERROR(ValidateDurationMs("observed_duration_ms", req.observed_duration_ms(),
+                                     limits_.max_tool_hint));
+  RETURN_IF_ERROR(OwnSession(ctx, tenant, req.session_id()).status());
+  const std::string scoped = ScopedSessionId(tenant, req.session_id());
+  v1::ToolCallEndedRequest down;
+  down.set_session_id(scoped);
+  down.set_observed_duration_ms(req.observed_duration_ms());
+  grpc::Status st = coordinator_->ToolCallEnded(CoordinatorContext(ctx).get(), down, resp);
+  if (st.error_code() == grpc::StatusCode::NOT_FOUND) return SessionNotFound(req.session_id());
+  if (!st.ok()) return CoordinatorError("ToolCallEnded", st, scoped, req.session_id());
+  return absl::OkStatus();
+}
+
+grpc::Status FrontendService::GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
+                                         v1::GetSessionResponse* resp) {
+  absl::Status st = DoGetSession(ctx, *req, resp);
+  metrics_->Request("GetSession", st.code());
+  return ToGrpcStatus(st);
+}
+
+grpc::Status FrontendService::EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
+                                         v1::EndSessionResponse* resp) {
+  absl::Status st = DoEndSession(ctx, *req, resp);
+  metrics_->Request("EndSession", st.code());
+  return ToGrpcStatus(st);
+}
+
+grpc::Status FrontendService::ToolCallEnded(grpc::ServerContext* ctx,
+                                            const v1::ToolCallEndedFrontendRequest* req,
+                                            v1::ToolCallEndedResponse* resp) {
+  absl::Status st = DoToolCallEnded(ctx, *req, resp);
+  metrics_->Request("ToolCallEnded", st.code());
+  return ToGrpcStatus(st);
+}
+
+}  // namespace glimpse::frontend

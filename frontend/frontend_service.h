@@ -1,0 +1,131 @@
+// FrontendService: glimpse.v1.Frontend (proto/glimpse/v1/frontend.proto), what a serving frontend
+// calls. Stateless: any number of frontend processes may serve the same coordinator.
+//
+// One Generate call: authenticate the tenant (auth.h) → validate and resolve the turn
+// (turn_request.h: tokens, sampling, policy) → ask the coordinator where the session's KV is
+// (GetSession) and where the turn goes (RouteTurn) → DecodeTurn on that decode worker, streaming
+// its events to the caller (started gets the worker id and the admission wait) → EndTurn with the
+// KV the worker now holds, whose lease is the last event. A worker failing mid-turn ends the turn
+// with no KV (its reservation is released; the next turn reloads from a cache node) and the call
+// gets UNAVAILABLE naming the worker and the cause. The caller's deadline and cancellation reach
+// the coordinator and the worker (propagated contexts).
+//
+// Tenancy: downstream a session is known by ScopedSessionId(tenant, id) and its KV states by a
+// namespace key from the tenant's salt, so a tenant never sees another's sessions or states; a
+// session whose coordinator record names another tenant answers NOT_FOUND with the message of an
+// unknown id. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/common/grpc/server.h"
+#include "core/kvstate/state_key.h"
+#include "core/model/model.h"
+#include "frontend/auth.h"
+#include "frontend/frontend_metrics.h"
+#include "frontend/turn_request.h"
+#include "glimpse/v1/coordinator.grpc.pb.h"
+#include "glimpse/v1/decode_worker.grpc.pb.h"
+#include "glimpse/v1/frontend.grpc.pb.h"
+
+namespace glimpse::frontend {
+
+struct FrontendOptions {
+  std::string coordinator_address;  // host:port
+  TlsFiles client_tls;              // for the coordinator and decode workers; empty: plaintext
+  // Deadline of a coordinator call the caller's deadline does not bound (and of EndTurn, which runs
+  // after the caller may have gone); RouteTurn gets max_queue_wait on top.
+  absl::Duration coordinator_timeout = absl::Seconds(10);
+  absl::Duration max_queue_wait = absl::ZeroDuration();  // 0: the coordinator's default
+  int64_t max_prompt_tokens = 0;                         // 0: the model's context - 1
+  int32_t default_max_tokens = 256;
+  int32_t max_output_tokens = 4096;
+  absl::Duration max_tool_hint = absl::Hours(1);
+  v1::EvictionPolicy default_policy;  // method "none"/"" keeps everything; codec "" is fp16
+};
+
+class FrontendService final : public v1::Frontend::Service {
+ public:
+  // `model` (for its tokenizer, vocabulary, context and fingerprint) and `metrics` are not owned
+  // and must outlive the service. Fails on a bad default policy or limit, naming it.
+  static absl::StatusOr<std::unique_ptr<FrontendService>> Create(
+      const FrontendOptions& options, const model::Model* model,
+      std::unique_ptr<Authenticator> auth, std::string salt_secret, FrontendMetrics* metrics);
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
+                        grpc::ServerWriter<v1::GenerateEvent>* writer) override;
+  grpc::Status ToolCallEnded(grpc::ServerContext* ctx, const v1::ToolCallEndedFrontendRequest* req,
+                             v1::ToolCallEndedResponse* resp) override;
+  grpc::Status EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
+                          v1::EndSessionResponse* resp) override;
+  grpc::Status GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
+                          v1::GetSessionResponse* resp) override;
+
+  const TurnLimits& limits() const { return limits_; }
+
+ private:
+  struct Call;  // one Generate in flight (frontend_generate.cc)
+
+  FrontendService(const FrontendOptions& options, const model::Model* model,
+                  std::unique_ptr<Authenticator> auth, std::string salt_secret,
+                  FrontendMetrics* metrics, kvstate::Fingerprint fingerprint, TurnLimits limits,
+                  std::shared_ptr<grpc::Channel> coordinator);
+
+  // Shared by every method.
+  absl::StatusOr<std::string> Authenticate(const grpc::ServerContext& ctx) const;
+  std::unique_ptr<grpc::ClientContext> CoordinatorContext(const grpc::ServerContext* ctx,
+                                                          absl::Duration extra = {}) const;
+  // The coordinator's record of the caller's session (session_id as the caller knows it):
+  // nullopt when it has none; NotFound with the unknown-id message when it is another tenant's.
+  absl::StatusOr<std::optional<v1::SessionInfo>> FindSession(const grpc::ServerContext* ctx,
+                                                             const std::string& tenant,
+                                                             const std::string& session_id) const;
+  // As FindSession, with NotFound (the same message) for none.
+  absl::StatusOr<v1::SessionInfo> OwnSession(const grpc::ServerContext* ctx,
+                                             const std::string& tenant,
+                                             const std::string& session_id) const;
+  absl::Status CoordinatorError(std::string_view rpc, const grpc::Status& status,
+                                const std::string& scoped_id, const std::string& session_id) const;
+  absl::StatusOr<v1::DecodeWorker::Stub*> DecodeStub(const std::string& address);
+  void ReleaseOnWorker(const std::string& worker_id, const std::string& scoped_id);
+
+  // Generate's steps (frontend_generate.cc).
+  absl::Status RunGenerate(grpc::ServerContext* ctx, const v1::GenerateRequest& req,
+                           grpc::ServerWriter<v1::GenerateEvent>* writer);
+  absl::Status Route(Call& call);
+  absl::StatusOr<v1::TurnDone> RunOnWorker(Call& call);
+  absl::Status ForwardEvent(Call& call, const v1::DecodeEvent& event);
+  absl::Status WorkerFailure(Call& call, const grpc::Status& status);
+  absl::Status FinishTurn(Call& call, const v1::TurnDone& done);
+  void AbandonTurn(Call& call);
+
+  // The unary methods' bodies (absl::Status in, grpc::Status out at the edge).
+  absl::Status DoGetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest& req,
+                            v1::GetSessionResponse* resp);
+  absl::Status DoEndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest& req,
+                            v1::EndSessionResponse* resp);
+  absl::Status DoToolCallEnded(grpc::ServerContext* ctx,
+                               const v1::ToolCallEndedFrontendRequest& req,
+                               v1::ToolCallEndedResponse* resp);
+
+  // Constant after construction.
+  const FrontendOptions options_;
+  const model::Model* const model_;
+  const std::unique_ptr<Authenticator> auth_;
+  const std::string salt_secret_;
+  FrontendMetrics* const metrics_;
+  const kvstate::Fingerprint fingerprint_;
+  const TurnLimits limits_;
+  const std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace glimpse::frontend

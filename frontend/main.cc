@@ -1,0 +1,63 @@
+// glimpse-frontend: flags and wiring only (README "Frontend").
+#include <memory>
+
+#include "core/common/grpc/service_main.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "core/model/model.h"
+#include "core/model/model_store.h"
+#include "frontend/frontend_config.h"
+#include "frontend/frontend_service.h"
+
+namespace glimpse::frontend {
+namespace {
+
+class RunningFrontend : public RunningService {
+ public:
+  RunningFrontend(std::unique_ptr<model::Model> model, std::unique_ptr<FrontendMetrics> metrics,
+                  std::unique_ptr<FrontendService> service)
+      : model_(std::move(model)), metrics_(std::move(metrics)), service_(std::move(service)) {}
+  std::vector<grpc::Service*> grpc_services() override { return {service_.get()}; }
+
+ private:
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<FrontendMetrics> metrics_;
+  std::unique_ptr<FrontendService> service_;
+};
+
+absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
+                                                      metrics::MetricsRegistry& registry) {
+  ASSIGN_OR_RETURN(FrontendOptions options, OptionsFromConfig(config));
+  ASSIGN_OR_RETURN(Tenancy tenancy, LoadTenancy(config));
+  std::string path = config.GetString("model");
+  if (path.empty()) {
+    ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
+  auto metrics = std::make_unique<FrontendMetrics>(registry);
+  ASSIGN_OR_RETURN(std::unique_ptr<FrontendService> service,
+                   FrontendService::Create(options, model.get(), std::move(tenancy.auth),
+                                           std::move(tenancy.salt_secret), metrics.get()));
+  log::Info("frontend ready", {{"model", path},
+                               {"fingerprint", model->fingerprint()},
+                               {"coordinator", options.coordinator_address},
+                               {"default_policy", PolicyString(service->limits().default_policy)}});
+  return std::make_unique<RunningFrontend>(std::move(model), std::move(metrics),
+                                           std::move(service));
+}
+
+}  // namespace
+}  // namespace glimpse::frontend
+
+int main(int argc, char** argv) {
+  glimpse::ServiceSpec spec;
+  spec.program = "glimpse-frontend";
+  spec.summary =
+      "The Glimpse frontend API (glimpse.v1.Frontend): Generate streams one turn of a session "
+      "(tokens or chat messages), routed by the coordinator to a decode worker; EndSession, "
+      "GetSession, ToolCallEnded. Per-tenant bearer tokens (auth.tokens_file), tenant-salted "
+      "state keys, TLS to callers (tls.*) and to the coordinator and workers (client_tls.*).";
+  spec.keys = glimpse::frontend::FrontendConfigKeys();
+  spec.start = glimpse::frontend::Start;
+  return glimpse::RunServiceMain(spec, argc, argv);
+}
