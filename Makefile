@@ -24,10 +24,19 @@ test: build model
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
-# A short multi-turn chat with the default model (the services join this target as they land).
+# The local cluster (coordinator, cache node, decode worker, frontend as separate processes on
+# loopback) and a 3-turn agent session through it: LookaheadKV eviction to 20 %, int8 pages. The
+# first tool call is shorter than the lease (turn 2 is a hot hit), the second longer (turn 3
+# reloads from the cache node). Per turn: TTFT, tokens/s, hot KV vs full fp16, tier.
+RUN_DIR ?= $(BUILD_DIR)/run-cluster
 run: build model
-	@printf 'What is the capital of France?\nWrite one sentence about it.\n' | \
-	  $(GLIMPSE) generate --chat --max-tokens 48
+	@rm -rf $(RUN_DIR)
+	@printf '%s\n' \
+	  'What is the capital of France?' '/tool web_search 1' \
+	  'Write one sentence about its most famous museum.' '/tool read_file 3' \
+	  'We travel there in spring. Suggest one thing to pack.' | \
+	  $(GLIMPSE) up --chat --dir $(RUN_DIR) --policy lookahead --budget 0.2 --codec int8 \
+	    --max-tokens 48
 
 # Our runtime against llama.cpp (built once into the oracle venv, no torch): tok/s, RSS, ratios.
 bench: build model

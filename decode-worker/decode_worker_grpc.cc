@@ -80,6 +80,7 @@ v1::DecodeEvent DoneEvent(const TurnResult& r) {
   d->set_ttft_seconds(r.start.ttft_seconds);
   d->set_decode_tokens_per_second(r.decode_tokens_per_second);
   d->set_hot_tokens(r.hot_tokens);
+  d->set_retained_bytes(r.retained_bytes);
   return e;
 }
 

@@ -343,6 +343,9 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     if (stored.ok()) {
       result.state_key = id.state_key;
       result.state_bytes = encoded->bytes.size();
+      for (const kvstate::PageRef& p : encoded->manifest.pages) {
+        if (p.tier == kvstate::Tier::kRetained) result.retained_bytes += p.bytes;
+      }
     } else {
       log::Error("storing the session state failed; it stays hot only",
                  {{"session", r.session_id}, {"error", stored.ToString()}});

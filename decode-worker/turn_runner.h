@@ -80,7 +80,8 @@ struct TurnResult {
   int64_t kv_tokens = 0;
   int64_t kv_entries = 0;
   int64_t hot_tokens = 0;
-  uint64_t state_bytes = 0;
+  uint64_t state_bytes = 0;     // encoded pages stored, both tiers
+  uint64_t retained_bytes = 0;  // of which the retained (hot) pages
   uint64_t full_fp16_bytes = 0;
   std::optional<kvstate::StateKey> state_key;  // unset when no cache node took the state
   double decode_tokens_per_second = 0.0;

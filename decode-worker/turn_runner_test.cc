@@ -175,8 +175,11 @@ TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
   }
   EXPECT_EQ(retained, turn->kv_entries);
   EXPECT_EQ(evicted, turn->start.total_entries - turn->start.kept_entries);
-  // int8 pages: about a quarter of fp16 plus headers and scales.
+  // int8 pages: about half of fp16 plus headers, summaries and scales; the retained pages hold
+  // about budget / T of the entries.
   EXPECT_LT(turn->state_bytes, turn->full_fp16_bytes);
+  EXPECT_LT(turn->retained_bytes, turn->state_bytes);
+  EXPECT_GT(turn->full_fp16_bytes, 4 * turn->retained_bytes);
 }
 
 TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {

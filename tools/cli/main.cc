@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/common/log.h"
+#include "tools/cli/cluster_commands.h"
 #include "tools/cli/eval_command.h"
 #include "tools/cli/evict_command.h"
 #include "tools/cli/generate_command.h"
@@ -17,6 +18,8 @@ constexpr char kUsage[] =
     "  generate   run the model on a prompt or a chat (glimpse generate --help)\n"
     "  evict      prefill a prompt with KV-cache eviction, report kept positions (--help)\n"
     "  eval       score eviction methods and budgets against the full cache (--help)\n"
+    "  up         start a local cluster (coordinator, cache node, decode worker, frontend)\n"
+    "  chat       a multi-turn chat against a running frontend (--help)\n"
     "\n"
     "environment: GLIMPSE_MODEL (model file), GLIMPSE_CACHE_DIR (cache, default "
     "~/.cache/glimpse),\n"
@@ -36,6 +39,8 @@ int main(int argc, char** argv) {
   if (command == "generate") return glimpse::cli::GenerateCommand(argc, argv);
   if (command == "evict") return glimpse::cli::EvictCommand(argc, argv);
   if (command == "eval") return glimpse::cli::EvalCommand(argc, argv);
+  if (command == "up") return glimpse::cli::UpCommand(argc, argv);
+  if (command == "chat") return glimpse::cli::ChatCommand(argc, argv);
   std::fprintf(stderr, "glimpse: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -1,0 +1,51 @@
+// A Glimpse cluster on this machine, one process per service (DESIGN.md §1): coordinator, cache
+// node, decode worker and frontend on loopback, state under one directory, each service's log in
+// <dir>/logs/<service>.log. What `glimpse up` starts and `make run` talks to. Start waits until
+// every service serves and the decode worker has registered with the coordinator; Stop (and the
+// destructor) terminates them in reverse order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/common/service_process.h"
+
+namespace glimpse::cli {
+
+struct LocalClusterOptions {
+  std::string dir;      // state and logs; created if missing
+  std::string bin_dir;  // where the glimpse-* binaries are ("" = next to this program / build tree)
+  std::string model;    // GGUF ("" = the default model)
+  std::string lookahead_module;  // for policy method "lookahead" ("" = none)
+  std::string policy_method = "none";
+  double budget_ratio = 0.0;
+  std::string codec = "fp16";
+  int threads = 0;
+};
+
+struct ClusterMember {
+  std::string name;  // "coordinator", "cache-node", "decode-worker", "frontend"
+  ServiceProcess process;
+};
+
+class LocalCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);
+  ~LocalCluster();
+
+  std::string frontend_address() const;
+  const std::vector<ClusterMember>& members() const { return members_; }
+  void Stop();
+
+ private:
+  LocalCluster() = default;
+  std::vector<ClusterMember> members_;
+};
+
+// The directory holding glimpse-coordinator and friends: `bin_dir` if set, else this program's
+// directory when they are there, else the build tree layout (<build>/coordinator/...).
+std::string ServiceBinary(const std::string& bin_dir, const std::string& name);
+
+}  // namespace glimpse::cli
