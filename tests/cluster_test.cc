@@ -1,0 +1,226 @@
+// The whole system as separate processes on loopback — glimpse-coordinator, glimpse-cache-node,
+// glimpse-decode-worker and glimpse-frontend, real UCX, real RocksDB, the default model — driven
+// through the Frontend API: a session's turns are recomputed, hot and warm; a replayed
+// conversation reuses the stored state; a decode worker killed mid-session leaves the session to
+// continue warm on another worker; a cache node killed and restarted still serves every state it
+// acknowledged.
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "core/common/grpc/server.h"
+#include "core/common/service_process.h"
+#include "glimpse/v1/coordinator.grpc.pb.h"
+#include "glimpse/v1/frontend.grpc.pb.h"
+#include "gtest/gtest.h"
+
+namespace glimpse {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Turn {
+  grpc::Status status;
+  v1::TurnStarted started;
+  v1::TurnDone done;
+  v1::TurnLease lease;
+  std::string text;
+  std::string worker;
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("glimpse_cluster_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    coordinator_ = Start(
+        "coordinator", GLIMPSE_COORDINATOR_BINARY,
+        {"--store.path=" + (dir_ / "coordinator").string(), "--membership.heartbeat_interval=300ms",
+         "--lease.default_ttl=1h", "--lease.max_ttl=2h"});
+    cache_address_ = "127.0.0.1:" + std::to_string(FreePort());
+    cache_ = StartCacheNode();
+    decode_ = StartDecodeWorker("d1");
+    frontend_ = Start("frontend", GLIMPSE_FRONTEND_BINARY,
+                      {"--coordinator=" + coordinator_->grpc_address(), "--policy.method=snapkv",
+                       "--policy.budget_ratio=0.5", "--policy.codec=int8"});
+    auto channel = ClientChannel(frontend_->grpc_address());
+    ASSERT_TRUE(channel.ok());
+    stub_ = v1::Frontend::NewStub(*channel);
+    auto coordinator_channel = ClientChannel(coordinator_->grpc_address());
+    ASSERT_TRUE(coordinator_channel.ok());
+    coordinator_stub_ = v1::Coordinator::NewStub(*coordinator_channel);
+    ASSERT_TRUE(AwaitDecodeWorkers(1));
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const auto& entry : fs::directory_iterator(dir_)) {
+        if (entry.path().extension() == ".log") {
+          std::cerr << "--- " << entry.path() << "\n" << Tail(entry.path().string(), 3000);
+        }
+      }
+    }
+    frontend_.reset();
+    decode_.reset();
+    cache_.reset();
+    coordinator_.reset();
+    fs::remove_all(dir_);
+  }
+
+  static int FreePort() {
+    auto server = GrpcServer::Start({}, {});
+    return server.ok() ? (*server)->port() : 0;
+  }
+
+  std::unique_ptr<ServiceProcess> Start(const std::string& name, const std::string& binary,
+                                        std::vector<std::string> args) {
+    args.push_back("--shutdown_grace=500ms");
+    absl::StatusOr<ServiceProcess> p =
+        ServiceProcess::Start(binary, args, (dir_ / (name + ".log")).string(), absl::Seconds(60));
+    EXPECT_TRUE(p.ok()) << name << ": " << p.status();
+    return p.ok() ? std::make_unique<ServiceProcess>(*std::move(p)) : nullptr;
+  }
+  std::unique_ptr<ServiceProcess> StartCacheNode() {
+    return Start("cache-node", GLIMPSE_CACHE_NODE_BINARY,
+                 {"--storage.path=" + (dir_ / "cache").string(), "--listen=" + cache_address_});
+  }
+  std::unique_ptr<ServiceProcess> StartDecodeWorker(const std::string& id) {
+    return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY,
+                 {"--coordinator=" + coordinator_->grpc_address(), "--cache_node=" + cache_address_,
+                  "--node_id=" + id, "--threads=2"});
+  }
+
+  // Waits until the coordinator sees `n` live decode workers.
+  bool AwaitDecodeWorkers(int n) {
+    for (int i = 0; i < 400; ++i) {
+      grpc::ClientContext ctx;
+      v1::ListNodesRequest req;
+      req.set_role(v1::NODE_ROLE_DECODE);
+      v1::ListNodesResponse resp;
+      if (coordinator_stub_->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() == n) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  Turn Generate(const std::string& session, const std::vector<std::string>& conversation) {
+    v1::GenerateRequest req;
+    req.set_session_id(session);
+    for (size_t i = 0; i < conversation.size(); ++i) {
+      v1::ChatMessage* m = req.mutable_chat()->add_messages();
+      m->set_role(i % 2 == 0 ? "user" : "assistant");
+      m->set_content(conversation[i]);
+    }
+    req.mutable_sampling()->set_max_tokens(12);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    auto reader = stub_->Generate(&ctx, req);
+    Turn t;
+    v1::GenerateEvent e;
+    while (reader->Read(&e)) {
+      if (e.has_started()) {
+        t.started = e.started();
+        t.worker = e.decode_worker_id();
+      }
+      if (e.has_tokens()) t.text += e.tokens().text();
+      if (e.has_done()) t.done = e.done();
+      if (e.has_lease()) t.lease = e.lease();
+    }
+    t.status = reader->Finish();
+    return t;
+  }
+
+  grpc::Status EndSession(const std::string& session) {
+    grpc::ClientContext ctx;
+    v1::EndSessionRequest req;
+    req.set_session_id(session);
+    v1::EndSessionResponse resp;
+    return stub_->EndSession(&ctx, req, &resp);
+  }
+
+  fs::path dir_;
+  std::string cache_address_;
+  std::unique_ptr<ServiceProcess> coordinator_, cache_, decode_, frontend_;
+  std::unique_ptr<v1::Frontend::Stub> stub_;
+  std::unique_ptr<v1::Coordinator::Stub> coordinator_stub_;
+};
+
+const std::vector<std::string> kTurn1 = {"What is the capital of France?"};
+
+std::vector<std::string> NextTurn(std::vector<std::string> conversation, const Turn& answer,
+                                  const std::string& user) {
+  conversation.push_back(answer.text);
+  conversation.push_back(user);
+  return conversation;
+}
+
+TEST_F(ClusterTest, TurnsAreRecomputedThenHotThenWarmAndReplaysReuseState) {
+  Turn t1 = Generate("s1", kTurn1);
+  ASSERT_TRUE(t1.status.ok()) << t1.status.error_message();
+  EXPECT_EQ(t1.started.source(), v1::STATE_SOURCE_RECOMPUTE);
+  EXPECT_EQ(t1.worker, "d1");
+  EXPECT_FALSE(t1.text.empty());
+  EXPECT_EQ(t1.done.state_key().size(), 16u);
+  EXPECT_GT(t1.lease.ttl_ms(), 0);
+
+  const auto conversation2 = NextTurn(kTurn1, t1, "Name one museum there.");
+  Turn t2 = Generate("s1", conversation2);
+  ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
+  EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_HOT);
+  EXPECT_GT(t2.started.reused_tokens(), 0);
+  EXPECT_LT(t2.done.retained_bytes(), t2.done.full_fp16_bytes());
+
+  // The session ends (its hot copy is dropped); the same conversation replayed under a new
+  // session finds the stored state: content-addressed, not tied to the session id.
+  ASSERT_TRUE(EndSession("s1").ok());
+  Turn replay = Generate("s2", conversation2);
+  ASSERT_TRUE(replay.status.ok()) << replay.status.error_message();
+  EXPECT_EQ(replay.started.source(), v1::STATE_SOURCE_WARM);
+  EXPECT_EQ(replay.started.reused_tokens(), t2.started.reused_tokens());
+  EXPECT_EQ(replay.text, t2.text);  // greedy, same state
+}
+
+TEST_F(ClusterTest, ADecodeWorkerKilledMidSessionLeavesTheSessionToContinueWarm) {
+  Turn t1 = Generate("s1", kTurn1);
+  ASSERT_TRUE(t1.status.ok()) << t1.status.error_message();
+  ASSERT_EQ(t1.worker, "d1");
+  decode_->Kill();
+  auto d2 = StartDecodeWorker("d2");
+  ASSERT_NE(d2, nullptr);
+  // d1 is declared dead after 3 missed heartbeats (0.9 s); then only d2 is alive.
+  ASSERT_TRUE(AwaitDecodeWorkers(1));
+  const auto conversation2 = NextTurn(kTurn1, t1, "Name one museum there.");
+  Turn t2 = Generate("s1", conversation2);
+  if (!t2.status.ok()) {
+    // Routed to d1 before it was declared dead: a clear error, and the next turn goes warm.
+    EXPECT_EQ(t2.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(t2.status.error_message().find("decode worker d1"), std::string::npos);
+    t2 = Generate("s1", conversation2);
+  }
+  ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
+  EXPECT_EQ(t2.worker, "d2");
+  EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_WARM);
+  EXPECT_GT(t2.started.reused_tokens(), 0);
+}
+
+TEST_F(ClusterTest, AcknowledgedStatesSurviveACacheNodeKill) {
+  Turn t1 = Generate("s1", kTurn1);
+  ASSERT_TRUE(t1.status.ok()) << t1.status.error_message();
+  ASSERT_EQ(t1.done.state_key().size(), 16u);  // acknowledged: durable before "done"
+  cache_->Kill();
+  cache_ = StartCacheNode();
+  ASSERT_NE(cache_, nullptr);
+  ASSERT_TRUE(EndSession("s1").ok());  // no hot copy: the next turn must load
+  Turn t2 = Generate("s2", NextTurn(kTurn1, t1, "Name one museum there."));
+  ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
+  EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_WARM);
+  EXPECT_GT(t2.started.reused_tokens(), 0);
+}
+
+}  // namespace
+}  // namespace glimpse
