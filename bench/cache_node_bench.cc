@@ -4,14 +4,20 @@
 //   put     --clients threads sharing one CacheClient (UCX, shm + tcp on loopback), put
 //           distinct states of --pages pages of ~64 KiB (63 tokens × head_dim 256, fp16) until
 //           --put_mib MiB are stored; GB/s = page bytes / wall time, ops/s = pages / s.
-//   get     after a restart, the same threads get every state (shuffled), whole, twice: cold
-//           (RocksDB read, CRC check, packed, shipped over UCX, admitted to the warm tier), then
-//           warm (from memory).
+//   get     after a restart, the same threads get every state (shuffled), whole, --get_batch
+//           states per GetMany request (1: one Get per state), twice: cold (RocksDB read, packed,
+//           shipped over UCX, admitted to the warm tier; the client verifies every page's CRC32C),
+//           then warm (from memory); then once more warm with one Get per state.
 //   lookup  --lookup_clients threads (own gRPC channel each) each look up --lookups token
 //           sequences (a stored state's tokens plus unstored ones, 4096 in all); p50 / p99.
-//   db_bench fillrandom,readrandom with value_size=65536, compression_type=none, the same
-//           thread count, batch_size = pages per state and sync = storage.sync_every_put (one
-//           synced 16-value WriteBatch per op, as one put), cache_size = the node's block cache.
+//   db_bench fillrandom with value_size=65536, compression_type=none, the same thread count,
+//           batch_size = pages per state and sync = storage.sync_every_put (one synced 16-value
+//           WriteBatch per op, as one put), cache_size = the node's block cache, the same number
+//           of values written as pages put (--num = that count, --writes = its share per thread:
+//           random keys, so about 63 % of them distinct); then, like the node, reopened (block
+//           cache empty) for readrandom twice with as many reads: the first pass is the cold one
+//           (a key not read before comes from the files; about a third of reads repeat a key),
+//           the second the warm one (block cache).
 // Ratios: ours / db_bench in bytes per second. GB = 1e9 bytes (db_bench's MB/s are MiB/s).
 // --rounds rounds alternate the node phases and db_bench; every figure is the median over rounds.
 // Prints progress while running, a table at the end, and JSON (--json).
@@ -54,6 +60,7 @@ struct Config {
   int lookup_clients = 16;
   int lookups = 500;  // per lookup client
   int rounds = 3;     // node and db_bench alternate; medians are reported
+  int get_batch = 8;  // states per GetMany (1: one Get per state)
   bool sync = true;
   std::string dir = GLIMPSE_BENCH_DIR;
   std::string node = GLIMPSE_CACHE_NODE_BINARY;
@@ -70,11 +77,9 @@ bool ParseFlag(const std::string& arg, Config* c) {
   const std::string k = arg.substr(2, eq - 2), v = arg.substr(eq + 1);
   int64_t n = 0;
   const bool num = absl::SimpleAtoi(v, &n) && n > 0;
-  const std::map<std::string, int*> ints = {{"clients", &c->clients},
-                                            {"pages", &c->pages},
-                                            {"lookup_clients", &c->lookup_clients},
-                                            {"lookups", &c->lookups},
-                                            {"rounds", &c->rounds}};
+  const std::map<std::string, int*> ints = {
+      {"clients", &c->clients}, {"pages", &c->pages},   {"lookup_clients", &c->lookup_clients},
+      {"lookups", &c->lookups}, {"rounds", &c->rounds}, {"get_batch", &c->get_batch}};
   const std::map<std::string, std::string*> strings = {
       {"dir", &c->dir}, {"node", &c->node}, {"db_bench", &c->db_bench}, {"json", &c->json}};
   if (auto it = ints.find(k); it != ints.end() && num) {
@@ -181,28 +186,22 @@ struct DbBenchRow {
   double ops_per_sec = 0, mib_per_sec = 0, micros_per_op = 0;
 };
 
-absl::StatusOr<std::map<std::string, DbBenchRow>> RunDbBench(const Config& c, size_t values) {
-  const std::string bin = c.db_bench.empty() ? FindDbBench() : c.db_bench;
-  if (bin.empty()) return absl::NotFoundError("db_bench / rocksdb_db_bench not found in PATH");
-  const std::string db = c.dir + "/db_bench";
-  std::filesystem::remove_all(db);
-  const std::string cmd = absl::StrCat(
-      bin, " --benchmarks=fillrandom,readrandom --db=", db, " --num=", values / c.clients,
-      " --threads=", c.clients, " --value_size=65536 --key_size=28 --compression_type=none",
-      " --sync=", c.sync ? 1 : 0, " --batch_size=", c.pages, " --cache_size=", kBlockCache,
-      " --write_buffer_size=", 64 << 20, " --stats_interval_seconds=5 2>&1");
+// Runs db_bench with `args`; the rows it reports, in order (readrandom twice: "readrandom",
+// "readrandom#2").
+absl::Status RunDbBenchOnce(const std::string& cmd, std::map<std::string, DbBenchRow>* rows) {
   std::printf("running: %s\n", cmd.c_str());
   std::fflush(stdout);
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError("popen db_bench failed");
-  std::map<std::string, DbBenchRow> rows;
   const std::regex re(R"(^(\w+)\s*:\s*([0-9.]+) micros/op ([0-9]+) ops/sec.*;\s*([0-9.]+) MB/s)");
   char line[4096];
   while (fgets(line, sizeof(line), p) != nullptr) {
     std::string l(line);
     std::smatch m;
     if (std::regex_search(l, m, re)) {
-      rows[m[1]] = {std::stod(m[3]), std::stod(m[4]), std::stod(m[2])};
+      std::string name = m[1];
+      if (rows->count(name) > 0) name += "#2";
+      (*rows)[name] = {std::stod(m[3]), std::stod(m[4]), std::stod(m[2])};
       std::printf("  db_bench %s", line);
     } else if (l.find("ops") != std::string::npos || l.find("rror") != std::string::npos) {
       std::printf("  db_bench | %s", line);  // progress / errors
@@ -210,8 +209,31 @@ absl::StatusOr<std::map<std::string, DbBenchRow>> RunDbBench(const Config& c, si
     std::fflush(stdout);
   }
   const int rc = pclose(p);
-  if (rc != 0 || rows.count("fillrandom") == 0 || rows.count("readrandom") == 0) {
-    return absl::InternalError(absl::StrCat("db_bench failed (status ", rc, ")"));
+  if (rc != 0) return absl::InternalError(absl::StrCat("db_bench failed (status ", rc, ")"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, DbBenchRow>> RunDbBench(const Config& c, size_t values) {
+  const std::string bin = c.db_bench.empty() ? FindDbBench() : c.db_bench;
+  if (bin.empty()) return absl::NotFoundError("db_bench / rocksdb_db_bench not found in PATH");
+  const std::string db = c.dir + "/db_bench";
+  std::filesystem::remove_all(db);
+  const std::string common = absl::StrCat(
+      " --db=", db, " --num=", values, " --threads=", c.clients,
+      " --value_size=65536 --key_size=28 --compression_type=none --sync=", c.sync ? 1 : 0,
+      " --batch_size=", c.pages, " --cache_size=", kBlockCache, " --write_buffer_size=", 64 << 20,
+      " --stats_interval_seconds=5");
+  std::map<std::string, DbBenchRow> rows;
+  RETURN_IF_ERROR(RunDbBenchOnce(
+      absl::StrCat(bin, " --benchmarks=fillrandom --writes=", values / c.clients, common, " 2>&1"),
+      &rows));
+  RETURN_IF_ERROR(RunDbBenchOnce(
+      absl::StrCat(bin, " --benchmarks=readrandom,readrandom --use_existing_db=1 --reads=",
+                   values / c.clients, common, " 2>&1"),
+      &rows));
+  if (rows.count("fillrandom") == 0 || rows.count("readrandom") == 0 ||
+      rows.count("readrandom#2") == 0) {
+    return absl::InternalError("db_bench printed no fillrandom / readrandom figures");
   }
   std::filesystem::remove_all(db);
   return rows;
@@ -349,7 +371,7 @@ Percentiles LookupPhase(const Config& c, const ServiceProcess& node, const Workl
 }
 
 struct Results {
-  double put_s = 0, warm_s = 0, cold_s = 0;
+  double put_s = 0, warm_s = 0, cold_s = 0, warm_single_s = 0;
   Percentiles lookup;
   int lookup_errors = 0;
   absl::StatusOr<double> transport_gbs = absl::UnknownError("not run");
@@ -397,12 +419,29 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   const auto warmup = [&](cache_client::CacheClient& cl, int t) {
     return cl.Get(w.warmup[t].manifest.state_key, w.model).status();
   };
+  const auto check = [&](const cache_client::State& got, const TestState& s, bool want_warm) {
+    if (got.pages.size() != s.pages.size()) return absl::DataLossError("short get");
+    if (got.warm_hit != want_warm) return absl::InternalError("unexpected warm-tier result");
+    return absl::OkStatus();
+  };
+  // Request i gets states order[i·batch, (i + 1)·batch).
+  const size_t batch = static_cast<size_t>(c.get_batch);
+  const size_t requests = (w.states.size() + batch - 1) / batch;
   const auto get = [&](bool want_warm) {
     return [&, want_warm](cache_client::CacheClient& cl, size_t i) -> absl::Status {
-      const TestState& s = w.states[order[i]];
-      ASSIGN_OR_RETURN(cache_client::State got, cl.Get(s.manifest.state_key, w.model));
-      if (got.pages.size() != s.pages.size()) return absl::DataLossError("short get");
-      if (got.warm_hit != want_warm) return absl::InternalError("unexpected warm-tier result");
+      if (batch == 1) {
+        const TestState& s = w.states[order[i]];
+        ASSIGN_OR_RETURN(cache_client::State got, cl.Get(s.manifest.state_key, w.model));
+        return check(got, s, want_warm);
+      }
+      std::vector<cache_client::GetSpec> specs;
+      for (size_t k = i * batch; k < std::min(w.states.size(), (i + 1) * batch); ++k) {
+        specs.push_back({w.states[order[k]].manifest.state_key, w.model, {}});
+      }
+      ASSIGN_OR_RETURN(std::vector<cache_client::State> got, cl.GetMany(specs));
+      for (size_t k = 0; k < got.size(); ++k) {
+        RETURN_IF_ERROR(check(got[k], w.states[order[i * batch + k]], want_warm));
+      }
       return absl::OkStatus();
     };
   };
@@ -412,9 +451,16 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   ASSIGN_OR_RETURN(node, StartNode(c, db, "1GiB"));
   WaitForQuietStore(node);
   ASSIGN_OR_RETURN(r->cold_s,
-                   RunPhase("get (cold)", node, c.clients, w.states.size(), warmup, get(false)));
-  ASSIGN_OR_RETURN(r->warm_s,
-                   RunPhase("get (warm)", node, c.clients, w.states.size(), warmup, get(true)));
+                   RunPhase("get (cold)", node, c.clients, requests, warmup, get(false)));
+  ASSIGN_OR_RETURN(r->warm_s, RunPhase("get (warm)", node, c.clients, requests, warmup, get(true)));
+  ASSIGN_OR_RETURN(r->warm_single_s,
+                   RunPhase("get (warm, one state per Get)", node, c.clients, w.states.size(),
+                            warmup, [&](cache_client::CacheClient& cl, size_t i) -> absl::Status {
+                              const TestState& s = w.states[order[i]];
+                              ASSIGN_OR_RETURN(cache_client::State got,
+                                               cl.Get(s.manifest.state_key, w.model));
+                              return check(got, s, true);
+                            }));
   r->lookup = LookupPhase(c, node, w, &r->lookup_errors);
   (void)node.Terminate();
   std::filesystem::remove_all(db);
@@ -432,6 +478,7 @@ void Report(const Config& c, const Workload& w, const Results& r) {
   row("cache node put", r.put_s);
   row("cache node get (cold)", r.cold_s);
   row("cache node get (warm)", r.warm_s);
+  row("cache node get (warm, 1/Get)", r.warm_single_s);
   const auto phase = [&](double secs) {
     return nlohmann::json{
         {"gb_per_s", gbs(secs)}, {"pages_per_s", pages / secs}, {"seconds", secs}};
@@ -444,7 +491,9 @@ void Report(const Config& c, const Workload& w, const Results& r) {
                       {"ucx_tls", std::getenv("UCX_TLS")},
                       {"put", phase(r.put_s)},
                       {"get_cold", phase(r.cold_s)},
+                      {"get_batch", c.get_batch},
                       {"get_warm", phase(r.warm_s)},
+                      {"get_warm_one_per_get", phase(r.warm_single_s)},
                       {"lookup",
                        {{"clients", c.lookup_clients},
                         {"tokens", kLookupTokens},
@@ -458,21 +507,25 @@ void Report(const Config& c, const Workload& w, const Results& r) {
     j["transport_gb_per_s"] = *r.transport_gbs;
   }
   if (r.db_bench.ok()) {
+    const auto gb = [](const DbBenchRow& row) { return row.mib_per_sec * 1048576 / 1e9; };
     const DbBenchRow& f = r.db_bench->at("fillrandom");
     const DbBenchRow& g = r.db_bench->at("readrandom");
-    const double f_gbs = f.mib_per_sec * 1048576 / 1e9, g_gbs = g.mib_per_sec * 1048576 / 1e9;
-    std::printf("%-30s %10.3f %12.0f\n", "db_bench fillrandom", f_gbs, f.ops_per_sec);
-    std::printf("%-30s %10.3f %12.0f\n", "db_bench readrandom", g_gbs, g.ops_per_sec);
-    std::printf("ratio put / fillrandom        %9.2fx (goal >= 0.7x)\n", gbs(r.put_s) / f_gbs);
-    std::printf("ratio get (cold) / readrandom %9.2fx (goal >= 0.7x)\n", gbs(r.cold_s) / g_gbs);
-    std::printf("ratio get (warm) / readrandom %9.2fx\n", gbs(r.warm_s) / g_gbs);
-    j["db_bench"] = {{"fillrandom_gb_per_s", f_gbs},
-                     {"fillrandom_ops_per_s", f.ops_per_sec},
-                     {"readrandom_gb_per_s", g_gbs},
-                     {"readrandom_ops_per_s", g.ops_per_sec}};
-    j["ratio"] = {{"put", gbs(r.put_s) / f_gbs},
-                  {"get_cold", gbs(r.cold_s) / g_gbs},
-                  {"get_warm", gbs(r.warm_s) / g_gbs}};
+    const DbBenchRow& g2 = r.db_bench->at("readrandom#2");
+    std::printf("%-30s %10.3f %12.0f\n", "db_bench fillrandom", gb(f), f.ops_per_sec);
+    std::printf("%-30s %10.3f %12.0f\n", "db_bench readrandom (cold)", gb(g), g.ops_per_sec);
+    std::printf("%-30s %10.3f %12.0f\n", "db_bench readrandom (warm)", gb(g2), g2.ops_per_sec);
+    std::printf("ratio put / fillrandom         %9.2fx (goal >= 0.7x)\n", gbs(r.put_s) / gb(f));
+    std::printf("ratio get (cold) / readrandom  %9.2fx (goal >= 0.7x)\n", gbs(r.cold_s) / gb(g));
+    std::printf("ratio get (warm) / readrandom  %9.2fx (goal >= 0.7x)\n", gbs(r.warm_s) / gb(g2));
+    std::printf("ratio get (warm, 1/Get) / readrandom %3.2fx\n", gbs(r.warm_single_s) / gb(g2));
+    j["db_bench"] = {
+        {"fillrandom_gb_per_s", gb(f)},       {"fillrandom_ops_per_s", f.ops_per_sec},
+        {"readrandom_cold_gb_per_s", gb(g)},  {"readrandom_cold_ops_per_s", g.ops_per_sec},
+        {"readrandom_warm_gb_per_s", gb(g2)}, {"readrandom_warm_ops_per_s", g2.ops_per_sec}};
+    j["ratio"] = {{"put", gbs(r.put_s) / gb(f)},
+                  {"get_cold", gbs(r.cold_s) / gb(g)},
+                  {"get_warm", gbs(r.warm_s) / gb(g2)},
+                  {"get_warm_one_per_get", gbs(r.warm_single_s) / gb(g2)}};
   } else {
     std::printf("db_bench: %s\n", r.db_bench.status().ToString().c_str());
   }
@@ -505,6 +558,7 @@ Results MedianOf(const std::vector<Results>& rounds) {
   m.put_s = med([](const Results& r) { return r.put_s; });
   m.warm_s = med([](const Results& r) { return r.warm_s; });
   m.cold_s = med([](const Results& r) { return r.cold_s; });
+  m.warm_single_s = med([](const Results& r) { return r.warm_single_s; });
   m.lookup.p50_us = med([](const Results& r) { return r.lookup.p50_us; });
   m.lookup.p99_us = med([](const Results& r) { return r.lookup.p99_us; });
   m.lookup.mean_us = med([](const Results& r) { return r.lookup.mean_us; });
@@ -517,7 +571,7 @@ Results MedianOf(const std::vector<Results>& rounds) {
   if (transport_ok) m.transport_gbs = med([](const Results& r) { return *r.transport_gbs; });
   if (db_ok) {
     std::map<std::string, DbBenchRow> rows;
-    for (const char* name : {"fillrandom", "readrandom"}) {
+    for (const char* name : {"fillrandom", "readrandom", "readrandom#2"}) {
       DbBenchRow& row = rows[name];
       row.ops_per_sec = med([&](const Results& r) { return r.db_bench->at(name).ops_per_sec; });
       row.mib_per_sec = med([&](const Results& r) { return r.db_bench->at(name).mib_per_sec; });
@@ -555,13 +609,15 @@ int Run(const Config& c) {
     r.db_bench = RunDbBench(c, w.states.size() * c.pages);
     if (!r.db_bench.ok()) std::printf("db_bench: %s\n", r.db_bench.status().ToString().c_str());
     const auto gbs = [&](double secs) { return w.total_bytes / secs / 1e9; };
-    std::printf("round %d: put %.3f GB/s, get cold %.3f, warm %.3f, transport %.3f", i + 1,
-                gbs(r.put_s), gbs(r.cold_s), gbs(r.warm_s),
-                r.transport_gbs.ok() ? *r.transport_gbs : 0.0);
+    std::printf(
+        "round %d: put %.3f GB/s, get cold %.3f, warm %.3f, warm 1/Get %.3f, transport %.3f", i + 1,
+        gbs(r.put_s), gbs(r.cold_s), gbs(r.warm_s), gbs(r.warm_single_s),
+        r.transport_gbs.ok() ? *r.transport_gbs : 0.0);
     if (r.db_bench.ok()) {
-      std::printf("; db_bench fillrandom %.3f, readrandom %.3f",
+      std::printf("; db_bench fillrandom %.3f, readrandom cold %.3f, warm %.3f",
                   r.db_bench->at("fillrandom").mib_per_sec * 1048576 / 1e9,
-                  r.db_bench->at("readrandom").mib_per_sec * 1048576 / 1e9);
+                  r.db_bench->at("readrandom").mib_per_sec * 1048576 / 1e9,
+                  r.db_bench->at("readrandom#2").mib_per_sec * 1048576 / 1e9);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -580,7 +636,8 @@ int main(int argc, char** argv) {
     if (!glimpse::cache_node::ParseFlag(argv[i], &c)) {
       std::fprintf(stderr,
                    "usage: %s [--put_mib=256] [--clients=4] [--pages=16] [--lookup_clients=16] "
-                   "[--lookups=500] [--rounds=3] [--sync=true] [--dir=DIR] [--db_bench=PATH] "
+                   "[--lookups=500] [--rounds=3] [--get_batch=8] [--sync=true] [--dir=DIR] "
+                   "[--db_bench=PATH] "
                    "[--json=FILE]\n",
                    argv[0]);
       return 2;

@@ -1,8 +1,10 @@
 #include "cache-node/cache_node_grpc.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/cache_client/proto_convert.h"
 #include "core/common/grpc/status.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::cache_node {
 namespace {
@@ -45,25 +47,55 @@ grpc::Status CacheNodeGrpc::CommitPut(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+namespace {
+
+// Key, model and pages of a CacheGetRequest or CacheGetItem; `field` prefixes the field names in
+// errors ("" or "items[3].").
+template <typename Msg>
+absl::StatusOr<GetItem> ItemFromProto(const Msg& m, const std::string& field) {
+  GetItem item;
+  ASSIGN_OR_RETURN(item.key, Key16FromBytes(m.state_key(), field + "state_key"));
+  ASSIGN_OR_RETURN(item.expected_model,
+                   Key16FromBytes(m.expected_model().digest(), field + "expected_model.digest"));
+  for (const v1::CachePageSelector& p : m.pages()) {
+    item.pages.push_back({p.layer(), p.kv_head(), p.index()});
+  }
+  return item;
+}
+
+void ResultToProto(const GetResult& r, v1::CacheGetResponse* out) {
+  cache_client::ManifestToProto(r.manifest, out->mutable_manifest());
+  out->set_warm_hit(r.warm_hit);
+}
+
+}  // namespace
+
 grpc::Status CacheNodeGrpc::Get(grpc::ServerContext* ctx, const v1::CacheGetRequest* req,
                                 v1::CacheGetResponse* resp) {
-  GetRequest g;
-  absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
-  if (!key.ok()) return Fail(key);
-  absl::StatusOr<kvstate::Fingerprint> model =
-      Key16FromBytes(req->expected_model().digest(), "expected_model.digest");
-  if (!model.ok()) return Fail(model);
-  g.key = *key;
-  g.expected_model = *model;
-  for (const v1::CachePageSelector& p : req->pages()) {
-    g.pages.push_back({p.layer(), p.kv_head(), p.index()});
+  absl::StatusOr<GetItem> item = ItemFromProto(*req, "");
+  if (!item.ok()) return Fail(item);
+  GetRequest g{item->key, item->expected_model, std::move(item->pages), req->reply_address(),
+               req->request_id()};
+  absl::StatusOr<GetResult> r = service_->Get(g, Deadline(ctx));
+  if (!r.ok()) return Fail(r);
+  ResultToProto(*r, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheNodeGrpc::GetMany(grpc::ServerContext* ctx, const v1::CacheGetManyRequest* req,
+                                    v1::CacheGetManyResponse* resp) {
+  GetManyRequest g;
+  g.items.reserve(req->items_size());
+  for (int i = 0; i < req->items_size(); ++i) {
+    absl::StatusOr<GetItem> item = ItemFromProto(req->items(i), absl::StrCat("items[", i, "]."));
+    if (!item.ok()) return Fail(item);
+    g.items.push_back(*std::move(item));
   }
   g.reply_address = req->reply_address();
   g.request_id = req->request_id();
-  absl::StatusOr<GetResult> r = service_->Get(g, Deadline(ctx));
+  absl::StatusOr<std::vector<GetResult>> r = service_->GetMany(g, Deadline(ctx));
   if (!r.ok()) return Fail(r);
-  cache_client::ManifestToProto(r->manifest, resp->mutable_manifest());
-  resp->set_warm_hit(r->warm_hit);
+  for (const GetResult& one : *r) ResultToProto(one, resp->add_states());
   return grpc::Status::OK;
 }
 

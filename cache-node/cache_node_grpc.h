@@ -19,6 +19,8 @@ class CacheNodeGrpc final : public v1::CacheNode::Service {
                          v1::CacheCommitPutResponse* resp) override;
   grpc::Status Get(grpc::ServerContext* ctx, const v1::CacheGetRequest* req,
                    v1::CacheGetResponse* resp) override;
+  grpc::Status GetMany(grpc::ServerContext* ctx, const v1::CacheGetManyRequest* req,
+                       v1::CacheGetManyResponse* resp) override;
   grpc::Status Lookup(grpc::ServerContext* ctx, const v1::CacheLookupRequest* req,
                       v1::CacheLookupResponse* resp) override;
   grpc::Status Pin(grpc::ServerContext* ctx, const v1::CacheStateKeyRequest* req,

@@ -1,5 +1,6 @@
 // CacheNodeService: Get, Lookup, Pin / Unpin, Delete, retention and Stats.
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,37 @@ absl::Status CheckModel(const Manifest& m, const kvstate::Fingerprint& expected)
   return absl::FailedPreconditionError(absl::StrCat(
       "state ", kvpage::ToHex(m.state_key), " was made by model ", kvpage::ToHex(m.model),
       ", the request expects model ", kvpage::ToHex(expected)));
+}
+
+// Charges the selected pages' bytes to `*budget` (what is left of `limit` for this request).
+absl::Status Charge(const Manifest& m, const std::vector<size_t>& selected, uint64_t limit,
+                    uint64_t* budget) {
+  uint64_t bytes = 0;
+  for (size_t i : selected) bytes += m.pages[i].bytes;
+  if (bytes > *budget) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the get asks for more than ", limit,
+                     " page bytes in all (put.max_state_bytes); state ", kvpage::ToHex(m.state_key),
+                     " adds ", bytes, " with ", *budget, " left: split the request"));
+  }
+  *budget -= bytes;
+  return absl::OkStatus();
+}
+
+// `pages` copied back to back into one new buffer; `pins[i]` (if given) is released once page i
+// is copied, so RocksDB's blocks and the copy are not all held at once.
+std::unique_ptr<uint8_t[]> Pack(std::span<const std::span<const uint8_t>> pages,
+                                std::vector<rocksdb::PinnableSlice>* pins) {
+  size_t total = 0;
+  for (const auto& p : pages) total += p.size();
+  auto out = std::make_unique_for_overwrite<uint8_t[]>(total);
+  size_t off = 0;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    std::memcpy(out.get() + off, pages[i].data(), pages[i].size());
+    off += pages[i].size();
+    if (pins != nullptr) (*pins)[i].Reset();
+  }
+  return out;
 }
 
 Manifest Restrict(const Manifest& m, const std::vector<size_t>& selected) {
@@ -126,51 +158,110 @@ void CacheNodeService::AdmitIfCurrent(std::shared_ptr<const WarmState> w) {
   }
 }
 
-absl::StatusOr<GetResult> CacheNodeService::GetWarm(const GetRequest& req, const WarmState& w,
-                                                    absl::Time deadline) {
-  // Warm bytes were verified (full decode) when they entered; memory is not re-checked.
-  RETURN_IF_ERROR(CheckModel(w.manifest, req.expected_model));
-  ASSIGN_OR_RETURN(std::vector<size_t> sel, Select(w.manifest, req.pages));
-  GetResult out{Restrict(w.manifest, sel), true};
-  if (sel.size() == w.manifest.pages.size()) {
-    const std::span<const uint8_t> all[] = {w.packed()};
-    RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, sel.size(), all, true, deadline));
+// One item of a get, ready to ship: its result and one buffer holding its pages back to back.
+struct CacheNodeService::Served {
+  GetResult result;
+  std::shared_ptr<const WarmState> warm;  // the warm entry `buffer` lies in, if any
+  bool admit = false;                     // `warm` was just read from RocksDB: admit once shipped
+  std::unique_ptr<uint8_t[]> copy;        // the pages of a partial or unadmitted state, packed
+  std::span<const uint8_t> buffer;        // what ships: in warm->data or in copy
+};
+
+absl::StatusOr<CacheNodeService::Served> CacheNodeService::Serve(const GetItem& item,
+                                                                 uint64_t* budget) {
+  std::shared_ptr<const WarmState> w = warm_.Get(item.key);
+  if (w == nullptr) return ServeCold(item, budget);
+  RETURN_IF_ERROR(CheckModel(w->manifest, item.expected_model));
+  ASSIGN_OR_RETURN(std::vector<size_t> sel, Select(w->manifest, item.pages));
+  RETURN_IF_ERROR(Charge(w->manifest, sel, options_.limits.max_state_bytes, budget));
+  Served s;
+  s.result = {Restrict(w->manifest, sel), true};
+  if (sel.size() == w->manifest.pages.size()) {
+    s.buffer = w->packed();  // uncopied
   } else {
     std::vector<std::span<const uint8_t>> spans;
-    for (size_t i : sel) spans.push_back(w.page(i));
-    RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, sel.size(), spans, false, deadline));
+    for (size_t i : sel) spans.push_back(w->page(i));
+    s.copy = Pack(spans, nullptr);
+    s.buffer = {s.copy.get(), s.result.manifest.total_page_bytes()};
   }
-  return out;
+  s.warm = std::move(w);
+  return s;
 }
 
-absl::StatusOr<GetResult> CacheNodeService::GetCold(const GetRequest& req, absl::Time deadline) {
+absl::StatusOr<CacheNodeService::Served> CacheNodeService::ServeCold(const GetItem& item,
+                                                                     uint64_t* budget) {
   ASSIGN_OR_RETURN(
       StoredPages stored,
-      store_->Read(req.key, [&](const Manifest& m) -> absl::StatusOr<std::vector<size_t>> {
-        RETURN_IF_ERROR(CheckModel(m, req.expected_model));
-        return Select(m, req.pages);
-      }));
+      store_->Read(
+          item.key,
+          [&](const Manifest& m) -> absl::StatusOr<std::vector<size_t>> {
+            RETURN_IF_ERROR(CheckModel(m, item.expected_model));
+            ASSIGN_OR_RETURN(std::vector<size_t> sel, Select(m, item.pages));
+            RETURN_IF_ERROR(Charge(m, sel, options_.limits.max_state_bytes, budget));
+            return sel;
+          },
+          /*fill_cache=*/!item.pages.empty()));  // a whole state goes to the warm tier instead
+  // Sizes only: see the header on why page CRC32Cs are not recomputed here.
   std::vector<std::span<const uint8_t>> spans;
   for (size_t i = 0; i < stored.selected.size(); ++i) {
-    spans.emplace_back(reinterpret_cast<const uint8_t*>(stored.bytes[i].data()),
-                       stored.bytes[i].size());
-    RETURN_IF_ERROR(kvstate::CheckPage(stored.manifest, stored.manifest.pages[stored.selected[i]],
-                                       spans.back(), /*full_decode=*/false));
+    const kvstate::PageRef& ref = stored.manifest.pages[stored.selected[i]];
+    if (stored.bytes[i].size() != ref.bytes) {
+      return absl::DataLossError(
+          absl::StrCat("state ", kvpage::ToHex(item.key), ": page ", kvstate::PageName(ref), " is ",
+                       stored.bytes[i].size(), " bytes in RocksDB, the manifest says ", ref.bytes));
+    }
+    spans.emplace_back(reinterpret_cast<const uint8_t*>(stored.bytes[i].data()), ref.bytes);
   }
-  GetResult out{Restrict(stored.manifest, stored.selected), false};
-  const bool admit = stored.selected.size() == stored.manifest.pages.size() &&
-                     out.manifest.total_page_bytes() <= warm_.budget_bytes();
-  if (!admit) {
-    // Straight from RocksDB's pinned buffers, one per page: no copy.
-    RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, spans.size(), spans, false, deadline));
-    return out;
+  Served s;
+  s.result = {Restrict(stored.manifest, stored.selected), false};
+  const size_t total = s.result.manifest.total_page_bytes();
+  if (stored.selected.size() == stored.manifest.pages.size() && total <= warm_.budget_bytes()) {
+    // Packed once: shipped from, then kept by the warm tier.
+    std::shared_ptr<WarmState> w = WarmState::Make(std::move(stored.manifest), spans);
+    s.buffer = w->packed();
+    s.warm = std::move(w);
+    s.admit = true;
+  } else {
+    s.copy = Pack(spans, &stored.bytes);  // unpins each RocksDB block once copied
+    s.buffer = {s.copy.get(), total};
   }
-  // Packed once (one copy): shipped as one buffer, then kept by the warm tier.
-  std::shared_ptr<WarmState> w = WarmState::Make(std::move(stored.manifest), spans);
-  stored.bytes.clear();  // unpin RocksDB blocks before the transfer
-  const std::span<const uint8_t> all[] = {w->packed()};
-  RETURN_IF_ERROR(Ship(req.reply_address, req.request_id, spans.size(), all, true, deadline));
-  AdmitIfCurrent(std::move(w));
+  return s;
+}
+
+absl::StatusOr<std::vector<GetResult>> CacheNodeService::GetItems(std::span<const GetItem> items,
+                                                                  const std::string& reply_address,
+                                                                  uint64_t request_id,
+                                                                  absl::Time deadline) {
+  if (reply_address.empty()) return absl::InvalidArgumentError("get without a reply address");
+  uint64_t budget = options_.limits.max_state_bytes;
+  std::vector<Served> served;
+  served.reserve(items.size());
+  std::vector<std::span<const uint8_t>> buffers;
+  uint64_t pages = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    absl::StatusOr<Served> s = Serve(items[i], &budget);
+    if (!s.ok() && items.size() > 1) {
+      return absl::Status(s.status().code(),
+                          absl::StrCat("get item ", i, ": ", s.status().message()));
+    }
+    if (!s.ok()) return s.status();
+    pages += s->result.manifest.pages.size();
+    buffers.push_back(s->buffer);
+    served.push_back(*std::move(s));
+  }
+  RETURN_IF_ERROR(Ship(reply_address, request_id, static_cast<uint32_t>(pages), buffers,
+                       /*packed=*/true, deadline));
+  std::vector<GetResult> out;
+  out.reserve(served.size());
+  for (Served& s : served) {
+    if (s.admit) AdmitIfCurrent(std::move(s.warm));
+    bytes_got_.fetch_add(s.result.manifest.total_page_bytes());
+    out.push_back(std::move(s.result));
+  }
+  const uint64_t before = gets_.fetch_add(out.size());
+  if (static const long every = getenv("PROF_EVERY") ? atol(getenv("PROF_EVERY")) : 0;
+      every > 0 && before / every != (before + out.size()) / every) {
+  }
   return out;
 }
 
@@ -178,14 +269,27 @@ absl::StatusOr<GetResult> CacheNodeService::Get(const GetRequest& req, absl::Tim
   absl::StatusOr<GetResult> result = [&]() -> absl::StatusOr<GetResult> {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
-    if (req.reply_address.empty()) return absl::InvalidArgumentError("get without a reply address");
-    std::shared_ptr<const WarmState> w = warm_.Get(req.key);
-    ASSIGN_OR_RETURN(GetResult out, w ? GetWarm(req, *w, deadline) : GetCold(req, deadline));
-    gets_.fetch_add(1);
-    bytes_got_.fetch_add(out.manifest.total_page_bytes());
-    return out;
+    const GetItem item{req.key, req.expected_model, req.pages};
+    ASSIGN_OR_RETURN(std::vector<GetResult> out,
+                     GetItems({&item, 1}, req.reply_address, req.request_id, deadline));
+    return std::move(out[0]);
   }();
   Record(Method::kGet, result.status());
+  return result;
+}
+
+absl::StatusOr<std::vector<GetResult>> CacheNodeService::GetMany(const GetManyRequest& req,
+                                                                 absl::Time deadline) {
+  absl::StatusOr<std::vector<GetResult>> result = [&]() -> absl::StatusOr<std::vector<GetResult>> {
+    Call call(this);
+    if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    if (req.items.empty() || req.items.size() > kMaxGetItems) {
+      return absl::InvalidArgumentError(absl::StrCat("a batched get takes 1 to ", kMaxGetItems,
+                                                     " states, not ", req.items.size()));
+    }
+    return GetItems(req.items, req.reply_address, req.request_id, deadline);
+  }();
+  Record(Method::kGetMany, result.status());
   return result;
 }
 

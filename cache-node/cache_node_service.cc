@@ -22,6 +22,8 @@ const char* MethodName(Method m) {
       return "CommitPut";
     case Method::kGet:
       return "Get";
+    case Method::kGetMany:
+      return "GetMany";
     case Method::kLookup:
       return "Lookup";
     case Method::kPin:

@@ -16,12 +16,23 @@
 // tickets expire after Options::ticket_timeout.
 //
 // Get(key, expected model, pages, reply address): reads the state from the warm tier or under one
-// RocksDB snapshot (verifying every page's CRC32C), ships the selected pages to the reply address
-// as one batch {kGetReply, request id, n} + the pages (packed in one buffer when the state is,
-// or is about to be, in the warm tier; else one buffer per page, uncopied), waits for the transfer
-// to complete and returns the manifest restricted to the shipped pages, in batch order. NotFound
-// for an unknown state, FailedPrecondition naming both fingerprints for another model,
-// InvalidArgument for a page not in the state.
+// RocksDB snapshot, ships the selected pages to the reply address as one batch
+// {kGetReply, request id, n, packed} + one buffer holding the pages back to back (a whole warm
+// state ships from the warm tier's memory uncopied; a state read from RocksDB is packed once, and
+// that copy is what the warm tier then keeps), waits for the transfer to complete and returns the
+// manifest restricted to the shipped pages, in batch order. NotFound for an unknown state,
+// FailedPrecondition naming both fingerprints for another model, InvalidArgument for a page not in
+// the state, DataLoss for a page missing from RocksDB or of the wrong size. Page CRC32Cs are not
+// recomputed here: bytes enter only through a put that verified every page (full DecodePage),
+// RocksDB verifies its own block checksums on every read from a file, the transport checksums the
+// batch, and the client (cache_client.h) verifies every page's CRC32C end to end.
+//
+// GetMany(items, reply address): every item as a Get, all shipped in ONE transport batch
+// {kGetReply, request id, total pages, packed} + one buffer per item (the item's pages back to
+// back), in request order: one RPC and one transfer for many states. All or nothing: the first
+// item that fails fails the request with its status (the message names the item) and nothing is
+// shipped; InvalidArgument for no items, more than kMaxGetItems, or more page bytes in all than
+// limits.max_state_bytes (checked from the manifests before any page is read).
 //
 // Lookup(namespace, tokens): the longest stored prefix (state_index.h). Pin / Unpin: a pinned
 // state is never dropped by retention nor evicted from the warm tier; Delete refuses a pinned
@@ -91,6 +102,21 @@ struct GetResult {
   bool warm_hit = false;
 };
 
+// One state of a batched get.
+struct GetItem {
+  StateKey key{};
+  kvstate::Fingerprint expected_model{};
+  std::vector<PageId> pages;  // empty: all pages
+};
+
+inline constexpr size_t kMaxGetItems = 1024;
+
+struct GetManyRequest {
+  std::vector<GetItem> items;  // 1..kMaxGetItems; a key may repeat
+  std::string reply_address;   // the client's transport address
+  uint64_t request_id = 0;     // echoed in the reply batch header
+};
+
 struct LookupResult {
   bool found = false;
   StateKey key{};
@@ -100,7 +126,7 @@ struct LookupResult {
   bool warm = false;
 };
 
-enum class Method { kBeginPut, kCommitPut, kGet, kLookup, kPin, kUnpin, kDelete, kCount };
+enum class Method { kBeginPut, kCommitPut, kGet, kGetMany, kLookup, kPin, kUnpin, kDelete, kCount };
 const char* MethodName(Method m);
 
 struct CacheNodeStats {
@@ -130,6 +156,9 @@ class CacheNodeService {
   absl::StatusOr<PutTicket> BeginPut(kvstate::Manifest manifest, std::span<const int32_t> tokens);
   absl::StatusOr<CommitResult> CommitPut(uint64_t ticket, absl::Time deadline);
   absl::StatusOr<GetResult> Get(const GetRequest& request, absl::Time deadline);
+  // Results in request order.
+  absl::StatusOr<std::vector<GetResult>> GetMany(const GetManyRequest& request,
+                                                 absl::Time deadline);
   absl::StatusOr<LookupResult> Lookup(const NamespaceKey& ns, std::span<const int32_t> tokens);
   absl::Status Pin(const StateKey& key);
   absl::Status Unpin(const StateKey& key);
@@ -162,8 +191,14 @@ class CacheNodeService {
   absl::StatusOr<CommitResult> CheckDuplicate(const kvstate::Manifest& m,
                                               std::span<const std::span<const uint8_t>> pages);
   absl::StatusOr<std::shared_ptr<const WarmState>> LoadWarm(const StateKey& key);
-  absl::StatusOr<GetResult> GetWarm(const GetRequest& req, const WarmState& w, absl::Time deadline);
-  absl::StatusOr<GetResult> GetCold(const GetRequest& req, absl::Time deadline);
+  struct Served;  // one item of a get, ready to ship (cache_node_read.cc)
+  // Reads `item` from the warm tier or RocksDB and charges its page bytes to `*budget`
+  // (InvalidArgument, before any page is read, when they exceed it).
+  absl::StatusOr<Served> Serve(const GetItem& item, uint64_t* budget);
+  absl::StatusOr<Served> ServeCold(const GetItem& item, uint64_t* budget);
+  absl::StatusOr<std::vector<GetResult>> GetItems(std::span<const GetItem> items,
+                                                  const std::string& reply_address,
+                                                  uint64_t request_id, absl::Time deadline);
   // Admits `w` to the warm tier if it is still the stored version of its state (pinned if the
   // state is pinned).
   void AdmitIfCurrent(std::shared_ptr<const WarmState> w);

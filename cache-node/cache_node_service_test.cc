@@ -91,6 +91,45 @@ class CacheNodeServiceTest : public ::testing::Test {
     return f;
   }
 
+  // A batched get; the pages shipped for each item, in request order.
+  struct FetchedMany {
+    std::vector<GetResult> results;
+    std::vector<std::vector<std::vector<uint8_t>>> pages;  // [item][page] bytes
+    size_t buffers = 0;                                    // page buffers in the batch
+  };
+  absl::StatusOr<FetchedMany> GetMany(std::vector<GetItem> items) {
+    GetManyRequest req{std::move(items), client_->LocalAddress(), ++request_id_};
+    auto r = node_->GetMany(req, absl::Now() + absl::Seconds(10));
+    if (!r.ok()) return r.status();
+    auto batch = client_->Receive(absl::Now() + absl::Seconds(10));
+    if (!batch.ok()) return batch.status();
+    auto h = kvstate::DecodeBatchHeader(batch->buffers()[0]);
+    if (!h.ok()) return h.status();
+    EXPECT_EQ(h->id, request_id_);
+    std::vector<uint32_t> sizes;
+    for (const GetResult& one : *r) {
+      for (const auto& p : one.manifest.pages) sizes.push_back(p.bytes);
+    }
+    const auto bufs = std::span<const std::span<const uint8_t>>(batch->buffers()).subspan(1);
+    auto pages = kvstate::UnpackPages(*h, bufs, sizes);
+    if (!pages.ok()) return pages.status();
+    FetchedMany f{*std::move(r), {}, bufs.size()};
+    size_t next = 0;
+    for (const GetResult& one : f.results) {
+      f.pages.emplace_back();
+      for (size_t i = 0; i < one.manifest.pages.size(); ++i, ++next) {
+        f.pages.back().emplace_back((*pages)[next].begin(), (*pages)[next].end());
+      }
+    }
+    return f;
+  }
+
+  // No batch reaches the client.
+  void ExpectNothingShipped() {
+    EXPECT_EQ(client_->Receive(absl::Now() + absl::Milliseconds(50)).status().code(),
+              absl::StatusCode::kDeadlineExceeded);
+  }
+
   void ExpectState(const TestState& s) {
     auto f = Get(s.manifest.state_key, s.manifest.model);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -149,6 +188,102 @@ TEST_F(CacheNodeServiceTest, GetSelectedPagesInManifestOrder) {
   }
   auto missing = Get(a.manifest.state_key, a.manifest.model, {{5, 0, 0}});
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Several states, cold and warm, whole and partial, one repeated: one request, one batch with one
+// packed buffer per item, in request order; the cold whole states enter the warm tier.
+TEST_F(CacheNodeServiceTest, GetManyShipsEveryStateInOneBatch) {
+  Start();
+  const TestState a = State(1), b = State(2), c = State(3);
+  for (const TestState* s : {&a, &b, &c}) ASSERT_TRUE(Put(*s).ok());
+  Start();         // all cold
+  ExpectState(b);  // b warm
+  auto f = GetMany({{a.manifest.state_key, a.manifest.model, {}},
+                    {b.manifest.state_key, b.manifest.model, {}},
+                    {a.manifest.state_key, a.manifest.model, {{1, 1, 1}, {0, 0, 1}}},
+                    {c.manifest.state_key, c.manifest.model, {}}});
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->results.size(), 4u);
+  EXPECT_EQ(f->buffers, 4u);
+  EXPECT_TRUE(f->results[0].manifest.SameContent(a.manifest));
+  EXPECT_EQ(f->pages[0], a.pages);
+  EXPECT_EQ(f->pages[1], b.pages);
+  EXPECT_EQ(f->pages[3], c.pages);
+  ASSERT_EQ(f->pages[2].size(), 2u);
+  EXPECT_EQ(f->pages[2][0], a.pages[1]);
+  EXPECT_EQ(f->pages[2][1], a.pages[7]);
+  EXPECT_EQ(f->results[2].manifest.pages[1], a.manifest.pages[7]);
+  EXPECT_FALSE(f->results[0].warm_hit);
+  EXPECT_TRUE(f->results[1].warm_hit);
+  EXPECT_FALSE(f->results[2].warm_hit);  // a enters the warm tier once the batch is shipped
+  EXPECT_FALSE(f->results[3].warm_hit);
+  CacheNodeStats st = node_->Stats();
+  EXPECT_EQ(st.gets, 5u);
+  EXPECT_EQ(st.warm.entries, 3u);
+  EXPECT_EQ(st.bytes_got, a.manifest.total_page_bytes() + 2 * b.manifest.total_page_bytes() +
+                              c.manifest.total_page_bytes() + a.pages[1].size() +
+                              a.pages[7].size());
+  f = GetMany(
+      {{c.manifest.state_key, c.manifest.model, {}}, {a.manifest.state_key, a.manifest.model, {}}});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->results[0].warm_hit);
+  EXPECT_TRUE(f->results[1].warm_hit);
+  EXPECT_EQ(f->pages[0], c.pages);
+  EXPECT_EQ(f->pages[1], a.pages);
+}
+
+// Every bad batched get fails as a whole with a clear status naming the item, ships nothing and
+// changes nothing (not even the warm tier).
+TEST_F(CacheNodeServiceTest, BadGetManyShipsNothing) {
+  const TestState a = State(1), b = State(2), unknown = State(3);
+  options_.limits.max_state_bytes = a.manifest.total_page_bytes() * 3 / 2;
+  Start();
+  ASSERT_TRUE(Put(a).ok());
+  ASSERT_TRUE(Put(b).ok());
+  Start();  // cold: a failed request must not admit anything
+  const GetItem ga{a.manifest.state_key, a.manifest.model, {}};
+  const GetItem gb{b.manifest.state_key, b.manifest.model, {}};
+  struct Case {
+    std::vector<GetItem> items;
+    absl::StatusCode code;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {{}, absl::StatusCode::kInvalidArgument, "1 to 1024 states, not 0"},
+      {std::vector<GetItem>(kMaxGetItems + 1, ga), absl::StatusCode::kInvalidArgument, "not 1025"},
+      {{ga, {unknown.manifest.state_key, a.manifest.model, {}}},
+       absl::StatusCode::kNotFound,
+       "get item 1: no state stored under key " + kvpage::ToHex(unknown.manifest.state_key)},
+      {{gb, {b.manifest.state_key, TestModel(3), {}}},
+       absl::StatusCode::kFailedPrecondition,
+       "get item 1: state " + kvpage::ToHex(b.manifest.state_key)},
+      {{{a.manifest.state_key, a.manifest.model, {{5, 0, 0}}}, gb},
+       absl::StatusCode::kInvalidArgument,
+       "get item 0: state"},
+      {{ga, ga}, absl::StatusCode::kInvalidArgument, "split the request"},
+  };
+  for (const Case& c : cases) {
+    auto f = GetMany(c.items);
+    ASSERT_EQ(f.status().code(), c.code) << f.status();
+    EXPECT_NE(f.status().message().find(c.want), std::string::npos) << f.status();
+    ExpectNothingShipped();
+  }
+  GetManyRequest no_address{{ga}, "", 1};
+  EXPECT_EQ(node_->GetMany(no_address, absl::Now() + absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExpectNothingShipped();
+  CacheNodeStats st = node_->Stats();
+  EXPECT_EQ(st.gets, 0u);
+  EXPECT_EQ(st.warm.entries, 0u);
+  EXPECT_EQ(st.states, 2u);
+  EXPECT_EQ(st.errors[static_cast<size_t>(Method::kGetMany)]
+                     [static_cast<size_t>(absl::StatusCode::kInvalidArgument)],
+            5u);
+  // Within the byte limit the same states are fine.
+  auto ok = GetMany({ga});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->pages[0], a.pages);
+  ExpectState(b);
 }
 
 TEST_F(CacheNodeServiceTest, DuplicatePutIsIdempotentDifferentPayloadIsAlreadyExists) {

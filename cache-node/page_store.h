@@ -75,9 +75,13 @@ class PageStore {
 
   // NotFound when no manifest is stored under `key`.
   absl::StatusOr<Manifest> ReadManifest(const StateKey& key);
-  // `selection` picks manifest pages (nullopt: all); it is called with the stored manifest.
+  // `selection` picks manifest pages (nullopt: all); it is called with the stored manifest, before
+  // any page is read. `fill_cache` = false reads pages around the block cache (for a state about
+  // to enter the warm tier, which would otherwise be cached twice). RocksDB verifies the block
+  // checksums of whatever it reads from a file.
   using Selector = std::function<absl::StatusOr<std::vector<size_t>>(const Manifest&)>;
-  absl::StatusOr<StoredPages> Read(const StateKey& key, const Selector& selection = nullptr);
+  absl::StatusOr<StoredPages> Read(const StateKey& key, const Selector& selection = nullptr,
+                                   bool fill_cache = true);
 
   absl::Status SetPinned(const StateKey& key, bool pinned);
 

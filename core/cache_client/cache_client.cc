@@ -150,25 +150,72 @@ absl::StatusOr<transport::ReceivedBatch> CacheClient::AwaitReply(uint64_t id, ab
   return std::move(node.mapped());
 }
 
+namespace {
+
+void AddSelectors(const std::vector<kvstate::PageId>& pages,
+                  google::protobuf::RepeatedPtrField<v1::CachePageSelector>* out) {
+  for (const kvstate::PageId& p : pages) {
+    v1::CachePageSelector* s = out->Add();
+    s->set_layer(p.layer);
+    s->set_kv_head(p.kv_head);
+    s->set_index(p.index);
+  }
+}
+
+}  // namespace
+
+uint64_t CacheClient::NewRequest() {
+  std::lock_guard<std::mutex> lock(replies_mu_);
+  const uint64_t id = next_request_++;
+  awaited_.insert(id);
+  return id;
+}
+
+void CacheClient::DropRequest(uint64_t id) {
+  std::lock_guard<std::mutex> lock(replies_mu_);
+  awaited_.erase(id);
+  replies_.erase(id);
+}
+
+absl::StatusOr<std::vector<State>> CacheClient::FinishGet(
+    uint64_t id, absl::Time deadline, std::span<const v1::CacheGetResponse* const> responses) {
+  // The node answers after its transfer completed; the batch is here or about to be.
+  ASSIGN_OR_RETURN(transport::ReceivedBatch received, AwaitReply(id, deadline));
+  auto batch = std::make_shared<const transport::ReceivedBatch>(std::move(received));
+  std::vector<State> out(responses.size());
+  std::vector<uint32_t> sizes;
+  for (size_t i = 0; i < responses.size(); ++i) {
+    ASSIGN_OR_RETURN(out[i].manifest, ManifestFromProto(responses[i]->manifest()));
+    out[i].warm_hit = responses[i]->warm_hit();
+    for (const kvstate::PageRef& p : out[i].manifest.pages) sizes.push_back(p.bytes);
+  }
+  const auto& bufs = batch->buffers();
+  ASSIGN_OR_RETURN(const kvstate::BatchHeader h, kvstate::DecodeBatchHeader(bufs[0]));
+  absl::StatusOr<std::vector<std::span<const uint8_t>>> pages =
+      kvstate::UnpackPages(h, std::span<const std::span<const uint8_t>>(bufs).subspan(1), sizes);
+  if (!pages.ok())
+    return absl::DataLossError(absl::StrCat("get reply: ", pages.status().message()));
+  // End to end: the node does not recompute page CRC32Cs, this does (cache_node_service.h).
+  size_t next = 0;
+  for (State& s : out) {
+    for (const kvstate::PageRef& ref : s.manifest.pages) {
+      RETURN_IF_ERROR(kvstate::CheckPage(s.manifest, ref, (*pages)[next], /*full_decode=*/false));
+      s.pages.push_back((*pages)[next++]);
+    }
+    s.batch = batch;
+  }
+  return out;
+}
+
 absl::StatusOr<State> CacheClient::Get(const kvstate::StateKey& key,
                                        const kvstate::Fingerprint& model,
                                        const std::vector<kvstate::PageId>& pages) {
   v1::CacheGetRequest req;
   req.set_state_key(BytesOf(key));
   req.mutable_expected_model()->set_digest(BytesOf(model));
-  for (const kvstate::PageId& p : pages) {
-    v1::CachePageSelector* s = req.add_pages();
-    s->set_layer(p.layer);
-    s->set_kv_head(p.kv_head);
-    s->set_index(p.index);
-  }
+  AddSelectors(pages, req.mutable_pages());
   req.set_reply_address(transport_->LocalAddress());
-  uint64_t id;
-  {
-    std::lock_guard<std::mutex> lock(replies_mu_);
-    id = next_request_++;
-    awaited_.insert(id);
-  }
+  const uint64_t id = NewRequest();
   req.set_request_id(id);
   v1::CacheGetResponse resp;
   grpc::ClientContext ctx;
@@ -176,30 +223,41 @@ absl::StatusOr<State> CacheClient::Get(const kvstate::StateKey& key,
   ctx.set_deadline(absl::ToChronoTime(deadline));
   absl::Status s = FromGrpcStatus(stub_->Get(&ctx, req, &resp));
   if (!s.ok()) {
-    std::lock_guard<std::mutex> lock(replies_mu_);
-    awaited_.erase(id);
-    replies_.erase(id);
+    DropRequest(id);
     return s;
   }
-  // The node answers after its transfer completed; the batch is here or about to be.
-  ASSIGN_OR_RETURN(transport::ReceivedBatch batch, AwaitReply(id, deadline));
-  State out;
-  ASSIGN_OR_RETURN(out.manifest, ManifestFromProto(resp.manifest()));
-  out.warm_hit = resp.warm_hit();
-  const auto& bufs = batch.buffers();
-  ASSIGN_OR_RETURN(const kvstate::BatchHeader h, kvstate::DecodeBatchHeader(bufs[0]));
-  std::vector<uint32_t> sizes;
-  for (const kvstate::PageRef& p : out.manifest.pages) sizes.push_back(p.bytes);
-  absl::StatusOr<std::vector<std::span<const uint8_t>>> got =
-      kvstate::UnpackPages(h, std::span<const std::span<const uint8_t>>(bufs).subspan(1), sizes);
-  if (!got.ok()) return absl::DataLossError(absl::StrCat("get reply: ", got.status().message()));
-  for (size_t i = 0; i < out.manifest.pages.size(); ++i) {
-    RETURN_IF_ERROR(kvstate::CheckPage(out.manifest, out.manifest.pages[i], (*got)[i],
-                                       /*full_decode=*/false));
+  const v1::CacheGetResponse* const responses[] = {&resp};
+  ASSIGN_OR_RETURN(std::vector<State> out, FinishGet(id, deadline, responses));
+  return std::move(out[0]);
+}
+
+absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec> states) {
+  v1::CacheGetManyRequest req;
+  for (const GetSpec& spec : states) {
+    v1::CacheGetItem* item = req.add_items();
+    item->set_state_key(BytesOf(spec.key));
+    item->mutable_expected_model()->set_digest(BytesOf(spec.model));
+    AddSelectors(spec.pages, item->mutable_pages());
   }
-  out.pages = *std::move(got);
-  out.batch = std::move(batch);
-  return out;
+  req.set_reply_address(transport_->LocalAddress());
+  const uint64_t id = NewRequest();
+  req.set_request_id(id);
+  v1::CacheGetManyResponse resp;
+  grpc::ClientContext ctx;
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  absl::Status s = FromGrpcStatus(stub_->GetMany(&ctx, req, &resp));
+  if (s.ok() && static_cast<size_t>(resp.states_size()) != states.size()) {
+    s = absl::InternalError(absl::StrCat("batched get of ", states.size(), " states answered with ",
+                                         resp.states_size()));
+  }
+  if (!s.ok()) {
+    DropRequest(id);
+    return s;
+  }
+  std::vector<const v1::CacheGetResponse*> responses;
+  for (const v1::CacheGetResponse& r : resp.states()) responses.push_back(&r);
+  return FinishGet(id, deadline, responses);
 }
 
 absl::StatusOr<LookupMatch> CacheClient::Lookup(const kvstate::NamespaceKey& ns,

@@ -7,7 +7,12 @@
 //                                 stored with the identical payload).
 //   Get(key, model, pages)        the node ships the pages to this client's transport address; the
 //                                 returned State owns them (batch storage) and lists them in
-//                                 manifest order. A page or checksum error is never silent.
+//                                 manifest order. Every page's CRC32C is verified here (end to end;
+//                                 the node does not recompute them): a page or checksum error is
+//                                 DataLoss, never silent.
+//   GetMany(states)               several Gets in one RPC and one transfer (all or nothing); the
+//                                 States share the batch's storage. Saves a gRPC round trip and a
+//                                 transfer per extra state (README "Cache node", "Speed").
 //   Lookup(namespace, tokens)     the longest stored prefix.
 //   Pin / Unpin / Delete / Stats.
 // Errors are the node's gRPC status as absl::Status (code and message kept), or the transport's.
@@ -52,8 +57,15 @@ struct PutResult {
 struct State {
   kvstate::Manifest manifest;                   // pages = the fetched ones, in order
   std::vector<std::span<const uint8_t>> pages;  // pages[i] is manifest.pages[i]; owned by batch
-  transport::ReceivedBatch batch;
+  std::shared_ptr<const transport::ReceivedBatch> batch;  // shared by the States of one GetMany
   bool warm_hit = false;
+};
+
+// One state of a GetMany.
+struct GetSpec {
+  kvstate::StateKey key{};
+  kvstate::Fingerprint model{};        // the model the caller expects the state to be made by
+  std::vector<kvstate::PageId> pages;  // empty: every page
 };
 
 struct LookupMatch {
@@ -75,6 +87,8 @@ class CacheClient {
                                 std::span<const std::span<const uint8_t>> pages);
   absl::StatusOr<State> Get(const kvstate::StateKey& key, const kvstate::Fingerprint& model,
                             const std::vector<kvstate::PageId>& pages = {});
+  // Results in the order of `states` (1 to 1024 of them; a state may repeat).
+  absl::StatusOr<std::vector<State>> GetMany(std::span<const GetSpec> states);
   absl::StatusOr<LookupMatch> Lookup(const kvstate::NamespaceKey& ns,
                                      std::span<const int32_t> tokens);
   absl::Status Pin(const kvstate::StateKey& key);
@@ -91,6 +105,12 @@ class CacheClient {
   absl::StatusOr<transport::PeerId> PeerFor(const std::string& address);
   void ForgetPeer(const std::string& address);
   absl::StatusOr<transport::ReceivedBatch> AwaitReply(uint64_t id, absl::Time deadline);
+  uint64_t NewRequest();          // a request id whose reply batch the receive thread keeps
+  void DropRequest(uint64_t id);  // after a failed RPC
+  // Awaits request `id`'s batch and splits it into one State per response (in order), verifying
+  // every page.
+  absl::StatusOr<std::vector<State>> FinishGet(
+      uint64_t id, absl::Time deadline, std::span<const v1::CacheGetResponse* const> responses);
   absl::Status KeyCall(grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
                                                                    const v1::CacheStateKeyRequest&,
                                                                    v1::CacheEmpty*),

@@ -72,15 +72,30 @@ absl::StatusOr<std::vector<std::span<const uint8_t>>> UnpackPages(
   }
   uint64_t total = 0;
   for (uint32_t s : sizes) total += s;
-  if (bufs.size() != 1 || bufs[0].size() != total) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "packed batch has ", bufs.size(), " buffer(s) of ", bufs.empty() ? 0 : bufs[0].size(),
-        " bytes; the manifest's pages add up to ", total, " bytes in one buffer"));
+  uint64_t have = 0;
+  for (const auto& b : bufs) have += b.size();
+  if (bufs.empty() || have != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed batch has ", bufs.size(), " buffer(s) of ", have,
+                     " bytes in all; the manifest's pages add up to ", total, " bytes"));
   }
-  size_t off = 0;
-  for (uint32_t s : sizes) {
-    pages.push_back(bufs[0].subspan(off, s));
-    off += s;
+  size_t page = 0;
+  for (size_t b = 0; b < bufs.size(); ++b) {
+    size_t off = 0;
+    const size_t first = page;
+    while (off < bufs[b].size() && page < sizes.size() && sizes[page] <= bufs[b].size() - off) {
+      pages.push_back(bufs[b].subspan(off, sizes[page]));
+      off += sizes[page++];
+    }
+    if (off != bufs[b].size() || page == first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "packed buffer ", b, " of ", bufs[b].size(), " bytes does not hold whole pages (page ",
+          page, " is ", page < sizes.size() ? sizes[page] : 0, " bytes at offset ", off, ")"));
+    }
+  }
+  if (page != sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("packed batch holds ", page, " of ",
+                                                   sizes.size(), " pages (empty pages left over)"));
   }
   return pages;
 }

@@ -47,5 +47,30 @@ TEST(TransferHeaderTest, UnpackPackedAndSeparatePages) {
   EXPECT_FALSE(UnpackPages(h, std::span(separate).first(2), sizes).ok());
 }
 
+// A batched get's reply: packed buffers of whole pages each (one per state).
+TEST(TransferHeaderTest, UnpackSeveralPackedBuffers) {
+  const std::vector<uint8_t> all = {1, 2, 3, 4, 5, 6, 7};
+  const std::span<const uint8_t> bytes(all);
+  const std::vector<uint32_t> sizes = {2, 3, 1, 1};
+  const BatchHeader h{BatchKind::kGetReply, 9, 4, BatchHeader::kPacked};
+  const std::vector<std::span<const uint8_t>> bufs = {bytes.first(5), bytes.subspan(5, 1),
+                                                      bytes.subspan(6)};
+  auto pages = UnpackPages(h, bufs, sizes);
+  ASSERT_TRUE(pages.ok()) << pages.status();
+  ASSERT_EQ(pages->size(), 4u);
+  EXPECT_EQ((*pages)[1].data(), all.data() + 2);
+  EXPECT_EQ((*pages)[1].size(), 3u);
+  EXPECT_EQ((*pages)[2][0], 6);
+  EXPECT_EQ((*pages)[3][0], 7);
+  // A buffer that ends inside a page, an empty buffer, too few bytes, no buffer at all.
+  const std::vector<std::span<const uint8_t>> split = {bytes.first(4), bytes.subspan(4)};
+  EXPECT_EQ(UnpackPages(h, split, sizes).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::span<const uint8_t>> empty = {bytes, bytes.first(0)};
+  EXPECT_EQ(UnpackPages(h, empty, sizes).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<std::span<const uint8_t>> short_bufs = {bytes.first(5), bytes.subspan(5, 1)};
+  EXPECT_EQ(UnpackPages(h, short_bufs, sizes).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UnpackPages(h, {}, sizes).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace glimpse::kvstate
