@@ -318,7 +318,7 @@ absl::StatusOr<Result> Simulate(const std::vector<SessionSpec>& workload,
   o.prefill_on_decode_tokens = cluster.prefill_on_decode_tokens;
   o.demote_under_pressure = cluster.demote_under_pressure;
   o.lease.fixed_ttl = policy.fixed_ttl;
-  if (policy.pressure_pin_cost) o.lease.pin_cost = PinCost::kPressure;
+  o.lease.pin_cost = policy.pressure_pin_cost ? PinCost::kPressure : PinCost::kContinuum;
   o.lease.min_samples = policy.min_samples;
   // R(n): the measured cost of bringing n tokens back.
   o.lease.reload.per_token =

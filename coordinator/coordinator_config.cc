@@ -62,7 +62,8 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
        "Samples a tool needs before its own distribution is used (Continuum: 100)."},
       {"lease.max_samples", T::kInt, "1000", "Most recent samples kept per tool."},
       {"lease.default_ttl", T::kDuration, "2s",
-       "Lease while neither tool nor pooled samples suffice."},
+       "Lease while neither tool nor pooled samples suffice; with lease.pin_cost=pressure and "
+       "demotion on, the break-even lease (Q x eta + R(n)) / c instead."},
       {"lease.max_ttl", T::kDuration, "10m", "Upper bound of every lease."},
       {"lease.max_hint", T::kDuration, "1h", "Longer tool-duration hints are rejected as absurd."},
       {"lease.hint_slack", T::kDouble, "1.2", "A hint h is taken as a point mass at h x slack."},
@@ -74,9 +75,11 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
        "Bytes per second a reload moves (UCX shm, 4 MiB pages, README Transport)."},
       {"lease.fixed_ttl", T::kString, "",
        "A fixed TTL for every lease instead of the estimator (e.g. 5s; 0s evicts at turn end)."},
-      {"lease.pin_cost", T::kString, "continuum",
-       "Weight c of tau in the estimator: continuum (c = 1) or pressure (c = share of recent "
-       "admissions that waited for memory or were refused, at least 0.01)."},
+      {"lease.pin_cost", T::kString, "pressure",
+       "Weight c of tau in the estimator: continuum (c = 1) or pressure (the chance a pinned "
+       "second makes a turn wait: 0.5 / (admissions + 1) over the last 256 when leases are "
+       "demoted under pressure, which no admission then waits for; else the share of them that "
+       "waited for memory or were refused, at least 0.01)."},
       {"admission.turn_timeout", T::kDuration, "10m",
        "A turn routed but not ended after this loses its reservation (its frontend is gone)."},
       {"sessions.idle_ttl", T::kDuration, "24h",
@@ -147,7 +150,9 @@ absl::StatusOr<CoordinatorOptions> OptionsFromConfig(const Config& c) {
   }
   if (const std::string& pin = c.GetString("lease.pin_cost"); pin == "pressure") {
     o.lease.pin_cost = PinCost::kPressure;
-  } else if (pin != "continuum") {
+  } else if (pin == "continuum") {
+    o.lease.pin_cost = PinCost::kContinuum;
+  } else {
     return absl::InvalidArgumentError(
         absl::StrFormat("lease.pin_cost: \"%s\" is not continuum or pressure", pin));
   }

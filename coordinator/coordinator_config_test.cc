@@ -20,6 +20,7 @@ TEST(CoordinatorConfigTest, DefaultsFollowTheMeasuredFigures) {
   // 23,850 B at 1.69 GB/s = 14.11 µs per token.
   EXPECT_NEAR(absl::ToDoubleMicroseconds(o->lease.reload.per_token), 14.11, 0.01);
   EXPECT_EQ(o->lease.min_samples, 100);
+  EXPECT_EQ(o->lease.pin_cost, PinCost::kPressure);  // README "Coordinator", Simulation
   EXPECT_EQ(o->prefill_on_decode_tokens, 128);
 }
 
@@ -40,6 +41,9 @@ TEST(CoordinatorConfigTest, TenantBudgetsAndBadValues) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->lease.pin_cost, PinCost::kPressure);
   EXPECT_EQ(o->lease.fixed_ttl, absl::Seconds(5));
+  o = Parse({"--store.path=/tmp/x", "--lease.pin_cost=continuum"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->lease.pin_cost, PinCost::kContinuum);
   EXPECT_FALSE(Parse({"--store.path=/tmp/x", "--lease.pin_cost=cheap"}).ok());
   EXPECT_FALSE(Parse({"--store.path=/tmp/x", "--lease.fixed_ttl=-3s"}).ok());
   EXPECT_FALSE(Parse({"--store.path=/tmp/x", "--lease.fixed_ttl=2h"}).ok());  // > max_ttl 10m

@@ -14,6 +14,7 @@ class CoordinatorGrpcTest : public ::testing::Test {
     CoordinatorOptions o;
     o.kv_bytes_per_token = 100;
     o.lease.min_samples = 4;
+    o.lease.pin_cost = PinCost::kContinuum;  // c = 1 and default_ttl: Continuum's rules
     o.lease.default_ttl = absl::Seconds(5);
     auto svc = CoordinatorService::Create(o, &clock_, &store_);
     ASSERT_TRUE(svc.ok());

@@ -22,6 +22,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
   return service;
 }
 
+namespace {
+
+// The estimator prices leases as reclaimable exactly when the planner demotes them for room.
+LeaseEstimatorOptions EstimatorOptions(const CoordinatorOptions& options) {
+  LeaseEstimatorOptions o = options.lease;
+  o.reclaimable = options.demote_under_pressure;
+  return o;
+}
+
+}  // namespace
+
 CoordinatorService::CoordinatorService(const CoordinatorOptions& options, Clock* clock,
                                        StateStore* store)
     : options_(options),
@@ -29,7 +40,7 @@ CoordinatorService::CoordinatorService(const CoordinatorOptions& options, Clock*
       store_(store),
       membership_(options.membership),
       ledger_(options.tenant_budget_bytes),
-      estimator_(options.lease) {
+      estimator_(EstimatorOptions(options)) {
   for (const auto& [tenant, bytes] : options.tenant_budgets) ledger_.SetTenantLimit(tenant, bytes);
   last_estimator_save_ = clock_->Now();
   last_reap_ = clock_->Now();

@@ -19,6 +19,7 @@ CoordinatorOptions TestOptions() {
   o.kv_bytes_per_token = 1;  // bytes == tokens, for readable arithmetic
   o.membership = {Seconds(1), 3};
   o.lease.min_samples = 4;
+  o.lease.pin_cost = PinCost::kContinuum;  // c = 1 and default_ttl: Continuum's rules
   o.lease.default_ttl = Seconds(10);
   o.lease.default_queue_delay = Seconds(5);
   o.lease.reload = ReloadCost{absl::ZeroDuration(), absl::Milliseconds(1)};
@@ -144,6 +145,34 @@ TEST_F(CoordinatorServiceTest, AFailedTurnGetsNoLeaseAndNoToolSample) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->hot_hit);
   EXPECT_TRUE(svc_->Stats().tools.empty());  // the 3 s pause was no tool call
+  Invariants();
+}
+
+// The default pin cost (pressure) with demotion on: no admission waits for a lease's memory, so
+// c = 0.5 / (admissions + 1); with no samples the lease is the break-even G / c. Without demotion
+// a lease is a commitment and the default TTL stays.
+TEST_F(CoordinatorServiceTest, PressureCostWithDemotionGivesTheBreakEvenLeaseBeforeAnySample) {
+  CoordinatorOptions o = TestOptions();
+  o.lease.pin_cost = PinCost::kPressure;
+  Start(o);
+  AddCluster(10'000);
+  ASSERT_TRUE(svc_->RouteTurn(Turn("s1", 0, 500, 100)).ok());  // one admission
+  EXPECT_DOUBLE_EQ(svc_->Stats().pin_cost, 0.25);
+  // G = Q·eta + R(550) = 5·1 + 0.55 = 5.55 s; G / c = 22.2 s.
+  absl::StatusOr<LeaseResult> l = svc_->EndTurn({"s1", 550, "grep", std::nullopt, std::nullopt});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_NEAR(absl::ToDoubleSeconds(l->ttl), 22.2, 1e-6);
+  EXPECT_EQ(l->source, "break-even");
+
+  o.demote_under_pressure = false;
+  Start(o);
+  AddCluster(10'000);
+  ASSERT_TRUE(svc_->RouteTurn(Turn("s2", 0, 500, 100)).ok());
+  EXPECT_DOUBLE_EQ(svc_->Stats().pin_cost, 0.01);  // 0 of 1 waited: the floor
+  l = svc_->EndTurn({"s2", 550, "grep", std::nullopt, std::nullopt});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->ttl, Seconds(10));
+  EXPECT_EQ(l->source, "default");
   Invariants();
 }
 

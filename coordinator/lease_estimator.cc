@@ -101,6 +101,8 @@ void LeaseEstimator::ObserveAdmission(bool pressured) {
 
 double LeaseEstimator::PinCostWeight() const {
   if (options_.pin_cost == PinCost::kContinuum) return 1.0;
+  // Reclaimable leases: no admission waits for their memory, so 0 of W waited; Jeffreys' mean.
+  if (options_.reclaimable) return 0.5 / (static_cast<double>(admissions_.size()) + 1.0);
   double share = admissions_.empty() ? 0.0 : static_cast<double>(pressured_) / admissions_.size();
   return std::max(options_.min_pin_cost, share);
 }
@@ -176,9 +178,15 @@ TtlDecision LeaseEstimator::Choose(const std::string& tool, int64_t kv_tokens,
     dist = &pooled_;
     d.source = "pooled";
   } else {
-    d.ttl = std::min(options_.default_ttl, options_.max_ttl);
-    d.source = options_.default_ttl > options_.max_ttl ? "default+capped" : "default";
     d.samples = tool_samples;
+    // Break-even (ski rental): pinning longer than G / c cannot pay back even if the turn comes.
+    absl::Duration break_even =
+        d.pin_cost > 0 ? absl::Seconds(d.gain_s / d.pin_cost) : absl::InfiniteDuration();
+    const bool rental = options_.pin_cost == PinCost::kPressure && options_.reclaimable;
+    absl::Duration fallback = rental ? break_even : options_.default_ttl;
+    d.ttl = std::min(fallback, options_.max_ttl);
+    d.source = rental ? "break-even" : "default";
+    if (fallback > options_.max_ttl) d.source += "+capped";
     return d;
   }
   const std::vector<double>& sorted = dist->Sorted();

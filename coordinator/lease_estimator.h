@@ -13,17 +13,29 @@
 // reload cost of the session's n kept tokens (fixed + n · per_token, configured from measured
 // transport figures). Gain and tau are in seconds; ties go to the shorter tau.
 //
-// The pin cost: Continuum charges a pinned second as one second (cost weight c = 1). With
-// `PinCost::kPressure` the weight is c = the share of recent admissions that had to wait for
-// memory or were refused, at least `min_pin_cost`: our coordinator demotes leases when memory is
-// needed, so a pinned second costs others nothing while memory is idle, and an admission served by
-// demoting a lease did not wait (the victim's loss is already in F).
+// The pin cost: Continuum charges a pinned second as one second (cost weight c = 1): the memory
+// could have served a waiting turn. With `PinCost::kPressure` (the default) c is the probability
+// that a pinned second makes someone wait, estimated from recent admissions:
+//   - leases that cannot be demoted (`reclaimable` false): c = the share of the last
+//     `pressure_window` admissions that waited for memory or were refused, at least `min_pin_cost`
+//     (≈ 3 / 256, the rule-of-three upper bound on a share never seen in 256 admissions: a lease
+//     is a commitment, so it is priced pessimistically);
+//   - leases that are demoted when memory is needed (`reclaimable`, the coordinator's default):
+//     no admission ever waits for a lease's memory (the planner demotes it first), so the count
+//     of such waits is 0 by construction and c is its Jeffreys posterior mean, ½ / (W + 1) over
+//     the W admissions in the window (0.5 before any, 0.0019 at W = 256). The victim's own loss
+//     is already priced by F (and by the demotion order, value per byte).
 //
 //     tau* = argmax over tau of  F(tau) · (Q·eta + R(n)) − c · tau
 //
 // Fallbacks, in order, while a tool has fewer than `min_samples` samples (Continuum uses 100): a
 // client hint (a point mass at hint · hint_slack: pin for it when the gain exceeds it, else 0);
-// the pooled distribution of all tools; `default_ttl`. tau never exceeds `max_ttl`.
+// the pooled distribution of all tools; then, with no distribution at all, `default_ttl`, except
+// with `PinCost::kPressure` and reclaimable leases: the break-even lease G / c (ski rental, Karlin
+// et al. 1988: renting until the rent paid equals the purchase price G costs at most twice the
+// best choice in hindsight, whatever the durations are; a lease that can be cut at any time is
+// such a rental). Not for leases that cannot be demoted: those are commitments, and c, measured
+// from waits after the fact, would price them too late. tau never exceeds `max_ttl`.
 //
 // Not thread-safe: the owner (CoordinatorService) serialises calls.
 #pragma once
@@ -64,14 +76,17 @@ struct LeaseEstimatorOptions {
   // Set: every lease is this tau (source "fixed"), the estimator only records. For operators who
   // want a fixed TTL and for the simulator's baselines (0 = evict at turn end).
   std::optional<absl::Duration> fixed_ttl;
-  PinCost pin_cost = PinCost::kContinuum;
-  double min_pin_cost = 0.01;
-  int pressure_window = 256;  // admissions the pressure share is measured over
+  PinCost pin_cost = PinCost::kPressure;
+  double min_pin_cost = 0.01;  // c's floor when leases are not reclaimable
+  int pressure_window = 256;   // admissions the pressure share is measured over
+  // Leases are demoted when a turn needs their memory (CoordinatorOptions::demote_under_pressure,
+  // copied by CoordinatorService): the pin cost and the no-data fallback then follow (see above).
+  bool reclaimable = true;
 };
 
 struct TtlDecision {
   absl::Duration ttl = absl::ZeroDuration();
-  std::string source;            // "estimator" | "hint" | "pooled" | "default", "+capped"
+  std::string source;  // "estimator" | "hint" | "pooled" | "break-even" | "default", "+capped"
   double reuse_probability = 0;  // F(ttl) under the distribution used (hint: 1 or 0)
   double gain_s = 0;             // Q·eta + R(n)
   double pin_cost = 1;           // c

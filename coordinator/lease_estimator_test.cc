@@ -56,6 +56,7 @@ LeaseEstimatorOptions TestOptions() {
   o.max_ttl = absl::Seconds(60);
   o.default_queue_delay = absl::Seconds(2);
   o.reload = ReloadCost{absl::ZeroDuration(), absl::Milliseconds(1)};  // R(n) = n ms
+  o.pin_cost = PinCost::kContinuum;  // c = 1 unless a test says otherwise
   return o;
 }
 
@@ -125,6 +126,7 @@ TEST(LeaseEstimatorTest, FixedTtlAndPressureWeightedPinCost) {
 
   o = TestOptions();
   o.pin_cost = PinCost::kPressure;
+  o.reclaimable = false;  // leases that are never demoted: c is the measured share of waits
   o.pressure_window = 4;
   LeaseEstimator e(o);
   for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
@@ -140,6 +142,58 @@ TEST(LeaseEstimatorTest, FixedTtlAndPressureWeightedPinCost) {
   LeaseEstimator continuum(TestOptions());
   continuum.ObserveAdmission(false);
   EXPECT_DOUBLE_EQ(continuum.PinCostWeight(), 1.0);
+}
+
+// Reclaimable leases (demoted when memory is needed): no admission waits for them, so c is the
+// Jeffreys posterior mean of a share seen 0 times in W admissions, 0.5 / (W + 1), whatever the
+// admissions' own waits were.
+TEST(LeaseEstimatorTest, ReclaimableLeasesPinCostIsJeffreysMeanOfZeroWaits) {
+  LeaseEstimatorOptions o = TestOptions();
+  o.pin_cost = PinCost::kPressure;
+  o.pressure_window = 4;
+  LeaseEstimator e(o);
+  EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.5);  // W = 0: the prior's mean
+  for (bool p : {true, false, true}) e.ObserveAdmission(p);
+  EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.125);  // W = 3
+  for (bool p : {true, true, true}) e.ObserveAdmission(p);
+  EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.1);  // the window holds 4
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  // G = 2 + 3 = 5, c = 0.1: J = 0, 1.15, 2.2, 3.45, 4 → 10.
+  TtlDecision d = e.Choose("grep", 3000, std::nullopt);
+  EXPECT_EQ(d.ttl, absl::Seconds(10));
+  EXPECT_DOUBLE_EQ(d.pin_cost, 0.1);
+  EXPECT_EQ(d.source, "estimator");
+}
+
+// No distribution at all (no tool, no pooled samples, no hint): reclaimable leases under the
+// pressure cost get the ski-rental break-even lease G / c; otherwise default_ttl (7 s here).
+TEST(LeaseEstimatorTest, NoDataFallbackIsBreakEvenOnlyForReclaimablePressureLeases) {
+  LeaseEstimatorOptions o = TestOptions();
+  o.pin_cost = PinCost::kPressure;
+  o.pressure_window = 256;
+  LeaseEstimator e(o);
+  // G = Q·eta + R = 2·1 + 3 = 5 s, c = 0.5 (no admissions) → 10 s.
+  TtlDecision d = e.Choose("grep", 3000, std::nullopt);
+  EXPECT_EQ(d.ttl, absl::Seconds(10));
+  EXPECT_EQ(d.source, "break-even");
+  EXPECT_DOUBLE_EQ(d.gain_s, 5);
+  for (int i = 0; i < 9; ++i) e.ObserveAdmission(false);
+  // c = 0.5 / 10 = 0.05 → G / c = 100 s, over max_ttl (60 s).
+  d = e.Choose("grep", 3000, std::nullopt);
+  EXPECT_EQ(d.ttl, absl::Seconds(60));
+  EXPECT_EQ(d.source, "break-even+capped");
+  // G = 2 + 0.5 = 2.5 s → 50 s.
+  EXPECT_EQ(e.Choose("grep", 500, std::nullopt).ttl, absl::Seconds(50));
+  // A hint still comes first: a point mass at 1.2 s, worth it (5 − 0.05·1.2 > 0).
+  EXPECT_EQ(e.Choose("grep", 3000, absl::Seconds(1)).ttl, absl::Milliseconds(1200));
+
+  o.reclaimable = false;  // a commitment: the configured default
+  LeaseEstimator committed(o);
+  d = committed.Choose("grep", 3000, std::nullopt);
+  EXPECT_EQ(d.ttl, absl::Seconds(7));
+  EXPECT_EQ(d.source, "default");
+  o = TestOptions();  // Continuum's c = 1 keeps its default as well
+  EXPECT_EQ(LeaseEstimator(o).Choose("grep", 3000, std::nullopt).ttl, absl::Seconds(7));
 }
 
 TEST(LeaseEstimatorTest, JsonRoundTripKeepsDecisions) {

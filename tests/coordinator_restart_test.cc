@@ -28,12 +28,12 @@ class CoordinatorRestartTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   ServiceProcess Start() {
-    absl::StatusOr<ServiceProcess> p =
-        ServiceProcess::Start(GLIMPSE_COORDINATOR_BINARY,
-                              {"--store.path=" + (dir_ / "db").string(), "--lease.default_ttl=1h",
-                               "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
-                               "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
-                              log_);
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(
+        GLIMPSE_COORDINATOR_BINARY,
+        {"--store.path=" + (dir_ / "db").string(), "--lease.default_ttl=1h",
+         "--lease.pin_cost=continuum", "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
+         "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
+        log_);
     EXPECT_TRUE(p.ok()) << p.status();
     auto channel = ClientChannel(p->grpc_address());
     EXPECT_TRUE(channel.ok());
