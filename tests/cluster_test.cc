@@ -3,10 +3,11 @@
 // through the Frontend API: a session's turns are recomputed, hot and warm; a replayed
 // conversation reuses the stored state; a decode worker killed mid-session leaves the session to
 // continue warm on another worker; a cache node killed and restarted still serves every state it
-// acknowledged.
+// acknowledged; one tenant cannot hit another's stored state.
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/common/grpc/server.h"
@@ -108,7 +109,8 @@ class ClusterTest : public ::testing::Test {
     return false;
   }
 
-  Turn Generate(const std::string& session, const std::vector<std::string>& conversation) {
+  Turn Generate(const std::string& session, const std::vector<std::string>& conversation,
+                v1::Frontend::Stub* stub = nullptr, const std::string& token = "") {
     v1::GenerateRequest req;
     req.set_session_id(session);
     for (size_t i = 0; i < conversation.size(); ++i) {
@@ -119,7 +121,8 @@ class ClusterTest : public ::testing::Test {
     req.mutable_sampling()->set_max_tokens(12);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    auto reader = stub_->Generate(&ctx, req);
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    auto reader = (stub != nullptr ? stub : stub_.get())->Generate(&ctx, req);
     Turn t;
     v1::GenerateEvent e;
     while (reader->Read(&e)) {
@@ -135,12 +138,14 @@ class ClusterTest : public ::testing::Test {
     return t;
   }
 
-  grpc::Status EndSession(const std::string& session) {
+  grpc::Status EndSession(const std::string& session, v1::Frontend::Stub* stub = nullptr,
+                          const std::string& token = "") {
     grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
     v1::EndSessionRequest req;
     req.set_session_id(session);
     v1::EndSessionResponse resp;
-    return stub_->EndSession(&ctx, req, &resp);
+    return (stub != nullptr ? stub : stub_.get())->EndSession(&ctx, req, &resp);
   }
 
   fs::path dir_;
@@ -220,6 +225,35 @@ TEST_F(ClusterTest, AcknowledgedStatesSurviveACacheNodeKill) {
   ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
   EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_WARM);
   EXPECT_GT(t2.started.reused_tokens(), 0);
+}
+
+// Two tenants behind a frontend with bearer tokens: the same conversation under another tenant is
+// another namespace (salted state keys), so it can neither hit nor probe the first tenant's state.
+TEST_F(ClusterTest, ATenantCannotHitAnotherTenantsStoredState) {
+  const fs::path tokens = dir_ / "tokens.yaml", secret = dir_ / "salt_secret";
+  std::ofstream(tokens) << "tok-acme: acme\ntok-beta: beta\n";
+  std::ofstream(secret) << "a-cluster-wide-secret-of-enough-bytes\n";
+  auto secured = Start(
+      "frontend-auth", GLIMPSE_FRONTEND_BINARY,
+      {"--coordinator=" + coordinator_->grpc_address(), "--auth.tokens_file=" + tokens.string(),
+       "--auth.salt_secret_file=" + secret.string()});
+  ASSERT_NE(secured, nullptr);
+  auto channel = ClientChannel(secured->grpc_address());
+  ASSERT_TRUE(channel.ok());
+  auto stub = v1::Frontend::NewStub(*channel);
+
+  EXPECT_EQ(Generate("s1", kTurn1, stub.get()).status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  Turn a = Generate("s1", kTurn1, stub.get(), "tok-acme");
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  const auto conversation = NextTurn(kTurn1, a, "Name one museum there.");
+  ASSERT_TRUE(EndSession("s1", stub.get(), "tok-acme").ok());
+  Turn beta = Generate("s1", conversation, stub.get(), "tok-beta");
+  ASSERT_TRUE(beta.status.ok()) << beta.status.error_message();
+  EXPECT_EQ(beta.started.source(), v1::STATE_SOURCE_RECOMPUTE);
+  Turn again = Generate("s2", conversation, stub.get(), "tok-acme");
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_EQ(again.started.source(), v1::STATE_SOURCE_WARM);  // acme's own state
 }
 
 }  // namespace
