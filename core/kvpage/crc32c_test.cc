@@ -34,13 +34,30 @@ TEST(Crc32cTest, ExtendEqualsWhole) {
             CrcOf(a + b));
 }
 
-// The hardware path (three interleaved streams past 3 KiB) agrees with the table at every length
-// and alignment, including lengths around the stream block boundaries.
+TEST(Crc32cTest, CombineEqualsWhole) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(70000);
+  for (uint8_t& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t len_a : {0, 1, 5, 300, 4096}) {
+    for (size_t len_b : {0, 1, 3, 8, 255, 1000, 65536}) {
+      const uint8_t* a = buf.data();
+      const uint8_t* b = buf.data() + len_a;
+      EXPECT_EQ(Crc32cCombine(Crc32cExtend(0, a, len_a), Crc32cExtend(0, b, len_b), len_b),
+                Crc32cExtend(0, a, len_a + len_b))
+          << "len_a=" << len_a << " len_b=" << len_b;
+    }
+  }
+}
+
+// The hardware paths (carry-less folding from 256 bytes where compiled, else three interleaved
+// streams past 3 KiB) agree with the table at every length and alignment, including lengths
+// around the fold step (128 bytes) and stream block boundaries.
 TEST(Crc32cTest, HardwareMatchesPortable) {
   std::mt19937 rng(7);
   std::vector<uint8_t> buf(20000);
   for (uint8_t& b : buf) b = static_cast<uint8_t>(rng());
-  for (size_t n : {0, 1, 7, 8, 9, 63, 1023, 3071, 3072, 3073, 6144, 6151, 9000, 19990}) {
+  for (size_t n : {0,   1,   7,   8,    9,    63,   127,  128,  255,  256,  257,
+                   383, 384, 385, 1023, 3071, 3072, 3073, 6144, 6151, 9000, 19990}) {
     for (size_t off : {0, 1, 3, 7}) {
       const uint8_t* p = buf.data() + off;
       const uint32_t seed = static_cast<uint32_t>(n * 31 + off);

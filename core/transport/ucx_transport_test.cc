@@ -268,6 +268,43 @@ TEST_P(UcxInProcess, RegisteredMemoryShips) {
       std::equal(got->buffers()[1].begin(), got->buffers()[1].end(), arena.begin() + (4 << 20)));
 }
 
+// Without busy polling (progress_spin 0) the progress thread sleeps on UCX's event fd between
+// events and must still be woken for every step. Batches that landed in full but were not yet
+// Receive()d (so not yet checksummed) are not "stalled": they wait past receive_stall_timeout.
+TEST_P(UcxInProcess, NoBusyPollingAndBatchesWaitingForReceive) {
+  Options options = TestOptions(GetParam());
+  options.progress_spin = absl::ZeroDuration();
+  options.receive_stall_timeout = absl::Milliseconds(300);
+  Pair p = MakePair(options);
+  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {5, (1 << 20) + 3}, {64, 0}};
+  std::vector<std::vector<std::vector<uint8_t>>> bufs;
+  for (uint64_t batch = 0; batch < std::size(shapes); ++batch) {
+    bufs.push_back(MakeBuffers(shapes[batch].first, shapes[batch].second, batch));
+    auto id = p.a->Submit(p.a_to_b, Spans(bufs.back()));
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_TRUE(p.a->Wait(*id, absl::Now() + absl::Seconds(20)).ok());
+  }
+  absl::SleepFor(absl::Seconds(1));  // > receive_stall_timeout, nobody receiving
+  for (uint64_t batch = 0; batch < std::size(shapes); ++batch) {
+    auto got = p.b->Receive(absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(got.ok()) << "batch " << batch << ": " << got.status();
+    ASSERT_EQ(got->buffers().size(), bufs[batch].size());
+    for (size_t i = 0; i < bufs[batch].size(); ++i) {
+      ASSERT_TRUE(CheckPattern(got->buffers()[i], 1, batch, i))
+          << "batch " << batch << " buf " << i;
+    }
+  }
+  Metrics m = p.b->GetMetrics();
+  EXPECT_EQ(m.batches_received, std::size(shapes));
+  EXPECT_EQ(m.receive_errors, 0u);
+}
+
+TEST(UcxTransport, NegativeProgressSpinIsInvalid) {
+  Options options;
+  options.progress_spin = absl::Microseconds(-1);
+  EXPECT_EQ(CreateUcxTransport(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(UcxTransport, PureShmWithoutFailureDetectionIsRefusedByDefault) {
   setenv("UCX_TLS", "posix,sysv,cma,self", 1);
   auto a = CreateUcxTransport();

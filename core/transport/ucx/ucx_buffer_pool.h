@@ -1,6 +1,9 @@
 // Internal: receive buffers for the UCX transport, recycled by exact size so that steady
-// streams of equal pages neither allocate nor page-fault. Thread-safe; a ReceivedBatch may
-// return its buffers from any thread, also after the engine is gone (shared_ptr).
+// streams of equal pages neither allocate nor page-fault. Last in, first out: the buffer handed
+// out next is the one returned last, whose lines and TLB entries are the likeliest to be cached
+// still (first in, first out cycled through every pooled buffer, all of them cold). Thread-safe;
+// a ReceivedBatch may return its buffers from any thread, also after the engine is gone
+// (shared_ptr).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace glimpse::transport::ucx_internal {
 
@@ -29,8 +33,9 @@ class BufferPool {
       std::lock_guard l(mu_);
       auto it = free_.find(size);
       if (it != free_.end()) {
-        PooledBuffer b{std::move(it->second), size};
-        free_.erase(it);
+        PooledBuffer b{std::move(it->second.back()), size};
+        it->second.pop_back();
+        if (it->second.empty()) free_.erase(it);
         held_ -= size;
         return b;
       }
@@ -45,14 +50,15 @@ class BufferPool {
     std::lock_guard l(mu_);
     if (held_ + b.size > cap_) return;  // dropped: freed by the unique_ptr
     held_ += b.size;
-    free_.emplace(b.size, std::move(b.data));
+    free_[b.size].push_back(std::move(b.data));
   }
 
  private:
   const size_t cap_;
   std::mutex mu_;
   size_t held_ = 0;
-  std::multimap<size_t, std::unique_ptr<uint8_t, FreeDeleter>> free_;
+  // By size; each vector non-empty, used as a stack.
+  std::map<size_t, std::vector<std::unique_ptr<uint8_t, FreeDeleter>>> free_;
 };
 
 }  // namespace glimpse::transport::ucx_internal

@@ -17,7 +17,9 @@ namespace glimpse::transport {
 namespace ucx_internal {
 namespace {
 
-constexpr int kSpinIterations = 4000;  // idle progress calls before sleeping on the event fd
+// The progress loop reads the clock (for deadlines and its spin budget) every kClockEvery
+// iterations: reading it on every iteration cost ~7 % of a busy sender's cycles.
+constexpr uint32_t kClockEvery = 32;
 
 absl::Status UcsError(const std::string& what, ucs_status_t s) {
   return absl::InternalError(absl::StrCat(what, ": ", ucs_status_string(s)));
@@ -54,6 +56,9 @@ UcxEngine::UcxEngine(const Options& options)
 
 absl::StatusOr<std::unique_ptr<UcxEngine>> UcxEngine::Create(const Options& options) {
   if (options.max_inflight_bytes == 0) return absl::InvalidArgumentError("max_inflight_bytes 0");
+  if (options.progress_spin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("progress_spin < 0");
+  }
   std::unique_ptr<UcxEngine> engine(new UcxEngine(options));
   RETURN_IF_ERROR(engine->Init());
   engine->progress_ = std::thread([e = engine.get()] { e->ProgressLoop(); });
@@ -149,6 +154,20 @@ bool UcxEngine::DrainForShutdown() {
     }
   }
   for (void* r : posted) ucp_request_cancel(worker_, r);
+  // Landed buffers no Receive() will checksum now: their batches are dropped.
+  for (const Landed& item : landed_) --item.in->crc_pending;
+  landed_.clear();
+  std::vector<Inbound*> idle;  // nothing posted: no callback would retire them
+  for (auto& [key, in] : inbound_) {
+    if (in->outstanding == 0) idle.push_back(in.get());
+  }
+  for (Inbound* in : idle) {
+    if (in->reported) {
+      MaybeRetireInbound(in);  // failed earlier, kept only for its checksums
+    } else {
+      FailInbound(in, why);  // retires it
+    }
+  }
   auto close = [&](EndpointState* e) {
     TearDown(e, why, e->failed ? CloseMode::kForce : CloseMode::kFlush);
   };
@@ -180,12 +199,16 @@ void UcxEngine::Wake() {
   if (worker_ != nullptr) ucp_worker_signal(worker_);
 }
 
+// Busy-polls while UCX has work and for Options::progress_spin after the last work, then sleeps
+// on the worker's event fd (woken by UCX events and Wake(); at most 2 ms, for deadlines).
 void UcxEngine::ProgressLoop() {
-  int idle = 0;
+  uint32_t iterations = 0;
+  bool worked = false;
   absl::Time last_check = absl::Now();
+  absl::Time last_work = last_check;
   while (!stop_.load(std::memory_order_relaxed)) {
     std::unique_lock l(mu_);
-    unsigned n = ucp_worker_progress(worker_);
+    worked |= ucp_worker_progress(worker_) > 0;
     PollHeaders();
     for (EndpointState* e : to_close_) TearDown(e, e->error, CloseMode::kForce);
     to_close_.clear();
@@ -194,22 +217,24 @@ void UcxEngine::ProgressLoop() {
       ucp_request_free(r);
       return true;
     });
-    absl::Time now = absl::Now();
+    if (++iterations % kClockEvery != 0) continue;
+    const absl::Time now = absl::Now();
     if (now - last_check >= absl::Milliseconds(1)) {
       CheckDeadlines(now);
       last_check = now;
     }
-    if (n > 0) {
-      idle = 0;
+    if (worked) {
+      worked = false;
+      last_work = now;
       continue;
     }
-    if (++idle < kSpinIterations) continue;
+    if (now - last_work < options_.progress_spin) continue;
     ucs_status_t s = ucp_worker_arm(worker_);
     l.unlock();
     if (s == UCS_ERR_BUSY) continue;
     pollfd pfd{efd_, POLLIN, 0};
     poll(&pfd, 1, /*ms=*/2);
-    idle = kSpinIterations / 2;
+    last_work = absl::Now() - options_.progress_spin / 2;  // after a wake-up, spin half as long
   }
 }
 

@@ -64,8 +64,10 @@ struct Inbound {
   uint64_t key = 0;  // sender << 32 | seq
   ucx_wire::BatchHeader header;
   std::vector<PooledBuffer> buffers;
+  std::vector<uint32_t> crcs;  // CRC32C of each landed buffer (see UcxEngine::landed_)
   std::vector<RequestCtx> ctx;
   int outstanding = 0;
+  int crc_pending = 0;  // landed buffers not yet checksummed; `in` is not freed while > 0
   absl::Time last_progress;
   absl::Status status;
   bool reported = false;  // handed to the ready queue (OK or error)
@@ -121,6 +123,8 @@ class UcxEngine : public Transport {
   // Callbacks (static trampolines in the .cc files call these under mu_).
   void OnSendDone(Outbound* o, RequestCtx* c, ucs_status_t status);
   void OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status);
+  void OnBufferLanded(Inbound* in, uint32_t index);
+  void ChecksumOneLanded(std::unique_lock<std::mutex>& l);
   void OnEndpointError(EndpointState* e, ucs_status_t status);
   void OnHeaderBytes(std::span<const uint8_t> bytes);
   void UnregisterMemory(ucp_mem_h memh, const uint8_t* start);
@@ -171,6 +175,14 @@ class UcxEngine : public Transport {
   // Waited-for transfers whose sends UCX still holds (aborted ones): freed on the last callback.
   std::map<TransferId, std::unique_ptr<Outbound>> retiring_;
   std::map<uint64_t, std::unique_ptr<Inbound>> inbound_;
+  // Buffers that landed but whose CRC32C is not computed yet. Receive() callers compute them, one
+  // buffer at a time and outside mu_: on another core than the progress thread, which meanwhile
+  // moves the next buffers, and while the bytes UCX just wrote are still in cache.
+  struct Landed {
+    Inbound* in;
+    uint32_t index;
+  };
+  std::deque<Landed> landed_;
   std::deque<ReadyItem> ready_;
   struct Region {
     const uint8_t* end;

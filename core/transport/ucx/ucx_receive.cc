@@ -1,5 +1,9 @@
 // UcxEngine receive side: headers are probed by the progress thread, each posts one tag receive
 // per buffer into pooled memory; whole batches queue for Receive(), which verifies the CRC32C.
+// Each buffer is checksummed as soon as it lands, by a Receive() caller outside the lock (see
+// UcxEngine::landed_), so the checksum runs beside the progress thread's copies and over bytes
+// still in cache; a batch is ready when every buffer has landed and been checksummed. Receive()
+// then combines the per-buffer values (Crc32cCombine) and compares them with the header's CRC.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/kvpage/crc32c.h"
@@ -115,6 +119,7 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
   in->last_progress = absl::Now();
   const size_t n = in->header.sizes.size();
   in->ctx.assign(n, RequestCtx{in, 0, nullptr});
+  in->crcs.assign(n, 0);
   inbound_[key] = std::move(owned);
   for (uint32_t i = 0; i < n; ++i) {
     size_t size = in->header.sizes[i];
@@ -132,7 +137,7 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
       c->request = r;
       ++in->outstanding;
     } else if (UCS_PTR_STATUS(r) == UCS_OK) {
-      metrics_.bytes_received += size;
+      OnBufferLanded(in, i);
     } else if (in->status.ok()) {
       in->status = RecvError(*in, i, UCS_PTR_STATUS(r));
     }
@@ -148,7 +153,7 @@ void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
   c->request = nullptr;
   --in->outstanding;
   if (status == UCS_OK) {
-    metrics_.bytes_received += in->header.sizes[c->index];
+    OnBufferLanded(in, c->index);
     in->last_progress = absl::Now();
   } else if (in->status.ok()) {
     in->status = RecvError(*in, c->index, status);
@@ -157,6 +162,33 @@ void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
     FailInbound(in, in->status);  // retires `in` if nothing is outstanding
     return;
   }
+  MaybeRetireInbound(in);
+}
+
+void UcxEngine::OnBufferLanded(Inbound* in, uint32_t index) {
+  metrics_.bytes_received += in->header.sizes[index];
+  ++in->crc_pending;
+  landed_.push_back({in, index});
+  cv_.notify_all();
+}
+
+// Pops one landed buffer and checksums it with `l` released. The Inbound and its buffers stay
+// alive meanwhile: they are released only by MaybeRetireInbound, which skips an Inbound with
+// crc_pending > 0, or by the destructor, which no Receive() may overlap. A landed buffer is no
+// longer written (its receive completed), so reading it unlocked is safe.
+void UcxEngine::ChecksumOneLanded(std::unique_lock<std::mutex>& l) {
+  Landed item = landed_.front();
+  landed_.pop_front();
+  Inbound* in = item.in;
+  if (!in->reported) {  // a failed batch is not checked
+    const uint8_t* data = in->buffers[item.index].data.get();
+    const size_t size = in->header.sizes[item.index];
+    l.unlock();
+    const uint32_t crc = kvpage::Crc32cExtend(0, data, size);
+    l.lock();
+    in->crcs[item.index] = crc;
+  }
+  --in->crc_pending;
   MaybeRetireInbound(in);
 }
 
@@ -182,7 +214,7 @@ void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
 }
 
 void UcxEngine::MaybeRetireInbound(Inbound* in) {
-  if (in->outstanding > 0) return;
+  if (in->outstanding > 0 || in->crc_pending > 0) return;
   auto node = inbound_.extract(in->key);
   if (node.empty()) return;
   std::unique_ptr<Inbound> owned = std::move(node.mapped());
@@ -197,8 +229,12 @@ void UcxEngine::MaybeRetireInbound(Inbound* in) {
 
 absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
   std::unique_lock l(mu_);
-  if (!WaitUntil(cv_, l, deadline, [this] { return !ready_.empty(); })) {
-    return absl::DeadlineExceededError("no batch arrived before the deadline");
+  for (;;) {
+    if (!WaitUntil(cv_, l, deadline, [this] { return !ready_.empty() || !landed_.empty(); })) {
+      return absl::DeadlineExceededError("no batch arrived before the deadline");
+    }
+    if (!ready_.empty()) break;
+    ChecksumOneLanded(l);
   }
   ReadyItem item = std::move(ready_.front());
   ready_.pop_front();
@@ -209,7 +245,7 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
   std::vector<std::span<const uint8_t>> spans;
   for (size_t i = 0; i < in.buffers.size(); ++i) {
     spans.emplace_back(in.buffers[i].data.get(), in.header.sizes[i]);
-    crc = kvpage::Crc32cExtend(crc, spans.back().data(), spans.back().size());
+    crc = kvpage::Crc32cCombine(crc, in.crcs[i], in.header.sizes[i]);
   }
   auto storage = std::make_unique<PoolStorage>(pool_, std::move(in.buffers));
   l.lock();

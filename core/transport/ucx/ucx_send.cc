@@ -248,7 +248,9 @@ void UcxEngine::CheckDeadlines(absl::Time now) {
   }
   std::vector<Inbound*> stalled;
   for (auto& [key, in] : inbound_) {
-    if (!in->reported && now - in->last_progress > options_.receive_stall_timeout) {
+    // A batch whose buffers all landed only waits for a Receive() caller to checksum it.
+    if (!in->reported && in->outstanding > 0 &&
+        now - in->last_progress > options_.receive_stall_timeout) {
       stalled.push_back(in.get());
     }
   }

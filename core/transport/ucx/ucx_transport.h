@@ -14,6 +14,13 @@
 // (ucp_mem_map) so its buffers skip even that lookup. UCX 1.13's TCP transport has no native
 // put, so RMA would be emulated over the same active messages anyway.
 //
+// Checksums and CPU: the sender computes the batch CRC32C in Submit (outside the lock); the
+// receiver checksums each buffer as soon as it lands, in a Receive() caller's thread while the
+// progress thread moves the next buffers, and combines the values (Crc32cCombine). Receive
+// buffers come from a last-in-first-out pool. The progress thread busy-polls only for
+// Options::progress_spin (50 us) after the last completion, then sleeps on UCX's event fd, so it
+// leaves the cores to the threads that move and check bytes.
+//
 // Failure handling: endpoints use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint fails its
 // transfers with Unavailable and is force-closed. Nothing else is ever force-closed: UCX 1.13
 // asserts (ucp_request.c:684 "got REP message", process abort) when an endpoint, or its worker,
