@@ -111,6 +111,10 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext*, const v1::EndTurnReq
                    Hint(req->expected_duration_ms()), std::nullopt};
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
   r.turn_failed = req->turn_failed();
+  if (req->has_reload_us()) {
+    r.reload = absl::Microseconds(req->reload_us());
+    r.reload_tokens = req->reload_tokens();
+  }
   absl::StatusOr<LeaseResult> l = service_->EndTurn(r);
   if (!l.ok()) return ToGrpcStatus(l.status());
   resp->set_ttl_ms(Ms(l->ttl));

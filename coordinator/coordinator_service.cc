@@ -278,11 +278,22 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r)
         "EndTurn %s: prefill queue wait %s is outside [0, %s]", r.session,
         absl::FormatDuration(*r.prefill_wait), absl::FormatDuration(options_.max_hint)));
   }
+  if (r.reload.has_value() && (*r.reload < absl::ZeroDuration() || *r.reload > options_.max_hint ||
+                               r.reload_tokens < 0 || r.reload_tokens > options_.max_tokens)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("EndTurn %s: reload of %d tokens in %s is outside [0, %d] tokens, [0, %s]",
+                        r.session, r.reload_tokens, absl::FormatDuration(*r.reload),
+                        options_.max_tokens, absl::FormatDuration(options_.max_hint)));
+  }
   if (s.tier == SessionTier::kLeased || s.turn_started <= s.turn_ended) {
     return absl::FailedPreconditionError(
         absl::StrFormat("EndTurn %s: no turn is running (route the turn first)", r.session));
   }
   if (r.turn_failed) return EndFailedTurnLocked(s, r, now);
+  if (r.reload.has_value()) {
+    estimator_.ObserveReload(r.reload_tokens, *r.reload);
+    estimator_dirty_ = true;
+  }
   if (r.prefill_wait.has_value() && !s.last_route_hot && s.turns > 1) {
     estimator_.ObservePrefillQueueDelay(*r.prefill_wait);  // a reload's share of Q
     estimator_dirty_ = true;

@@ -101,6 +101,10 @@ struct EndTurnRequest {
   // The turn did not finish on its decode worker: no lease, the session is demoted now (its next
   // turn goes warm or recomputes) and the pause that follows is not a tool-duration sample.
   bool turn_failed = false;
+  // What this turn's reload of `reload_tokens` stored tokens cost its decode worker (a warm turn),
+  // measured there: R(n) is fitted to these (lease_estimator.h).
+  std::optional<absl::Duration> reload = std::nullopt;
+  int64_t reload_tokens = 0;
 };
 
 struct LeaseResult {

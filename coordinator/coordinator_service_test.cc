@@ -427,6 +427,16 @@ TEST_F(CoordinatorServiceTest, BadInputIsAClearErrorAndChangesNothing) {
   EXPECT_NE(neg.message().find("prefill queue wait -2s"), std::string::npos) << neg;
   EXPECT_EQ(svc_->GetSession("s2")->tier, SessionTier::kActive);
   EXPECT_EQ(svc_->Stats().queue_delay, mid.queue_delay);
+  // A reload report with a negative cost or token count.
+  for (auto [took, tokens] : {std::pair{Seconds(-1), int64_t{5}}, {Seconds(1), int64_t{-5}}}) {
+    EndTurnRequest bad{"s2", 5, "grep", std::nullopt, std::nullopt};
+    bad.reload = took;
+    bad.reload_tokens = tokens;
+    absl::Status st = svc_->EndTurn(bad).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("reload of"), std::string::npos) << st;
+  }
+  EXPECT_EQ(svc_->GetSession("s2")->tier, SessionTier::kActive);
   // Duplicate registration: same id, another address.
   absl::Status dup = svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1, 9999)).status();
   EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);

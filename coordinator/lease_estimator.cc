@@ -150,8 +150,8 @@ const LeaseEstimator::Samples* LeaseEstimator::DistributionFor(const std::string
 TtlDecision LeaseEstimator::Choose(const std::string& tool, int64_t kv_tokens,
                                    std::optional<absl::Duration> hint) const {
   TtlDecision d;
-  d.gain_s = absl::ToDoubleSeconds(QueueDelay()) * Eta() +
-             absl::ToDoubleSeconds(options_.reload.Of(kv_tokens));
+  d.gain_s =
+      absl::ToDoubleSeconds(QueueDelay()) * Eta() + absl::ToDoubleSeconds(ReloadCostOf(kv_tokens));
   d.pin_cost = PinCostWeight();
   const double max_s = absl::ToDoubleSeconds(options_.max_ttl);
   if (options_.fixed_ttl.has_value()) {
@@ -222,6 +222,46 @@ std::vector<LeaseEstimator::ToolSummary> LeaseEstimator::Tools() const {
   return out;
 }
 
+void LeaseEstimator::ObserveReload(int64_t tokens, absl::Duration took) {
+  reloads_.emplace_back(static_cast<double>(std::max<int64_t>(tokens, 0)),
+                        std::max(0.0, absl::ToDoubleSeconds(took)));
+  while (static_cast<int>(reloads_.size()) > options_.reload_window) reloads_.pop_front();
+}
+
+absl::Duration LeaseEstimator::ReloadCostOf(int64_t tokens) const {
+  if (static_cast<int>(reloads_.size()) < options_.min_reload_samples) {
+    return options_.reload.Of(tokens);
+  }
+  const ReloadFit fit = FitReloads(reloads_);
+  return absl::Seconds(fit.fixed_s + fit.per_token_s * static_cast<double>(tokens));
+}
+
+ReloadFit FitReloads(const std::deque<std::pair<double, double>>& points) {
+  const double n = static_cast<double>(points.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double var = sxx - sx * sx / n;
+  ReloadFit fit;
+  if (var > 0) {
+    fit.per_token_s = (sxy - sx * sy / n) / var;
+    fit.fixed_s = (sy - fit.per_token_s * sx) / n;
+  } else {
+    fit.fixed_s = sy / n;  // one size only: a constant cost
+  }
+  // Costs are never negative: clamp a coefficient to 0 and refit the other alone.
+  if (fit.per_token_s < 0) {
+    fit = {sy / n, 0.0};
+  } else if (fit.fixed_s < 0) {
+    fit = {0.0, sxx > 0 ? sxy / sxx : 0.0};
+  }
+  return fit;
+}
+
 std::string LeaseEstimator::SerializeToJson() const {
   nlohmann::json j;
   j["version"] = 1;
@@ -236,6 +276,9 @@ std::string LeaseEstimator::SerializeToJson() const {
   nlohmann::json turns = nlohmann::json::array();
   for (const auto& [t, n] : sessions_by_turns_) turns.push_back({t, n});
   j["sessions_by_turns"] = turns;
+  nlohmann::json reloads = nlohmann::json::array();
+  for (const auto& [tokens, seconds] : reloads_) reloads.push_back({tokens, seconds});
+  j["reloads"] = reloads;
   return j.dump();
 }
 
@@ -266,6 +309,10 @@ absl::Status LeaseEstimator::RestoreFromJson(const std::string& text) {
     std::map<int, int64_t> turns;
     for (const auto& p : j.at("sessions_by_turns"))
       turns[p.at(0).get<int>()] = p.at(1).get<int64_t>();
+    std::deque<std::pair<double, double>> reloads;
+    for (const auto& p : j.value("reloads", nlohmann::json::array())) {
+      reloads.emplace_back(p.at(0).get<double>(), p.at(1).get<double>());
+    }
     tools_ = std::move(tools);
     pooled_ = std::move(pooled);
     queue_delays_s_ = std::move(q);
@@ -273,6 +320,7 @@ absl::Status LeaseEstimator::RestoreFromJson(const std::string& text) {
     prefill_delays_s_ = std::move(pq);
     prefill_delay_sum_s_ = pqsum;
     sessions_by_turns_ = std::move(turns);
+    reloads_ = std::move(reloads);
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrFormat("estimator state: %s", e.what()));
   }

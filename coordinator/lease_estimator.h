@@ -52,8 +52,13 @@
 
 namespace glimpse::coordinator {
 
-// R(n) = fixed + n · per_token. Default per_token: 23,850 KV bytes per token (SmolLM2-135M fp16
-// pages) at 1.69 GB/s (UCX shm, 4 MiB pages, README "Transport") = 14.1 µs.
+// R(n) is measured: callers report what reloading a session actually cost (a decode worker's load
+// time for a warm turn, with the tokens it reloaded, EndTurn.reload_us); once `min_reload_samples`
+// of the last `reload_window` reports exist, R(n) = a + b·n fitted to them by least squares (a, b
+// >= 0). Before that, the configured `reload` = fixed + n · per_token. Default per_token: 23,850 KV
+// bytes per token (SmolLM2-135M fp16 pages) at 1.69 GB/s (UCX shm, 4 MiB pages, README
+// "Transport") = 14.1 µs — the transfer alone, which a real reload exceeds (RPCs, storage reads,
+// page decoding), hence the measurement.
 struct ReloadCost {
   absl::Duration fixed = absl::ZeroDuration();
   absl::Duration per_token = absl::Nanoseconds(14'112);
@@ -73,6 +78,8 @@ struct LeaseEstimatorOptions {
   absl::Duration default_queue_delay = absl::ZeroDuration();  // Q before any observation
   int queue_window = 256;  // Q = mean of the last this many reload admission waits
   ReloadCost reload;
+  int min_reload_samples = 3;  // reported reloads before R(n) is fitted to them
+  int reload_window = 64;      // the most recent reports are kept
   // Set: every lease is this tau (source "fixed"), the estimator only records. For operators who
   // want a fixed TTL and for the simulator's baselines (0 = evict at turn end).
   std::optional<absl::Duration> fixed_ttl;
@@ -103,6 +110,13 @@ struct ArgmaxResult {
 ArgmaxResult ArgmaxTtl(const std::vector<double>& sorted_samples_s, double gain_s, double max_s,
                        double cost = 1.0);
 
+// R(n) = fixed + per_token · n fitted to (tokens, seconds) points by least squares, both >= 0.
+struct ReloadFit {
+  double fixed_s = 0;
+  double per_token_s = 0;
+};
+ReloadFit FitReloads(const std::deque<std::pair<double, double>>& points);
+
 // Continuum's eta from a histogram {turns per session -> sessions}: −corr(i, N − i) over every
 // turn i = 1..N of every session; nullopt when undefined (no variance).
 std::optional<double> EtaFromTurnHistogram(const std::map<int, int64_t>& sessions_by_turns);
@@ -118,6 +132,8 @@ class LeaseEstimator {
   void ObserveSessionEnd(int turns);
   // One admission: `pressured` when it waited for memory or was refused.
   void ObserveAdmission(bool pressured);
+  // What reloading `tokens` tokens of a session cost (measured by the worker that did it).
+  void ObserveReload(int64_t tokens, absl::Duration took);
 
   TtlDecision Choose(const std::string& tool, int64_t kv_tokens,
                      std::optional<absl::Duration> hint) const;
@@ -131,7 +147,8 @@ class LeaseEstimator {
   absl::Duration QueueDelay() const;
   double Eta() const;
   double PinCostWeight() const;  // c (1 with PinCost::kContinuum)
-  absl::Duration ReloadCostOf(int64_t tokens) const { return options_.reload.Of(tokens); }
+  // R(n): fitted to the reported reloads, or the configured cost before there are enough.
+  absl::Duration ReloadCostOf(int64_t tokens) const;
   const LeaseEstimatorOptions& options() const { return options_; }
 
   // For Stats and persistence.
@@ -164,6 +181,7 @@ class LeaseEstimator {
   std::map<int, int64_t> sessions_by_turns_;
   std::deque<bool> admissions_;  // recent admissions, true = pressured
   int pressured_ = 0;
+  std::deque<std::pair<double, double>> reloads_;  // (tokens, seconds), oldest first
 };
 
 }  // namespace glimpse::coordinator

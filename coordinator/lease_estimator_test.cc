@@ -212,5 +212,38 @@ TEST(LeaseEstimatorTest, JsonRoundTripKeepsDecisions) {
   EXPECT_EQ(back.Tools().size(), 1u);  // a failed restore changes nothing
 }
 
+TEST(LeaseEstimatorTest, ReloadCostIsFittedToReportedReloads) {
+  LeaseEstimatorOptions o = TestOptions();
+  o.reload = ReloadCost{absl::Milliseconds(1), absl::Microseconds(10)};
+  LeaseEstimator e(o);
+  // Fewer than min_reload_samples (3): the configured cost.
+  e.ObserveReload(1000, absl::Milliseconds(300));
+  e.ObserveReload(2000, absl::Milliseconds(500));
+  EXPECT_EQ(e.ReloadCostOf(1000), absl::Milliseconds(11));
+  // On the line 0.1 s + 0.2 ms per token: fitted exactly.
+  e.ObserveReload(3000, absl::Milliseconds(700));
+  EXPECT_NEAR(absl::ToDoubleSeconds(e.ReloadCostOf(500)), 0.2, 1e-9);
+  EXPECT_NEAR(absl::ToDoubleSeconds(e.ReloadCostOf(0)), 0.1, 1e-9);
+  // The fitted cost is the gain: a break-even lease grows with it.
+  LeaseEstimator back(o);
+  ASSERT_TRUE(back.RestoreFromJson(e.SerializeToJson()).ok());
+  EXPECT_EQ(back.ReloadCostOf(500), e.ReloadCostOf(500));
+}
+
+TEST(LeaseEstimatorTest, ReloadFitNeverGoesNegative) {
+  // Larger reloads measured cheaper (noise): no negative per-token cost, the mean instead.
+  ReloadFit f = FitReloads({{100, 0.5}, {200, 0.4}, {300, 0.3}});
+  EXPECT_DOUBLE_EQ(f.per_token_s, 0.0);
+  EXPECT_NEAR(f.fixed_s, 0.4, 1e-12);
+  // A line through a negative intercept: through the origin instead.
+  f = FitReloads({{100, 0.05}, {200, 0.3}, {300, 0.55}});
+  EXPECT_DOUBLE_EQ(f.fixed_s, 0.0);
+  EXPECT_GT(f.per_token_s, 0.0);
+  // One size only: a constant.
+  f = FitReloads({{100, 0.2}, {100, 0.4}});
+  EXPECT_NEAR(f.fixed_s, 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(f.per_token_s, 0.0);
+}
+
 }  // namespace
 }  // namespace glimpse::coordinator

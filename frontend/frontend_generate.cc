@@ -25,6 +25,7 @@ struct FrontendService::Call {
   int64_t history_tokens = 0;
   v1::RouteTurnResponse route;
   bool first_token_sent = false;
+  v1::TurnStarted started;  // as the decode worker reported it
   std::unique_ptr<grpc::ClientContext> worker_ctx;
 };
 
@@ -126,6 +127,7 @@ absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& ev
     *out.mutable_started() = event.started();
     out.set_decode_worker_id(call.route.decode_worker_id());
     out.set_queue_wait_ms(call.route.queue_wait_ms());
+    call.started = event.started();
     metrics_->TurnStarted(event.started());
   } else if (event.has_tokens()) {
     *out.mutable_tokens() = event.tokens();
@@ -188,6 +190,11 @@ absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
   req.set_kv_tokens(done.hot_tokens());
   req.set_tool_name(call.req.tool_name());
   req.set_expected_duration_ms(call.req.expected_tool_ms());
+  if (call.started.source() == v1::STATE_SOURCE_WARM) {
+    // What not being hot cost this turn: the coordinator's lease estimator learns R(n) from it.
+    req.set_reload_us(static_cast<int64_t>(call.started.load_seconds() * 1e6));
+    req.set_reload_tokens(call.started.reused_tokens());
+  }
   v1::EndTurnResponse resp;
   // Not bound by the caller's deadline: the turn ran, its KV must get a lease or be released.
   grpc::Status st = coordinator_->EndTurn(CoordinatorContext(nullptr).get(), req, &resp);
