@@ -41,7 +41,7 @@ class ClusterTest : public ::testing::Test {
     coordinator_ = Start(
         "coordinator", GLIMPSE_COORDINATOR_BINARY,
         {"--store.path=" + (dir_ / "coordinator").string(), "--membership.heartbeat_interval=300ms",
-         "--lease.default_ttl=1h", "--lease.max_ttl=2h"});
+         "--lease.fixed_ttl=1h", "--lease.max_ttl=2h"});
     cache_address_ = "127.0.0.1:" + std::to_string(FreePort());
     cache_ = StartCacheNode();
     decode_ = StartDecodeWorker("d1");

@@ -85,13 +85,13 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
     }
     if (absl::StatusOr<int> rc = WaitExit(pid, absl::ZeroDuration()); rc.ok()) {
       p.pid_ = -1;
-      return absl::UnavailableError(absl::StrCat("glimpse-cache-node exited with ", *rc,
+      return absl::UnavailableError(absl::StrCat(binary, " exited with ", *rc,
                                                  " before serving; log:\n", Tail(log_path)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::DeadlineExceededError(
-      absl::StrCat("glimpse-cache-node did not log \"serving\"; log:\n", Tail(log_path)));
+      absl::StrCat(binary, " did not log \"serving\"; log:\n", Tail(log_path)));
 }
 
 ServiceProcess::ServiceProcess(ServiceProcess&& o) noexcept

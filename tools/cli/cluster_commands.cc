@@ -37,6 +37,8 @@ std::vector<FlagSpec> UpFlags() {
       {"lookahead-module", "LookaheadKV module for --policy lookahead", false,
        "models/lookahead/<default model>.safetensors when present"},
       {"threads", "decode worker threads, 0 = one per core", false, "0"},
+      {"lease-ttl", "a fixed lease for every session, e.g. 2s (predictable tiers for demos)", false,
+       "the coordinator's estimator"},
       {"chat", "run a chat from stdin against the cluster, then stop it", true, ""},
   };
   for (FlagSpec& f : PolicyFlags()) flags.push_back(f);
@@ -98,6 +100,7 @@ absl::StatusOr<UpOptions> ParseUp(const Args& a) {
   }
   ASSIGN_OR_RETURN(int64_t threads, a.GetInt("threads", 0));
   o.cluster.threads = static_cast<int>(threads);
+  o.cluster.lease_ttl = a.GetString("lease-ttl");
   if (!o.chat.policy_method.empty()) {
     o.cluster.policy_method = o.chat.policy_method;
     o.cluster.budget_ratio = o.chat.budget_ratio;

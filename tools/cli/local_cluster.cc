@@ -74,8 +74,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
     cluster->members_.push_back({name, *std::move(p)});
     return &cluster->members_.back().process;
   };
-  ASSIGN_OR_RETURN(const ServiceProcess* coordinator,
-                   start("coordinator", {"--store.path=" + (dir / "coordinator").string()}));
+  std::vector<std::string> coordinator_args = {"--store.path=" + (dir / "coordinator").string()};
+  if (!o.lease_ttl.empty()) coordinator_args.push_back("--lease.fixed_ttl=" + o.lease_ttl);
+  ASSIGN_OR_RETURN(const ServiceProcess* coordinator, start("coordinator", coordinator_args));
   const std::string coordinator_address = coordinator->grpc_address();
   ASSIGN_OR_RETURN(const ServiceProcess* cache,
                    start("cache-node", {"--storage.path=" + (dir / "cache-node").string(),

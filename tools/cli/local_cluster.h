@@ -23,6 +23,9 @@ struct LocalClusterOptions {
   double budget_ratio = 0.0;
   std::string codec = "fp16";
   int threads = 0;
+  // A fixed TTL lease for every session (e.g. "2s"; the coordinator's lease.fixed_ttl), for demos
+  // and tests that need a predictable tier; "" = the coordinator's estimator.
+  std::string lease_ttl;
 };
 
 struct ClusterMember {

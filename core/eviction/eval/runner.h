@@ -36,7 +36,7 @@ struct RunOptions {
   int32_t max_answer_tokens = 16;  // per turn, end-of-generation token included
   int64_t sinks = 4;
   int64_t window = 32;  // always-kept recent window; also the observation window of window scorers
-  std::string lookahead_module;  // the module file (.safetensors) of method "lookahead"
+  std::string lookahead_module = {};  // the module file (.safetensors) of method "lookahead"
   int32_t laq_draft_tokens = 8;
 };
 
