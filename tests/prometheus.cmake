@@ -1,0 +1,14 @@
+# Deployment (owner: deploy/): the four service binaries start with deploy/k8s's ConfigMap configs,
+# one chat turn runs, and Debian's prometheus, configured from deploy/prometheus/local.yml, scrapes
+# them until a Glimpse metric of each service answers; also parses deploy/k8s and runs promtool.
+# Needs the packages prometheus and python3-yaml (tools/setup/install_deps.sh); fails without them.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+add_test(NAME glimpse_prometheus_test
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/prometheus_test.py
+    --source ${CMAKE_SOURCE_DIR}
+    --glimpse $<TARGET_FILE:glimpse>
+    --coordinator $<TARGET_FILE:glimpse-coordinator>
+    --cache-node $<TARGET_FILE:glimpse-cache-node>
+    --decode-worker $<TARGET_FILE:glimpse-decode-worker>
+    --frontend $<TARGET_FILE:glimpse-frontend>)
+set_tests_properties(glimpse_prometheus_test PROPERTIES LABELS "integration" TIMEOUT 180)

@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""Deployment test (README "Deployment"): Debian's Prometheus scrapes a running Glimpse cluster.
+
+1. deploy/k8s: every manifest parses (python3-yaml), kustomization.yaml lists exactly the
+   manifests in the folder, and the ConfigMap holds one YAML config per service.
+2. deploy/prometheus: `promtool check config` on local.yml and prometheus.yml. Debian builds
+   Prometheus without Kubernetes service discovery, so when promtool rejects prometheus.yml for
+   exactly that reason, a copy with `kubernetes_sd_configs` swapped for an empty static list is
+   checked instead (relabelling and everything else) and the substitution is printed.
+3. The four service binaries start with the ConfigMap's configs (flags override addresses and
+   paths: loopback, free ports, a temporary directory), so a key or value the binaries reject
+   fails here. One chat turn runs through the frontend (`glimpse chat`).
+4. `prometheus` runs with deploy/prometheus/local.yml, its targets replaced by the cluster's
+   metrics ports and a 1 s interval; the test polls /api/v1/query until up == 1 for the four jobs
+   and a Glimpse metric of each service has its value.
+
+A missing prometheus or promtool fails the test: run tools/setup/install_deps.sh (`make test` does).
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("FAIL: python3-yaml is missing; run tools/setup/install_deps.sh (make test does)")
+
+SERVICES = ["coordinator", "cache-node", "decode-worker", "frontend"]
+
+# (PromQL, what it shows). Each must return at least one sample with a value > 0.
+QUERIES = [
+    ('up{job="glimpse-coordinator"} == 1', "the coordinator is scraped"),
+    ('up{job="glimpse-cache-node"} == 1', "the cache node is scraped"),
+    ('up{job="glimpse-decode-worker"} == 1', "the decode worker is scraped"),
+    ('up{job="glimpse-frontend"} == 1', "the frontend is scraped"),
+    ('glimpse_coordinator_nodes{job="glimpse-coordinator",state="alive"}',
+     "the coordinator counts live nodes"),
+    ('sum(glimpse_coordinator_routes_total{job="glimpse-coordinator"})',
+     "the coordinator routed the turn"),
+    ('sum(glimpse_cache_node_puts_total{job="glimpse-cache-node"})',
+     "the cache node stored the turn's state"),
+    ('glimpse_decode_worker_generated_tokens_total{job="glimpse-decode-worker"}',
+     "the decode worker generated tokens"),
+    ('sum(glimpse_frontend_turns_total{job="glimpse-frontend"})', "the frontend served a turn"),
+]
+
+
+class Failure(Exception):
+    pass
+
+
+def fail(message):
+    raise Failure(message)
+
+
+def log(message):
+    print(f"[prometheus_test] {message}", flush=True)
+
+
+# ---- 1. manifests -------------------------------------------------------------------------------
+
+
+def check_manifests(source):
+    k8s = source / "deploy" / "k8s"
+    kustomization = yaml.safe_load((k8s / "kustomization.yaml").read_text())
+    listed = sorted(kustomization.get("resources", []))
+    present = sorted(p.name for p in k8s.glob("*.yaml") if p.name != "kustomization.yaml")
+    if listed != present:
+        fail(f"deploy/k8s/kustomization.yaml lists {listed}, the folder has {present}")
+    kinds = {}
+    configs = None
+    for name in present:
+        for doc in yaml.safe_load_all((k8s / name).read_text()):
+            if doc is None:
+                continue
+            for field in ("apiVersion", "kind", "metadata"):
+                if field not in doc:
+                    fail(f"deploy/k8s/{name}: a document without {field}")
+            if "namespace" in doc["metadata"]:
+                fail(f"deploy/k8s/{name}: {doc['metadata']['name']} sets a namespace")
+            kinds.setdefault(doc["kind"], []).append(doc["metadata"]["name"])
+            if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "glimpse-config":
+                configs = doc["data"]
+    for kind in ("ConfigMap", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim"):
+        if kind not in kinds:
+            fail(f"deploy/k8s has no {kind} (kinds: {kinds})")
+    if configs is None:
+        fail("deploy/k8s has no ConfigMap glimpse-config")
+    parsed = {}
+    for service in SERVICES:
+        key = f"{service}.yaml"
+        if key not in configs:
+            fail(f"ConfigMap glimpse-config has no {key} (keys: {sorted(configs)})")
+        parsed[service] = yaml.safe_load(configs[key])
+        for address in ("listen", "metrics_listen"):
+            if not str(parsed[service].get(address, "")).startswith("0.0.0.0:"):
+                fail(f"{key}: {address} must bind 0.0.0.0 inside a pod, got "
+                     f"{parsed[service].get(address)!r}")
+    log(f"deploy/k8s: {sum(len(v) for v in kinds.values())} objects parse: "
+        + ", ".join(f"{k} {sorted(v)}" for k, v in sorted(kinds.items())))
+    return configs
+
+
+# ---- 2. promtool --------------------------------------------------------------------------------
+
+
+def promtool_check(promtool, path):
+    r = subprocess.run([promtool, "check", "config", str(path)], capture_output=True, text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def check_prometheus_configs(source, promtool, tmp):
+    local = source / "deploy" / "prometheus" / "local.yml"
+    rc, out = promtool_check(promtool, local)
+    if rc != 0:
+        fail(f"promtool check config {local} failed:\n{out}")
+    k8s = source / "deploy" / "prometheus" / "prometheus.yml"
+    rc, out = promtool_check(promtool, k8s)
+    if rc == 0:
+        log(f"promtool: {k8s.name} and {local.name} are valid")
+        return
+    if "field kubernetes_sd_configs not found" not in out:
+        fail(f"promtool check config {k8s} failed:\n{out}")
+    config = yaml.safe_load(k8s.read_text())
+    for job in config["scrape_configs"]:
+        if job.pop("kubernetes_sd_configs", None) is not None:
+            job["static_configs"] = [{"targets": []}]
+    copy = tmp / "prometheus-k8s-without-sd.yml"
+    copy.write_text(yaml.safe_dump(config))
+    rc, out = promtool_check(promtool, copy)
+    if rc != 0:
+        fail(f"promtool check config on {k8s} (kubernetes_sd_configs made static) failed:\n{out}")
+    log(f"promtool: {local.name} valid; this Prometheus build has no kubernetes_sd, so "
+        f"{k8s.name} was checked with it replaced by an empty static list: valid")
+
+
+# ---- 3. the cluster -----------------------------------------------------------------------------
+
+
+class Service:
+    def __init__(self, name, binary, config_text, flags, tmp):
+        self.name = name
+        self.config = tmp / f"{name}.yaml"
+        self.config.write_text(config_text)
+        self.log_path = tmp / "logs" / f"{name}.log"
+        args = [str(binary), f"--config={self.config}", "--listen=127.0.0.1:0",
+                "--metrics_listen=127.0.0.1:0"] + flags
+        self.log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.grpc_port = None
+        self.metrics_port = None
+
+    def wait_serving(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log_path.read_text(errors="replace").splitlines():
+                if '"msg":"serving"' in line:
+                    record = json.loads(line)
+                    self.grpc_port = int(record["grpc_port"])
+                    self.metrics_port = int(record["metrics_port"])
+                    log(f"{self.name}: grpc 127.0.0.1:{self.grpc_port}, "
+                        f"metrics http://127.0.0.1:{self.metrics_port}/metrics")
+                    return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        fail(f"{self.name} did not log \"serving\" within {timeout} s "
+             f"(exit {self.proc.poll()}); log:\n{tail(self.log_path)}")
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_file.close()
+
+
+def tail(path, limit=4000):
+    try:
+        return pathlib.Path(path).read_text(errors="replace")[-limit:]
+    except OSError as e:
+        return f"(cannot read {path}: {e})"
+
+
+def http_get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def wait_for(what, predicate, timeout, interval=0.2):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except (OSError, urllib.error.URLError, ValueError) as e:
+            last = e
+        time.sleep(interval)
+    suffix = f" (last error: {last})" if last else ""
+    fail(f"timed out after {timeout} s waiting for {what}{suffix}")
+
+
+def metric_value(text, name, labels):
+    pattern = re.compile(r"^" + re.escape(name) + r"\{([^}]*)\}\s+(\S+)$|^" + re.escape(name) +
+                         r"\s+(\S+)$")
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if not m:
+            continue
+        if m.group(3) is not None:
+            if not labels:
+                return float(m.group(3))
+            continue
+        if all(f'{k}="{v}"' in m.group(1) for k, v in labels.items()):
+            return float(m.group(2))
+    return None
+
+
+def start_cluster(args, configs, tmp, services):
+    def start(name, flags):
+        service = Service(name, args.bin[name], configs[f"{name}.yaml"], flags, tmp)
+        services.append(service)
+        service.wait_serving(90)
+        return service
+
+    coordinator = start("coordinator",
+                        [f"--store.path={tmp / 'coordinator'}", "--store.sync=false"])
+    cache = start("cache-node", [f"--storage.path={tmp / 'cache-node'}",
+                                 "--storage.sync_every_put=false", "--warm.bytes=64MiB",
+                                 "--storage.block_cache=16MiB", "--storage.write_buffer=8MiB",
+                                 "--transport.receive_pool=64MiB"])
+    # The image has models/lookahead/ where the ConfigMap's lookahead_module points.
+    decode = yaml.safe_load(configs["decode-worker.yaml"])
+    module = pathlib.PurePosixPath(decode["lookahead_module"])
+    lookahead = args.source / "models" / "lookahead" / module.name
+    image_dir = pathlib.PurePosixPath("/opt/glimpse/models/lookahead")
+    if module.parent != image_dir or not lookahead.exists():
+        fail(f"decode-worker.yaml: lookahead_module {module} is not a file of models/lookahead/ "
+             "as deploy/Dockerfile installs it (/opt/glimpse/models/lookahead/)")
+    start("decode-worker", [f"--coordinator={coordinator.address}",
+                            f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
+                            "--threads=2", "--capacity=256MiB", f"--lookahead_module={lookahead}"])
+    frontend = start("frontend", [f"--coordinator={coordinator.address}"])
+
+    metrics_url = f"http://127.0.0.1:{coordinator.metrics_port}/metrics"
+    wait_for("the decode worker to register with the coordinator",
+             lambda: (metric_value(http_get(metrics_url), "glimpse_coordinator_nodes",
+                                   {"state": "alive"}) or 0) >= 1, 60)
+    return frontend
+
+
+def run_chat_turn(args, frontend):
+    cmd = [str(args.glimpse), "chat", "--frontend", frontend.address, "--max-tokens", "8",
+           "--session", "prometheus-test"]
+    r = subprocess.run(cmd, input="Name one prime number.\n", capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        fail(f"`{' '.join(cmd)}` failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
+    log("chat turn: " + " ".join((r.stdout + r.stderr).split())[:300])
+
+
+# ---- 4. Prometheus ------------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_prometheus(args, services, tmp):
+    config = yaml.safe_load((args.source / "deploy" / "prometheus" / "local.yml").read_text())
+    config["global"]["scrape_interval"] = "1s"
+    config["global"]["evaluation_interval"] = "1s"
+    ports = {f"glimpse-{s.name}": s.metrics_port for s in services}
+    for job in config["scrape_configs"]:
+        if job["job_name"] not in ports:
+            fail(f"deploy/prometheus/local.yml: unknown job {job['job_name']}")
+        job["static_configs"] = [{"targets": [f"127.0.0.1:{ports.pop(job['job_name'])}"]}]
+    if ports:
+        fail(f"deploy/prometheus/local.yml has no job for {sorted(ports)}")
+    path = tmp / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    log_path = tmp / "logs" / "prometheus.log"
+    log_file = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [args.prometheus, f"--config.file={path}", f"--storage.tsdb.path={tmp / 'prometheus'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("Prometheus to be ready",
+                 lambda: proc.poll() is None and http_get(f"{url}/-/ready").strip() != "", 60)
+    except Failure as e:
+        fail(f"{e}; prometheus exit {proc.poll()}, log:\n{tail(log_path)}")
+    log(f"prometheus {url} scraping every 1 s (config {path})")
+    return proc, log_file, url
+
+
+def query(url, promql):
+    body = json.loads(http_get(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})))
+    if body.get("status") != "success":
+        raise ValueError(f"query {promql!r}: {body}")
+    return [float(r["value"][1]) for r in body["data"]["result"]]
+
+
+def check_queries(url, timeout):
+    deadline = time.monotonic() + timeout
+    pending = list(QUERIES)
+    results = {}
+    while pending and time.monotonic() < deadline:
+        for promql, what in list(pending):
+            values = query(url, promql)
+            if values and all(v > 0 for v in values):
+                results[promql] = values
+                pending.remove((promql, what))
+                log(f"ok: {promql} = {values} ({what})")
+        time.sleep(0.5)
+    if pending:
+        targets = http_get(f"{url}/api/v1/targets")
+        fail("Prometheus never answered " + "; ".join(f"{q} ({w})" for q, w in pending) +
+             f"\ntargets: {targets[:3000]}")
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+
+def find_tool(name, given):
+    path = given or shutil.which(name)
+    if not path or not os.access(path, os.X_OK):
+        fail(f"`{name}` not found: the deployment test needs Debian's prometheus package; run "
+             "tools/setup/install_deps.sh (make test does)")
+    return path
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--source", type=pathlib.Path, required=True, help="repository root")
+    p.add_argument("--glimpse", type=pathlib.Path, required=True, help="the glimpse CLI")
+    for service in SERVICES:
+        p.add_argument(f"--{service}", type=pathlib.Path, required=True,
+                       help=f"the glimpse-{service} binary")
+    p.add_argument("--prometheus", default="", help="prometheus binary (default: on PATH)")
+    p.add_argument("--promtool", default="", help="promtool binary (default: on PATH)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = p.parse_args()
+    args.bin = {s: getattr(args, s.replace("-", "_")) for s in SERVICES}
+
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="glimpse-prometheus-test-"))
+    (tmp / "logs").mkdir()
+    services = []
+    prometheus = None
+    ok = False
+    try:
+        args.prometheus = find_tool("prometheus", args.prometheus)
+        args.promtool = find_tool("promtool", args.promtool)
+        configs = check_manifests(args.source)
+        check_prometheus_configs(args.source, args.promtool, tmp)
+        frontend = start_cluster(args, configs, tmp, services)
+        run_chat_turn(args, frontend)
+        prometheus = start_prometheus(args, services, tmp)
+        check_queries(prometheus[2], 60)
+        ok = True
+    except Failure as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        for s in services:
+            print(f"--- {s.log_path} ---\n{tail(s.log_path, 1500)}", file=sys.stderr)
+    finally:
+        if prometheus is not None:
+            proc, log_file, _ = prometheus
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log_file.close()
+        for s in reversed(services):
+            s.stop()
+        if ok and not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"[prometheus_test] files kept in {tmp}", file=sys.stderr)
+    if ok:
+        log("PASS")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
