@@ -1,0 +1,757 @@
+// Cluster benchmark (issue 7; README "Cluster benchmark"): the four services as child processes on
+// loopback — glimpse-coordinator, glimpse-cache-node, glimpse-decode-worker, glimpse-frontend,
+// started as tests/cluster_test.cc starts them — driven through the Frontend API with token-id
+// conversations and the default model. Three experiments:
+//
+//   ttft   A ~history_tokens conversation (a synthetic log in the first user message), then a
+//          short new turn (~40 tokens), measured three ways per repetition, interleaved:
+//            recompute  a fresh conversation (unique first tokens): nothing stored, every token
+//                       prefilled;
+//            hot        the same session's next turn, its lease alive (fixed 1 h TTL);
+//            warm       the next turn after that, replayed under a new session id once the first
+//                       session ended (its hot copy dropped): the state comes from the cache node.
+//          Client TTFT = request sent → first token id received; the server's TurnStarted
+//          load/prefill seconds and TurnDone ttft (worker: turn start → first token) beside it.
+//          The recompute floor: Session::Forward of the recompute turn's tokens in this process,
+//          same thread count, once per repetition.
+//   bytes  Per policy, a recompute turn at the same history and the hot turn after it: TurnDone
+//          retained_bytes (the retained pages: what a warm reload ships to a worker) and
+//          state_bytes (both tiers: what the worker writes to the cache node at the end of that
+//          turn) against full_fp16_bytes. TurnDone comes after decoding, so with max_tokens = 8 the
+//          7 fed generated tokens are in all of them (kept, never evicted); "prefill state"
+//          removes them: total_entries × fp16 bytes/entry ÷ (kept_entries × encoded bytes/entry).
+//   load   `sessions` client threads, each a `turns`-turn session (short prompts, max_tokens),
+//          against the one decode worker, after one session alone in the same run.
+//
+// Prints tables on stdout, progress on stderr, and writes everything to --json. Exit status 1 with
+// a message on any error (a service that does not start, a failed turn).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "core/common/grpc/server.h"
+#include "core/common/service_process.h"
+#include "core/common/status_macros.h"
+#include "core/model/model.h"
+#include "core/model/model_store.h"
+#include "core/model/session.h"
+#include "glimpse/v1/coordinator.grpc.pb.h"
+#include "glimpse/v1/frontend.grpc.pb.h"
+#include "kernels/cpu/parallel.h"
+#include "nlohmann/json.hpp"
+
+namespace glimpse::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+struct Options {
+  bool quick = false;
+  int history_tokens = 2048;
+  int reps = 3;
+  int threads = 2;  // decode worker and the in-process floor
+  int sessions = 8;
+  int turns = 3;
+  int max_tokens = 32;      // load experiment
+  int ttft_max_tokens = 8;  // ttft and bytes experiments
+  std::vector<std::string> ttft_policies = {"none:0:fp16", "snapkv:0.2:int8", "lookahead:0.2:int8"};
+  std::vector<std::string> bytes_policies = {"none:0:fp16", "none:0:int8", "snapkv:0.2:int8",
+                                             "lookahead:0.2:int8", "snapkv:0.2:kivi4"};
+  std::string dir = GLIMPSE_BENCH_DIR;
+  std::string json_path = GLIMPSE_BENCH_JSON;
+};
+
+constexpr char kUsage[] =
+    "usage: glimpse_bench_cluster [--quick] [--history_tokens N] [--reps N] [--threads N]\n"
+    "         [--sessions N] [--turns N] [--max_tokens N] [--ttft_policies P,P]\n"
+    "         [--bytes_policies P,P] [--dir DIR] [--json PATH]\n"
+    "A policy is method:ratio:codec (none:0:fp16, snapkv:0.2:int8). Defaults: 2048-token history,\n"
+    "3 repetitions, 2 threads, 8 sessions x 3 turns x 32 tokens. --quick: 512-token history,\n"
+    "1 repetition, 8 sessions x 2 turns x 16 tokens, policies none:0:fp16 and snapkv:0.2:int8.\n";
+
+absl::StatusOr<int> ParsePositive(const std::string& flag, const std::string& value) {
+  int v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " wants a positive integer, got '", value, "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::find(args.begin(), args.end(), "--quick") != args.end()) {
+    o.quick = true;
+    o.history_tokens = 512;
+    o.reps = 1;
+    o.turns = 2;
+    o.max_tokens = 16;
+    o.ttft_policies = {"none:0:fp16", "snapkv:0.2:int8"};
+    o.bytes_policies = {"none:0:fp16", "snapkv:0.2:int8"};
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    if (flag == "--quick") continue;
+    if (flag == "-h" || flag == "--help") return absl::CancelledError(kUsage);
+    if (size_t eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value\n", kUsage));
+    }
+    if (flag == "--history_tokens") {
+      ASSIGN_OR_RETURN(o.history_tokens, ParsePositive(flag, value));
+    } else if (flag == "--reps") {
+      ASSIGN_OR_RETURN(o.reps, ParsePositive(flag, value));
+    } else if (flag == "--threads") {
+      ASSIGN_OR_RETURN(o.threads, ParsePositive(flag, value));
+    } else if (flag == "--sessions") {
+      ASSIGN_OR_RETURN(o.sessions, ParsePositive(flag, value));
+    } else if (flag == "--turns") {
+      ASSIGN_OR_RETURN(o.turns, ParsePositive(flag, value));
+    } else if (flag == "--max_tokens") {
+      ASSIGN_OR_RETURN(o.max_tokens, ParsePositive(flag, value));
+    } else if (flag == "--ttft_policies") {
+      o.ttft_policies = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (flag == "--bytes_policies") {
+      o.bytes_policies = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (flag == "--dir") {
+      o.dir = value;
+    } else if (flag == "--json") {
+      o.json_path = value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'\n", kUsage));
+    }
+  }
+  return o;
+}
+
+// "snapkv:0.2:int8" -> EvictionPolicy.
+absl::StatusOr<v1::EvictionPolicy> ParsePolicy(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  double ratio = 0;
+  if (parts.size() != 3 || !absl::SimpleAtod(parts[1], &ratio)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy '", text, "' is not method:ratio:codec (e.g. snapkv:0.2:int8)"));
+  }
+  v1::EvictionPolicy p;
+  p.set_method(parts[0]);
+  p.set_budget_ratio(ratio);
+  p.set_codec(parts[2]);
+  return p;
+}
+
+// "snapkv:0.2:int8" -> "snapkv-0.2-int8" (session ids and conversation tags).
+std::string Slug(const std::string& policy) { return absl::StrReplaceAll(policy, {{":", "-"}}); }
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+double Median(std::vector<double> v) { return Quantile(std::move(v), 0.5); }
+
+// ---------------------------------------------------------------------------------------------
+// The cluster: four child processes, state and logs under one directory.
+
+class Cluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<Cluster>> Start(const Options& o) {
+    std::unique_ptr<Cluster> c(new Cluster());
+    c->dir_ = o.dir;
+    std::error_code ec;
+    fs::remove_all(c->dir_, ec);  // a fresh cache node: nothing stored before this run
+    fs::create_directories(c->dir_, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot create ", o.dir, ": ", ec.message()));
+    ASSIGN_OR_RETURN(const ServiceProcess* coordinator,
+                     c->Add("coordinator", GLIMPSE_COORDINATOR_BINARY,
+                            {"--store.path=" + (c->dir_ / "coordinator").string(),
+                             "--membership.heartbeat_interval=300ms", "--lease.fixed_ttl=1h",
+                             "--lease.max_ttl=2h"}));
+    ASSIGN_OR_RETURN(const ServiceProcess* cache,
+                     c->Add("cache-node", GLIMPSE_CACHE_NODE_BINARY,
+                            {"--storage.path=" + (c->dir_ / "cache").string(),
+                             "--storage.sync_every_put=false"}));
+    RETURN_IF_ERROR(c->Add("decode-worker", GLIMPSE_DECODE_WORKER_BINARY,
+                           {"--coordinator=" + coordinator->grpc_address(),
+                            "--cache_node=" + cache->grpc_address(), "--node_id=d1",
+                            absl::StrCat("--threads=", o.threads), "--capacity=4GiB",
+                            "--lookahead_module=" GLIMPSE_LOOKAHEAD_MODULE})
+                        .status());
+    ASSIGN_OR_RETURN(const ServiceProcess* frontend,
+                     c->Add("frontend", GLIMPSE_FRONTEND_BINARY,
+                            {"--coordinator=" + coordinator->grpc_address()}));
+    ASSIGN_OR_RETURN(auto channel, ClientChannel(frontend->grpc_address()));
+    c->stub_ = v1::Frontend::NewStub(channel);
+    RETURN_IF_ERROR(c->AwaitDecodeWorker(coordinator->grpc_address()));
+    return c;
+  }
+  ~Cluster() {
+    while (!members_.empty()) {
+      members_.back()->Terminate(absl::Seconds(10)).IgnoreError();
+      members_.pop_back();
+    }
+  }
+  v1::Frontend::Stub& stub() { return *stub_; }
+  const fs::path& dir() const { return dir_; }
+
+ private:
+  Cluster() = default;
+  absl::StatusOr<ServiceProcess*> Add(const std::string& name, const std::string& binary,
+                                      std::vector<std::string> args) {
+    args.push_back("--shutdown_grace=500ms");
+    const std::string log = (dir_ / (name + ".log")).string();
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(binary, args, log, absl::Seconds(90));
+    if (!p.ok()) {
+      return absl::Status(p.status().code(), absl::StrCat(name, ": ", p.status().message(),
+                                                          "\n--- ", log, " ---\n", Tail(log)));
+    }
+    members_.push_back(std::make_unique<ServiceProcess>(*std::move(p)));
+    return members_.back().get();
+  }
+  absl::Status AwaitDecodeWorker(const std::string& coordinator) {
+    ASSIGN_OR_RETURN(auto channel, ClientChannel(coordinator));
+    auto stub = v1::Coordinator::NewStub(channel);
+    for (int i = 0; i < 600; ++i) {
+      grpc::ClientContext ctx;
+      v1::ListNodesRequest req;
+      req.set_role(v1::NODE_ROLE_DECODE);
+      v1::ListNodesResponse resp;
+      if (stub->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() > 0) {
+        return absl::OkStatus();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return absl::DeadlineExceededError("no decode worker registered within 30 s");
+  }
+
+  fs::path dir_;
+  std::vector<std::unique_ptr<ServiceProcess>> members_;
+  std::unique_ptr<v1::Frontend::Stub> stub_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// One turn through the Frontend API.
+
+struct Turn {
+  double client_ttft = 0;  // request sent -> first token id received
+  double wall = 0;         // request sent -> stream finished (lease included)
+  v1::TurnStarted started;
+  v1::TurnDone done;
+  std::vector<int32_t> generated;
+};
+
+absl::StatusOr<Turn> RunTurn(v1::Frontend::Stub& stub, const std::string& session,
+                             const std::vector<int32_t>& tokens, const v1::EvictionPolicy& policy,
+                             int max_tokens) {
+  v1::GenerateRequest req;
+  req.set_session_id(session);
+  req.mutable_tokens()->mutable_ids()->Add(tokens.begin(), tokens.end());
+  req.mutable_sampling()->set_max_tokens(max_tokens);  // temperature 0: greedy
+  *req.mutable_policy() = policy;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+  Turn t;
+  const auto t0 = Clock::now();
+  auto reader = stub.Generate(&ctx, req);
+  v1::GenerateEvent e;
+  bool have_done = false;
+  while (reader->Read(&e)) {
+    if (e.has_started()) t.started = e.started();
+    if (e.has_tokens()) {
+      if (t.generated.empty() && e.tokens().token_ids_size() > 0) t.client_ttft = Seconds(t0);
+      t.generated.insert(t.generated.end(), e.tokens().token_ids().begin(),
+                         e.tokens().token_ids().end());
+    }
+    if (e.has_done()) {
+      t.done = e.done();
+      have_done = true;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  t.wall = Seconds(t0);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat("session ", session, ": ", status.error_message()));
+  }
+  if (!have_done || t.generated.empty()) {
+    return absl::InternalError(absl::StrCat("session ", session, ": no done event or no tokens"));
+  }
+  return t;
+}
+
+absl::Status EndSession(v1::Frontend::Stub& stub, const std::string& session) {
+  grpc::ClientContext ctx;
+  v1::EndSessionRequest req;
+  req.set_session_id(session);
+  v1::EndSessionResponse resp;
+  grpc::Status s = stub.EndSession(&ctx, req, &resp);
+  return s.ok() ? absl::OkStatus() : absl::InternalError(s.error_message());
+}
+
+std::string SourceName(v1::StateSource s) {
+  switch (s) {
+    case v1::STATE_SOURCE_HOT:
+      return "hot";
+    case v1::STATE_SOURCE_WARM:
+      return "warm";
+    case v1::STATE_SOURCE_RECOMPUTE:
+      return "recompute";
+    default:
+      return "unspecified";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations as ChatML token ids (the frontend's chat path renders the same shape).
+
+class Conversations {
+ public:
+  explicit Conversations(const model::Model& m) : tok_(m.tokenizer()) {}
+
+  // A first turn whose tokens before the question are exactly `history` long: a system line
+  // naming `tag` (so no two conversations share a prefix), then a synthetic inventory log.
+  std::vector<int32_t> First(const std::string& tag, int history) const {
+    std::vector<int32_t> ids =
+        tok_.Encode(absl::StrCat("<|im_start|>system\nYou are the records clerk for case ", tag,
+                                 ".<|im_end|>\n<|im_start|>user\nHere is the inventory log:\n"));
+    const std::vector<int32_t> log = LogTokens(history);
+    for (size_t i = 0; ids.size() < static_cast<size_t>(history); ++i) ids.push_back(log[i]);
+    ids.resize(history);
+    Append(&ids,
+           "\n\nQuestion: which entries mention room 7, and what was moved there? Answer "
+           "in one short sentence, citing the entry numbers.<|im_end|>\n"
+           "<|im_start|>assistant\n");
+    return ids;
+  }
+  // A short first turn for the load experiment.
+  std::vector<int32_t> Short(int k) const {
+    static const char* kTopics[] = {"a lighthouse keeper", "a lost robot", "a mountain village",
+                                    "a river pilot",       "a clockmaker", "a desert station",
+                                    "a night train",       "a library cat"};
+    return tok_.Encode(
+        absl::StrCat("<|im_start|>system\nYou are a helpful assistant (client ", k,
+                     ").<|im_end|>\n<|im_start|>user\nWrite a long, detailed story about ",
+                     kTopics[k % 8], ".<|im_end|>\n<|im_start|>assistant\n"));
+  }
+  // `prev` (the previous request), its answer, then a new user turn (~40 tokens).
+  std::vector<int32_t> Next(std::vector<int32_t> prev, const std::vector<int32_t>& answer,
+                            int k) const {
+    prev.insert(prev.end(), answer.begin(), answer.end());
+    const bool ended = !answer.empty() && tok_.IsEndOfGeneration(answer.back());
+    Append(&prev, absl::StrCat(ended ? "" : "<|im_end|>", "\n<|im_start|>user\nFollow-up ", k,
+                               ": now list every entry that mentions a shelf number above 40, "
+                               "and for each one say which room it came from and on which "
+                               "day.<|im_end|>\n<|im_start|>assistant\n"));
+    return prev;
+  }
+
+ private:
+  void Append(std::vector<int32_t>* ids, const std::string& text) const {
+    const std::vector<int32_t> more = tok_.Encode(text);
+    ids->insert(ids->end(), more.begin(), more.end());
+  }
+  // Deterministic log lines (a fixed LCG), at least `n` tokens.
+  std::vector<int32_t> LogTokens(int n) const {
+    static const char* kColor[] = {"red", "blue", "green", "grey", "white", "black", "amber"};
+    static const char* kThing[] = {"valve", "crate", "ladder", "lamp", "drill", "cable", "pump"};
+    uint64_t x = 12345;
+    auto next = [&x](int mod) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<int>((x >> 33) % mod);
+    };
+    std::string text;
+    std::vector<int32_t> ids;
+    for (int entry = 1; static_cast<int>(ids.size()) < n; entry += 50) {
+      for (int i = entry; i < entry + 50; ++i) {
+        absl::StrAppend(&text, "Entry ", i, ": the ", kColor[next(7)], " ", kThing[next(7)],
+                        " in room ", next(12), " was moved to shelf ", next(60), " on day ",
+                        next(30), ".\n");
+      }
+      ids = tok_.Encode(text);
+    }
+    return ids;
+  }
+
+  const model::Tokenizer& tok_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Experiment 1: TTFT by source.
+
+struct SourceSample {
+  std::string source;  // requested: recompute, hot or warm
+  Turn turn;
+};
+
+json TurnJson(const std::string& policy, const std::string& wanted, int rep, const Turn& t) {
+  return {{"policy", policy},
+          {"wanted", wanted},
+          {"rep", rep},
+          {"source", SourceName(t.started.source())},
+          {"client_ttft_s", t.client_ttft},
+          {"server_ttft_s", t.done.ttft_seconds()},
+          {"load_s", t.started.load_seconds()},
+          {"prefill_s", t.started.prefill_seconds()},
+          {"reused_tokens", t.started.reused_tokens()},
+          {"prefilled_tokens", t.started.prefilled_tokens()},
+          {"kept_entries", t.started.kept_entries()},
+          {"total_entries", t.started.total_entries()},
+          {"generated_tokens", t.done.generated_tokens()},
+          {"kv_tokens", t.done.kv_tokens()},
+          {"kv_entries", t.done.kv_entries()},
+          {"retained_bytes", t.done.retained_bytes()},
+          {"state_bytes", t.done.state_bytes()},
+          {"full_fp16_bytes", t.done.full_fp16_bytes()},
+          {"wall_s", t.wall}};
+}
+
+// recompute -> hot -> warm for one policy, one repetition.
+absl::StatusOr<std::vector<SourceSample>> SourceRound(Cluster& c, const Conversations& conv,
+                                                      const std::string& policy_text, int rep,
+                                                      const Options& o,
+                                                      std::vector<int32_t>* recompute_tokens) {
+  ASSIGN_OR_RETURN(v1::EvictionPolicy policy, ParsePolicy(policy_text));
+  const std::string id = absl::StrCat("ttft-", Slug(policy_text), "-r", rep);
+  std::vector<SourceSample> out;
+  std::vector<int32_t> tokens = conv.First(id, o.history_tokens);
+  *recompute_tokens = tokens;
+  ASSIGN_OR_RETURN(Turn r, RunTurn(c.stub(), id + "-a", tokens, policy, o.ttft_max_tokens));
+  out.push_back({"recompute", r});
+  tokens = conv.Next(tokens, r.generated, 1);
+  ASSIGN_OR_RETURN(Turn h, RunTurn(c.stub(), id + "-a", tokens, policy, o.ttft_max_tokens));
+  out.push_back({"hot", h});
+  RETURN_IF_ERROR(EndSession(c.stub(), id + "-a"));
+  tokens = conv.Next(tokens, h.generated, 2);
+  ASSIGN_OR_RETURN(Turn w, RunTurn(c.stub(), id + "-b", tokens, policy, o.ttft_max_tokens));
+  out.push_back({"warm", w});
+  RETURN_IF_ERROR(EndSession(c.stub(), id + "-b"));
+  for (const SourceSample& s : out) {
+    const std::string got = SourceName(s.turn.started.source());
+    std::cerr << absl::StrFormat(
+        "[ttft] rep %d %-20s %-9s client %.3f s (load %.3f, prefill %.3f; reused %d, prefilled "
+        "%d)%s\n",
+        rep + 1, policy_text, s.source, s.turn.client_ttft, s.turn.started.load_seconds(),
+        s.turn.started.prefill_seconds(), s.turn.started.reused_tokens(),
+        s.turn.started.prefilled_tokens(), got == s.source ? "" : " SOURCE WAS " + got);
+  }
+  return out;
+}
+
+// The recompute floor: the same tokens through Session::Forward in this process.
+absl::StatusOr<double> FloorSeconds(const model::Model& m, kernels::ThreadPool& pool,
+                                    const std::vector<int32_t>& tokens) {
+  model::Session session(m, pool);
+  const auto t0 = Clock::now();
+  RETURN_IF_ERROR(session.Forward(tokens).status());
+  return Seconds(t0);
+}
+
+struct TtftResult {
+  json samples = json::array();
+  std::vector<double> floor_s;
+  int recompute_tokens = 0;
+};
+
+absl::StatusOr<TtftResult> RunTtft(Cluster& c, const model::Model& m, const Options& o) {
+  Conversations conv(m);
+  kernels::ThreadPool pool(o.threads);
+  TtftResult res;
+  // Warm-up (discarded): first-use costs (scorer and module load, page faults) per policy.
+  for (const std::string& p : o.ttft_policies) {
+    ASSIGN_OR_RETURN(v1::EvictionPolicy policy, ParsePolicy(p));
+    const std::string id = "warmup-" + Slug(p);
+    RETURN_IF_ERROR(RunTurn(c.stub(), id, conv.First(id, 128), policy, 2).status());
+    RETURN_IF_ERROR(EndSession(c.stub(), id));
+  }
+  for (int rep = 0; rep < o.reps; ++rep) {
+    std::vector<int32_t> tokens;
+    for (const std::string& p : o.ttft_policies) {
+      ASSIGN_OR_RETURN(std::vector<SourceSample> round, SourceRound(c, conv, p, rep, o, &tokens));
+      for (const SourceSample& s : round) res.samples.push_back(TurnJson(p, s.source, rep, s.turn));
+    }
+    ASSIGN_OR_RETURN(double floor, FloorSeconds(m, pool, tokens));
+    res.floor_s.push_back(floor);
+    res.recompute_tokens = static_cast<int>(tokens.size());
+    std::cerr << absl::StrFormat("[ttft] rep %d floor: Session::Forward of %d tokens %.3f s\n",
+                                 rep + 1, tokens.size(), floor);
+  }
+  return res;
+}
+
+// Median of `field` over samples of one policy and requested source.
+double MedianOf(const json& samples, const std::string& policy, const std::string& source,
+                const std::string& field) {
+  std::vector<double> v;
+  for (const json& s : samples) {
+    if (s["policy"] == policy && s["wanted"] == source) v.push_back(s[field].get<double>());
+  }
+  return Median(v);
+}
+
+json PrintTtft(const TtftResult& r, const Options& o) {
+  const double floor = Median(r.floor_s);
+  std::printf("\nTTFT by source, ~%d-token history (%d reps, medians; max_tokens %d)\n",
+              o.history_tokens, o.reps, o.ttft_max_tokens);
+  std::printf(
+      "recompute floor: Session::Forward of the %d recompute tokens in-process, %d "
+      "threads: %.3f s\n",
+      r.recompute_tokens, o.threads, floor);
+  std::printf(
+      "| policy | source | client TTFT s | server TTFT s | load s | prefill s | reused | "
+      "prefilled | / recompute |\n|---|---|---|---|---|---|---|---|---|\n");
+  json summary = json::array();
+  for (const std::string& p : o.ttft_policies) {
+    const double rc = MedianOf(r.samples, p, "recompute", "client_ttft_s");
+    for (const char* src : {"recompute", "hot", "warm"}) {
+      const double ttft = MedianOf(r.samples, p, src, "client_ttft_s");
+      json row = {{"policy", p},
+                  {"source", src},
+                  {"client_ttft_s", ttft},
+                  {"server_ttft_s", MedianOf(r.samples, p, src, "server_ttft_s")},
+                  {"load_s", MedianOf(r.samples, p, src, "load_s")},
+                  {"prefill_s", MedianOf(r.samples, p, src, "prefill_s")},
+                  {"reused_tokens", MedianOf(r.samples, p, src, "reused_tokens")},
+                  {"prefilled_tokens", MedianOf(r.samples, p, src, "prefilled_tokens")},
+                  {"ratio_to_recompute", ttft / rc}};
+      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.3f |\n", p.c_str(), src,
+                  ttft, row["server_ttft_s"].get<double>(), row["load_s"].get<double>(),
+                  row["prefill_s"].get<double>(), row["reused_tokens"].get<double>(),
+                  row["prefilled_tokens"].get<double>(), ttft / rc);
+      summary.push_back(row);
+    }
+  }
+  return {{"floor_s", floor},
+          {"floor_runs_s", r.floor_s},
+          {"recompute_tokens", r.recompute_tokens},
+          {"summary", summary},
+          {"samples", r.samples}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Experiment 2: bytes per turn.
+
+// One policy: a recompute turn (its state written whole) and the hot turn after it (what a later
+// turn writes), at the --history_tokens history.
+absl::StatusOr<json> BytesRow(Cluster& c, const Conversations& conv, const std::string& p,
+                              const Options& o) {
+  ASSIGN_OR_RETURN(v1::EvictionPolicy policy, ParsePolicy(p));
+  const std::string id = "bytes-" + Slug(p);
+  const std::vector<int32_t> first = conv.First(id, o.history_tokens);
+  ASSIGN_OR_RETURN(Turn t, RunTurn(c.stub(), id, first, policy, o.ttft_max_tokens));
+  ASSIGN_OR_RETURN(
+      Turn t2, RunTurn(c.stub(), id, conv.Next(first, t.generated, 1), policy, o.ttft_max_tokens));
+  RETURN_IF_ERROR(EndSession(c.stub(), id));
+  const v1::TurnDone& d = t.done;
+  const v1::TurnStarted& s = t.started;
+  // Per entry (one token of one kv-head of one layer, K and V): fp16 and as encoded here.
+  const double heads =
+      static_cast<double>(s.total_entries()) / (s.reused_tokens() + s.prefilled_tokens());
+  const double fp16_per_entry = d.full_fp16_bytes() / (heads * d.kv_tokens());
+  const double encoded_per_entry = static_cast<double>(d.retained_bytes()) / d.kv_entries();
+  const double ratio = static_cast<double>(d.full_fp16_bytes()) / d.retained_bytes();
+  const double prefill_ratio =
+      (s.total_entries() * fp16_per_entry) / (s.kept_entries() * encoded_per_entry);
+  const double written1 = static_cast<double>(d.full_fp16_bytes()) / d.state_bytes();
+  const double written2 = static_cast<double>(t2.done.full_fp16_bytes()) / t2.done.state_bytes();
+  std::printf("| %s | %lld | %lld / %lld | %llu | %.2f× | %.2f× | %llu (%.2f×) | %llu (%.2f×) |\n",
+              p.c_str(), static_cast<long long>(d.kv_tokens()),
+              static_cast<long long>(s.kept_entries()), static_cast<long long>(s.total_entries()),
+              static_cast<unsigned long long>(d.retained_bytes()), ratio, prefill_ratio,
+              static_cast<unsigned long long>(d.state_bytes()), written1,
+              static_cast<unsigned long long>(t2.done.state_bytes()), written2);
+  json row = TurnJson(p, "recompute", 0, t);
+  row["fp16_bytes_per_entry"] = fp16_per_entry;
+  row["encoded_bytes_per_entry"] = encoded_per_entry;
+  row["fp16_over_retained"] = ratio;
+  row["prefill_fp16_over_retained"] = prefill_ratio;
+  row["fp16_over_state_written"] = written1;
+  row["next_turn"] = TurnJson(p, "hot", 0, t2);
+  row["next_turn"]["fp16_over_state_written"] = written2;
+  std::cerr << absl::StrFormat("[bytes] %s: retained %llu B, fp16 %llu B (%.2f×)\n", p,
+                               static_cast<unsigned long long>(d.retained_bytes()),
+                               static_cast<unsigned long long>(d.full_fp16_bytes()), ratio);
+  return row;
+}
+
+absl::StatusOr<json> RunBytes(Cluster& c, const model::Model& m, const Options& o) {
+  Conversations conv(m);
+  json rows = json::array();
+  std::printf(
+      "\nBytes per turn at a %d-token history + question, max_tokens %d (full fp16 = the "
+      "unevicted fp16 KV of the same tokens)\n",
+      o.history_tokens, o.ttft_max_tokens);
+  std::printf(
+      "| policy | kv tokens | kept / total entries | retained B = warm reload | fp16 / "
+      "retained | same, prefill state | written, turn 1 B (fp16 /) | written, turn 2 B "
+      "(fp16 /) |\n|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& p : o.bytes_policies) {
+    ASSIGN_OR_RETURN(json row, BytesRow(c, conv, p, o));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Experiment 3: concurrent sessions.
+
+struct LoadRun {
+  int sessions = 0;
+  double wall_s = 0;
+  int64_t generated = 0;
+  int turns = 0;
+  std::vector<double> ttft_s;
+  std::map<std::string, int> sources;
+};
+
+absl::StatusOr<LoadRun> RunSessions(Cluster& c, const Conversations& conv, int sessions,
+                                    const std::string& tag, const Options& o) {
+  std::vector<std::vector<Turn>> turns(sessions);
+  std::vector<absl::Status> errors(sessions);
+  const v1::EvictionPolicy policy;  // the frontend's default: none, fp16
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int k = 0; k < sessions; ++k) {
+    threads.emplace_back([&, k] {
+      const std::string id = absl::StrCat("load-", tag, "-", k);
+      std::vector<int32_t> tokens = conv.Short(k);
+      for (int i = 0; i < o.turns; ++i) {
+        if (i > 0) tokens = conv.Next(tokens, turns[k].back().generated, i);
+        absl::StatusOr<Turn> t = RunTurn(c.stub(), id, tokens, policy, o.max_tokens);
+        if (!t.ok()) {
+          errors[k] = t.status();
+          return;
+        }
+        turns[k].push_back(*std::move(t));
+      }
+      errors[k] = EndSession(c.stub(), id);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  LoadRun run;
+  run.sessions = sessions;
+  run.wall_s = Seconds(t0);
+  for (int k = 0; k < sessions; ++k) {
+    RETURN_IF_ERROR(errors[k]);
+    for (const Turn& t : turns[k]) {
+      run.generated += t.done.generated_tokens();
+      ++run.turns;
+      run.ttft_s.push_back(t.client_ttft);
+      ++run.sources[SourceName(t.started.source())];
+    }
+  }
+  std::cerr << absl::StrFormat("[load] %d session(s): %d turns, %d tokens in %.2f s\n", sessions,
+                               run.turns, run.generated, run.wall_s);
+  return run;
+}
+
+json LoadJson(const LoadRun& r) {
+  return {{"sessions", r.sessions},
+          {"turns", r.turns},
+          {"generated_tokens", r.generated},
+          {"wall_s", r.wall_s},
+          {"tokens_per_s", r.generated / r.wall_s},
+          {"turns_per_s", r.turns / r.wall_s},
+          {"ttft_p50_s", Quantile(r.ttft_s, 0.5)},
+          {"ttft_p99_s", Quantile(r.ttft_s, 0.99)},
+          {"sources", r.sources}};
+}
+
+absl::StatusOr<json> RunLoad(Cluster& c, const model::Model& m, const Options& o) {
+  Conversations conv(m);
+  ASSIGN_OR_RETURN(LoadRun one, RunSessions(c, conv, 1, "single", o));
+  ASSIGN_OR_RETURN(LoadRun many, RunSessions(c, conv, o.sessions, "many", o));
+  std::printf(
+      "\nThroughput: sessions x %d turns, max_tokens %d, policy none/fp16, one decode "
+      "worker (%d threads; turns serialised)\n",
+      o.turns, o.max_tokens, o.threads);
+  std::printf(
+      "| sessions | turns | tokens | wall s | tokens/s | turns/s | TTFT p50 s | TTFT p99 s "
+      "| sources |\n|---|---|---|---|---|---|---|---|---|\n");
+  json rows = json::array();
+  for (const LoadRun* r : {&one, &many}) {
+    json j = LoadJson(*r);
+    std::string sources;
+    for (const auto& [name, n] : r->sources) absl::StrAppend(&sources, name, " ", n, " ");
+    std::printf("| %d | %d | %lld | %.2f | %.1f | %.2f | %.3f | %.3f | %s|\n", r->sessions,
+                r->turns, static_cast<long long>(r->generated), r->wall_s,
+                j["tokens_per_s"].get<double>(), j["turns_per_s"].get<double>(),
+                j["ttft_p50_s"].get<double>(), j["ttft_p99_s"].get<double>(), sources.c_str());
+    rows.push_back(j);
+  }
+  const double ratio =
+      rows[1]["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
+  std::printf("%d sessions / 1 session: tokens/s %.2f×, TTFT p50 %.2f×\n", o.sessions, ratio,
+              rows[1]["ttft_p50_s"].get<double>() / rows[0]["ttft_p50_s"].get<double>());
+  return json{{"runs", rows}, {"tokens_per_s_ratio", ratio}};
+}
+
+absl::Status Run(const Options& o) {
+  ASSIGN_OR_RETURN(std::string model_path, model::EnsureDefaultModel());
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, model::Model::Load(model_path));
+  std::cerr << "[cluster] starting coordinator, cache node, decode worker, frontend in " << o.dir
+            << "\n";
+  const auto t0 = Clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<Cluster> c, Cluster::Start(o));
+  std::cerr << absl::StrFormat("[cluster] up in %.1f s\n", Seconds(t0));
+  json out = {{"model", model_path},
+              {"history_tokens", o.history_tokens},
+              {"reps", o.reps},
+              {"threads", o.threads},
+              {"quick", o.quick}};
+  ASSIGN_OR_RETURN(TtftResult ttft, RunTtft(*c, *m, o));
+  out["ttft"] = PrintTtft(ttft, o);
+  ASSIGN_OR_RETURN(out["bytes"], RunBytes(*c, *m, o));
+  ASSIGN_OR_RETURN(out["load"], RunLoad(*c, *m, o));
+  std::ofstream f(o.json_path);
+  f << out.dump(2) << "\n";
+  if (!f) return absl::InternalError(absl::StrCat("cannot write ", o.json_path));
+  std::printf("\nwrote %s (service logs in %s)\n", o.json_path.c_str(), o.dir.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace glimpse::bench
+
+int main(int argc, char** argv) {
+  absl::StatusOr<glimpse::bench::Options> o = glimpse::bench::ParseArgs(argc, argv);
+  if (!o.ok()) {
+    const bool help = absl::IsCancelled(o.status());
+    (help ? std::cout : std::cerr) << o.status().message() << (help ? "" : "\n");
+    return help ? 0 : 2;
+  }
+  if (absl::Status s = glimpse::bench::Run(*o); !s.ok()) {
+    std::cerr << "glimpse_bench_cluster: " << s << "\n";
+    return 1;
+  }
+  return 0;
+}
