@@ -11,7 +11,8 @@
 //   4. Write the new state — the hot cache as retained pages and this turn's evicted entries as
 //      evicted pages, importance from the scores — to the cache node under the state key of the
 //      tokens it summarises, and wait for the node's acknowledgement (so a turn reported done is
-//      durable); then keep the session hot.
+//      durable; a state already stored under that key, made from another history, stands); then
+//      keep the session hot.
 // Errors found before the turn starts (token ids outside the vocabulary, a conversation that fills
 // the context, bad sampling, an unusable scorer, a turn of the session already running) are
 // InvalidArgument / FailedPrecondition with the session untouched; a failure once the prefill ran

@@ -12,6 +12,7 @@ PACKAGES=(
   python3-matplotlib
   prometheus python3-yaml
   python3-grpcio python3-protobuf
+  iproute2
 )
 
 missing=()

@@ -93,6 +93,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<int64_t>(options.max_receive_message_bytes, INT_MAX)));
+  // Accept the keepalive pings ClientChannel sends (gRPC's default would answer a ping more often
+  // than every 5 minutes without data with GOAWAY "too_many_pings").
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveInterval) / 2));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::vector<std::string> names;
   builder.SetOption(std::make_unique<ServiceNamesOption>(&names));
@@ -122,13 +127,30 @@ void GrpcServer::Shutdown(absl::Time deadline) {
   server_->Wait();
 }
 
+namespace {
+
+// A peer that vanishes without closing its connection (a cut link, a frozen host) ends the calls
+// in flight within about two keepalive intervals, instead of at the caller's deadline.
+grpc::ChannelArguments KeepaliveArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveInterval)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveInterval)));
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a long prefill sends no data
+  return args;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& address,
                                                              const TlsFiles& tls) {
   if (tls.ca_file.empty()) {
     if (!tls.cert_file.empty()) {
       return absl::InvalidArgumentError("client certificate set without the server's CA file");
     }
-    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                     KeepaliveArguments());
   }
   grpc::SslCredentialsOptions options;
   ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(tls.ca_file, "CA"));
@@ -136,7 +158,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& 
     ASSIGN_OR_RETURN(options.pem_cert_chain, ReadPem(tls.cert_file, "certificate"));
     ASSIGN_OR_RETURN(options.pem_private_key, ReadPem(tls.key_file, "key"));
   }
-  return grpc::CreateChannel(address, grpc::SslCredentials(options));
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), KeepaliveArguments());
 }
 
 }  // namespace glimpse
