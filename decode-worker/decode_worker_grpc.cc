@@ -147,7 +147,8 @@ grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<TurnRequest> turn = FromProto(*request);
   if (!turn.ok()) return Fail(turn.status());
-  std::lock_guard<std::mutex> lock(turn_mu_);
+  turn->received = t0;
+  std::lock_guard<std::mutex> lock(turn_mu_);  // TTFT and turn time include this wait
   TurnCallbacks callbacks;
   callbacks.started = [&](const TurnStart& s) { writer->Write(StartedEvent(s)); };
   callbacks.tokens = [&](std::span<const int32_t> ids, const std::string& text) {

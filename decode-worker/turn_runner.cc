@@ -206,7 +206,7 @@ absl::StatusOr<HotSession> TurnRunner::StartState(const TurnRequest& r,
 }
 
 absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallbacks& callbacks) {
-  const auto t0 = Clock::now();
+  const auto t0 = r.received;
   if (r.tokens.empty()) return absl::InvalidArgumentError("tokens must not be empty");
   if (r.max_tokens < 1 || r.max_tokens > options_.max_output_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.max_tokens must be in [1, ",

@@ -20,6 +20,7 @@
 // RunTurn calls are serialised by the caller (one model, one thread pool).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,6 +56,9 @@ enum class Source { kHot, kWarm, kRecompute };
 std::string_view SourceName(Source s);
 
 struct TurnRequest {
+  // When the request arrived (TTFT counts from here, so a turn that waited for the worker's
+  // previous turn includes the wait).
+  std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
   std::string session_id;
   kvstate::NamespaceKey namespace_key{};
   std::vector<int32_t> tokens;
