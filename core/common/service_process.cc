@@ -85,8 +85,8 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
     }
     if (absl::StatusOr<int> rc = WaitExit(pid, absl::ZeroDuration()); rc.ok()) {
       p.pid_ = -1;
-      return absl::UnavailableError(absl::StrCat(binary, " exited with ", *rc,
-                                                 " before serving; log:\n", Tail(log_path)));
+      return absl::UnavailableError(
+          absl::StrCat(binary, " exited with ", *rc, " before serving; log:\n", Tail(log_path)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
