@@ -41,11 +41,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
 #include "core/common/status_macros.h"
@@ -318,17 +320,9 @@ absl::Status EndSession(v1::Frontend::Stub& stub, const std::string& session) {
   return s.ok() ? absl::OkStatus() : absl::InternalError(s.error_message());
 }
 
+// "hot", "warm", "recompute" (the enum's name without its prefix).
 std::string SourceName(v1::StateSource s) {
-  switch (s) {
-    case v1::STATE_SOURCE_HOT:
-      return "hot";
-    case v1::STATE_SOURCE_WARM:
-      return "warm";
-    case v1::STATE_SOURCE_RECOMPUTE:
-      return "recompute";
-    default:
-      return "unspecified";
-  }
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(s), "STATE_SOURCE_"));
 }
 
 // ---------------------------------------------------------------------------------------------

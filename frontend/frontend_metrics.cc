@@ -3,20 +3,15 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
+
 namespace glimpse::frontend {
 namespace {
 
+// "hot", "warm", "recompute" (the enum's name without its prefix).
 std::string SourceName(v1::StateSource source) {
-  switch (source) {
-    case v1::STATE_SOURCE_HOT:
-      return "hot";
-    case v1::STATE_SOURCE_WARM:
-      return "warm";
-    case v1::STATE_SOURCE_RECOMPUTE:
-      return "recompute";
-    default:
-      return "unspecified";
-  }
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(source), "STATE_SOURCE_"));
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/common/grpc/status.h"
 #include "core/common/status_macros.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
@@ -34,17 +36,9 @@ absl::StatusOr<std::optional<ToolCall>> ParseTool(const std::string& line) {
   return call;
 }
 
+// "hot", "warm", "recompute" (the enum's name without its prefix).
 std::string SourceName(v1::StateSource s) {
-  switch (s) {
-    case v1::STATE_SOURCE_HOT:
-      return "hot";
-    case v1::STATE_SOURCE_WARM:
-      return "warm";
-    case v1::STATE_SOURCE_RECOMPUTE:
-      return "recompute";
-    default:
-      return "?";
-  }
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(s), "STATE_SOURCE_"));
 }
 
 std::string Bytes(double b) {
