@@ -30,6 +30,9 @@ std::vector<ConfigKey> Keys() {
        "Coordinator host:port to register with and heartbeat (empty: standalone)."},
       {"cache_node", ConfigType::kString, "",
        "Cache node host:port for session states (empty: nothing stored, no warm hits)."},
+      {"cache_timeout", ConfigType::kDuration, "10s",
+       "Deadline of each cache node call; an unreachable node costs a turn at most this before "
+       "it recomputes (lookups), or before its state stays hot only (stores)."},
       {"client_tls.ca", ConfigType::kString, "",
        "CA of the coordinator's and cache node's certificates (TLS to them)."},
       {"client_tls.cert", ConfigType::kString, "", "Client certificate for mutual TLS."},
@@ -89,6 +92,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
     ucx_address = transport->LocalAddress();
     cache_client::CacheClientOptions o;
     o.address = c.GetString("cache_node");
+    o.timeout = c.GetDuration("cache_timeout");
     o.tls = ClientTls(c);
     ASSIGN_OR_RETURN(r->cache, cache_client::CacheClient::Create(o, std::move(transport)));
   }
