@@ -18,7 +18,7 @@ namespace glimpse::decode_worker {
 namespace {
 
 std::vector<ConfigKey> Keys() {
-  return {
+  std::vector<ConfigKey> keys = {
       {"model", ConfigType::kString, "",
        "GGUF model file (default: the default model, fetched if missing)."},
       {"threads", ConfigType::kInt, "0", "Compute threads (0: one per core)."},
@@ -33,10 +33,6 @@ std::vector<ConfigKey> Keys() {
       {"cache_timeout", ConfigType::kDuration, "10s",
        "Deadline of each cache node call; an unreachable node costs a turn at most this before "
        "it recomputes (lookups), or before its state stays hot only (stores)."},
-      {"client_tls.ca", ConfigType::kString, "",
-       "CA of the coordinator's and cache node's certificates (TLS to them)."},
-      {"client_tls.cert", ConfigType::kString, "", "Client certificate for mutual TLS."},
-      {"client_tls.key", ConfigType::kString, "", "Its key."},
       {"capacity", ConfigType::kBytes, "1GiB", "Memory for hot sessions' KV."},
       {"max_output_tokens", ConfigType::kInt, "4096", "Largest sampling.max_tokens accepted."},
       {"page_tokens", ConfigType::kInt, "64", "Tokens per KV page written to the cache node."},
@@ -45,6 +41,8 @@ std::vector<ConfigKey> Keys() {
       {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
        "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
   };
+  for (ConfigKey& k : ClientTlsKeys("the coordinator and the cache node")) keys.push_back(k);
+  return keys;
 }
 
 class Running final : public RunningService {
@@ -66,14 +64,10 @@ class Running final : public RunningService {
 Running* g_running = nullptr;
 std::string g_coordinator;
 
-TlsFiles ClientTls(const Config& c) {
-  return {c.GetString("client_tls.cert"), c.GetString("client_tls.key"),
-          c.GetString("client_tls.ca")};
-}
-
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
   auto r = std::make_unique<Running>();
+  ASSIGN_OR_RETURN(const TlsFiles tls, ClientTlsFromConfig(c));
   std::string path = c.GetString("model");
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
@@ -93,7 +87,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
     cache_client::CacheClientOptions o;
     o.address = c.GetString("cache_node");
     o.timeout = c.GetDuration("cache_timeout");
-    o.tls = ClientTls(c);
+    o.tls = tls;
     ASSIGN_OR_RETURN(r->cache, cache_client::CacheClient::Create(o, std::move(transport)));
   }
   r->hot = std::make_unique<HotSessions>(c.GetBytes("capacity"));
@@ -104,7 +98,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r->runner = std::make_unique<TurnRunner>(*r->model, *r->pool, r->cache.get(), *r->hot, o);
   r->grpc_ = std::make_unique<DecodeWorkerGrpc>(*r->runner, *r->hot, registry);
   r->link_options.coordinator_address = c.GetString("coordinator");
-  r->link_options.tls = ClientTls(c);
+  r->link_options.tls = tls;
   r->link_options.node_id = c.GetString("node_id");
   r->link_options.grpc_address = c.GetString("advertise_host");
   r->link_options.ucx_address = ucx_address;

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "core/common/grpc/service_main.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -21,16 +22,11 @@ absl::StatusOr<int32_t> PositiveInt32(const Config& c, const char* key) {
 
 std::vector<ConfigKey> FrontendConfigKeys() {
   using T = ConfigType;
-  return {
+  std::vector<ConfigKey> keys = {
       {"coordinator", T::kString, "", "The coordinator's gRPC address (host:port).", true},
       {"model", T::kString, "",
        "GGUF model file or Hugging Face directory (tokenizer, chat template, vocabulary, context, "
        "fingerprint); empty: the default model, fetched and cached as `glimpse generate` does."},
-      {"client_tls.ca", T::kString, "",
-       "PEM CA that signed the coordinator's and decode workers' certificates; empty: plaintext."},
-      {"client_tls.cert", T::kString, "",
-       "PEM client certificate for mutual TLS to the coordinator and decode workers."},
-      {"client_tls.key", T::kString, "", "PEM private key of client_tls.cert."},
       {"auth.tokens_file", T::kString, "",
        "YAML map bearer token -> tenant; empty: no authentication, every caller is tenant "
        "\"default\"."},
@@ -58,16 +54,14 @@ std::vector<ConfigKey> FrontendConfigKeys() {
        "Deadline of each coordinator call (RouteTurn adds routing.max_queue_wait); the caller's "
        "deadline, when shorter, wins."},
   };
+  for (ConfigKey& k : ClientTlsKeys("the coordinator and decode workers")) keys.push_back(k);
+  return keys;
 }
 
 absl::StatusOr<FrontendOptions> OptionsFromConfig(const Config& c) {
   FrontendOptions o;
   o.coordinator_address = c.GetString("coordinator");
-  o.client_tls = {c.GetString("client_tls.cert"), c.GetString("client_tls.key"),
-                  c.GetString("client_tls.ca")};
-  if (!o.client_tls.cert_file.empty() && o.client_tls.ca_file.empty()) {
-    return absl::InvalidArgumentError("client_tls.cert is set but client_tls.ca is not");
-  }
+  ASSIGN_OR_RETURN(o.client_tls, ClientTlsFromConfig(c));
   o.coordinator_timeout = c.GetDuration("coordinator_timeout");
   o.max_queue_wait = c.GetDuration("routing.max_queue_wait");
   o.max_tool_hint = c.GetDuration("limits.max_tool_hint");

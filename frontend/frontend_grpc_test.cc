@@ -14,6 +14,7 @@
 #include "coordinator/coordinator_grpc.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/server.h"
+#include "core/common/grpc/testdata/test_certs.h"
 #include "core/model/model_store.h"
 #include "core/model/test_files.h"
 #include "core/model/test_model.h"
@@ -317,29 +318,13 @@ TEST_F(FrontendGrpcTest, ForeignRecordUnderOwnScopedIdIsNotFound) {
   EXPECT_EQ(gen.error_message(), never.error_message());
 }
 
-// TLS certificates made at test time with the openssl CLI (as core/common/grpc/server_test.cc).
-constexpr char kMakeCerts[] = R"sh(set -e
-K="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=glimpse-test-ca \
-  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign,cRLSign
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
-printf 'extendedKeyUsage=clientAuth\n' > client.ext
-for who in server client; do
-  openssl req $K -keyout $who.key -out $who.csr -subj /CN=$who
-  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-    -extfile $who.ext -out $who.pem
-done
-)sh";
-
 class FrontendTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char dir_template[] = "/tmp/glimpse_frontend_tls_XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-    std::ofstream(File("make_certs.sh")) << kMakeCerts;
-    ASSERT_EQ(std::system(absl::StrCat("cd ", dir_, " && sh make_certs.sh >log 2>&1").c_str()), 0)
-        << "could not make test certificates with the openssl CLI; see " << dir_ << "/log";
+    absl::StatusOr<std::string> dir =
+        glimpse::testing::MakeTestCertificates("glimpse_frontend_tls");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *dir;
   }
   static void TearDownTestSuite() { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
   static std::string File(const std::string& name) { return dir_ + "/" + name; }

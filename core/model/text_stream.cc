@@ -1,5 +1,7 @@
 #include "core/model/text_stream.h"
 
+#include <utility>
+
 #include "core/common/status_macros.h"
 
 namespace glimpse::model {
@@ -15,21 +17,14 @@ size_t CompleteUtf8Prefix(const std::string& s) {
 }
 
 absl::StatusOr<std::string> TextStream::Push(int32_t token) {
-  tokens_.push_back(token);
-  ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(tokens_));
-  const size_t end = CompleteUtf8Prefix(text);
-  if (end <= emitted_) return std::string();
-  std::string out = text.substr(emitted_, end - emitted_);
-  emitted_ = end;
+  ASSIGN_OR_RETURN(std::string bytes, tokenizer_.TokenText(token));
+  pending_ += bytes;
+  const size_t end = CompleteUtf8Prefix(pending_);
+  std::string out = pending_.substr(0, end);
+  pending_.erase(0, end);
   return out;
 }
 
-absl::StatusOr<std::string> TextStream::Finish() {
-  ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(tokens_));
-  if (text.size() <= emitted_) return std::string();
-  std::string out = text.substr(emitted_);
-  emitted_ = text.size();
-  return out;
-}
+absl::StatusOr<std::string> TextStream::Finish() { return std::exchange(pending_, std::string()); }
 
 }  // namespace glimpse::model

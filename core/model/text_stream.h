@@ -1,11 +1,13 @@
 // Streams generated tokens as text: each Push returns the text the tokens so far complete that was
 // not returned before. A token that ends inside a UTF-8 sequence (byte-level BPE splits characters)
 // waits until a later token completes it; Finish returns whatever is left.
+//
+// Byte-level BPE decodes a token sequence as the concatenation of its tokens' bytes
+// (Tokenizer::TokenText), so each Push costs one token, not a decode of everything so far.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/model/tokenizer.h"
@@ -17,12 +19,11 @@ class TextStream {
   explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
 
   absl::StatusOr<std::string> Push(int32_t token);
-  absl::StatusOr<std::string> Finish();
+  absl::StatusOr<std::string> Finish();  // always OK; kept for symmetry with Push
 
  private:
   const Tokenizer& tokenizer_;
-  std::vector<int32_t> tokens_;
-  size_t emitted_ = 0;  // bytes of the decoded text already returned
+  std::string pending_;  // bytes not returned yet: the start of an unfinished UTF-8 sequence
 };
 
 // Length of the longest prefix of `s` that does not end inside a UTF-8 sequence.

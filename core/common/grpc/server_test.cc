@@ -1,12 +1,12 @@
 #include "core/common/grpc/server.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/common/grpc/testdata/test_certs.h"
 #include "core/common/grpc/testdata/test_services.h"
 #include "gtest/gtest.h"
 
@@ -70,32 +70,14 @@ TEST(GrpcServerTest, UnreadableCertificateIsAnError) {
   EXPECT_TRUE(absl::StrContains(channel.status().message(), "/nonexistent/ca.pem"));
 }
 
-constexpr char kMakeCerts[] = R"sh(set -e
-command -v openssl
-K="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=glimpse-test-ca \
-  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign,cRLSign
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > server.ext
-printf 'extendedKeyUsage=clientAuth\n' > client.ext
-for who in server client; do
-  openssl req $K -keyout $who.key -out $who.csr -subj /CN=$who
-  openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-    -extfile $who.ext -out $who.pem
-done
-)sh";
-
 // Certificates made at test time with the openssl CLI: a CA, a server certificate for
 // 127.0.0.1/localhost and a client certificate, all signed by the CA.
 class GrpcTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char dir_template[] = "/tmp/glimpse_tls_XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-    std::ofstream(File("make_certs.sh")) << kMakeCerts;
-    const int rc = std::system(absl::StrCat("cd ", dir_, " && sh make_certs.sh >log 2>&1").c_str());
-    ASSERT_EQ(rc, 0) << "could not make test certificates with the openssl CLI (is it installed?); "
-                     << "see " << dir_ << "/log";
+    absl::StatusOr<std::string> dir = glimpse::testing::MakeTestCertificates("glimpse_tls");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *dir;
   }
   static void TearDownTestSuite() {
     if (!dir_.empty()) std::system(absl::StrCat("rm -rf ", dir_).c_str());

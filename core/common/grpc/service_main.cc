@@ -68,6 +68,32 @@ class SignalWaiter {
   struct sigaction old_term_ {};
 };
 
+}  // namespace
+
+std::vector<ConfigKey> ClientTlsKeys(const std::string& peers) {
+  return {
+      {"client_tls.ca", ConfigType::kString, "",
+       "PEM CA that signed the certificates of " + peers + "; empty: plaintext to them."},
+      {"client_tls.cert", ConfigType::kString, "",
+       "PEM client certificate for mutual TLS to " + peers + "."},
+      {"client_tls.key", ConfigType::kString, "", "PEM private key of client_tls.cert."},
+  };
+}
+
+absl::StatusOr<TlsFiles> ClientTlsFromConfig(const Config& config) {
+  TlsFiles tls{config.GetString("client_tls.cert"), config.GetString("client_tls.key"),
+               config.GetString("client_tls.ca")};
+  if (!tls.cert_file.empty() && tls.ca_file.empty()) {
+    return absl::InvalidArgumentError("client_tls.cert is set but client_tls.ca is not");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError("client_tls.cert and client_tls.key go together");
+  }
+  return tls;
+}
+
+namespace {
+
 std::vector<ConfigKey> AllKeys(const ServiceSpec& spec) {
   std::vector<ConfigKey> keys = spec.keys;
   const std::vector<ConfigKey> common = {

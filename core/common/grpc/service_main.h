@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/config.h"
+#include "core/common/grpc/server.h"
 #include "core/common/metrics.h"
 #include "grpcpp/impl/service_type.h"
 
@@ -46,6 +47,13 @@ struct ServiceSpec {
   // (after the "serving" log line, before waiting for a signal).
   std::function<void(int grpc_port, int metrics_port)> on_serving;
 };
+
+// The keys of a service that calls other services (client_tls.ca, client_tls.cert,
+// client_tls.key; `peers` names them in the help, e.g. "the coordinator and cache node"), and the
+// TlsFiles they configure: plaintext without a CA; InvalidArgument for a certificate without a
+// CA or without its key.
+std::vector<ConfigKey> ClientTlsKeys(const std::string& peers);
+absl::StatusOr<TlsFiles> ClientTlsFromConfig(const Config& config);
 
 // Returns the process exit code (0, 1 or 2 as above); main returns it. Only one may run at a
 // time in a process: it owns the SIGINT/SIGTERM handlers while it runs and restores the previous
