@@ -111,6 +111,7 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext*, const v1::EndTurnReq
                    Hint(req->expected_duration_ms()), std::nullopt};
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
   r.turn_failed = req->turn_failed();
+  r.turn_index = req->turn_index();
   if (req->has_reload_us()) {
     r.reload = absl::Microseconds(req->reload_us());
     r.reload_tokens = req->reload_tokens();

@@ -285,6 +285,10 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r)
                         r.session, r.reload_tokens, absl::FormatDuration(*r.reload),
                         options_.max_tokens, absl::FormatDuration(options_.max_hint)));
   }
+  if (r.turn_index != 0 && r.turn_index != s.turns) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "EndTurn %s: turn %d was superseded by turn %d", r.session, r.turn_index, s.turns));
+  }
   if (s.tier == SessionTier::kLeased || s.turn_started <= s.turn_ended) {
     return absl::FailedPreconditionError(
         absl::StrFormat("EndTurn %s: no turn is running (route the turn first)", r.session));

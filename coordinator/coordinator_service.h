@@ -105,6 +105,8 @@ struct EndTurnRequest {
   // measured there: R(n) is fitted to these (lease_estimator.h).
   std::optional<absl::Duration> reload = std::nullopt;
   int64_t reload_tokens = 0;
+  // RouteResult::turn_index of the turn being ended; 0: the latest. An older turn is refused.
+  int turn_index = 0;
 };
 
 struct LeaseResult {

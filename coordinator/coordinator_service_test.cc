@@ -148,6 +148,30 @@ TEST_F(CoordinatorServiceTest, AFailedTurnGetsNoLeaseAndNoToolSample) {
   Invariants();
 }
 
+// A caller that gave up on turn 1 and sent turn 2 before turn 1's end reached the coordinator:
+// turn 1's late (failed) end is refused and turn 2 runs on and ends normally.
+TEST_F(CoordinatorServiceTest, ALateEndOfASupersededTurnLeavesTheNewerTurnRunning) {
+  AddCluster(10'000);
+  absl::StatusOr<RouteResult> first = svc_->RouteTurn(Turn("s1", 0, 50, 10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<RouteResult> second = svc_->RouteTurn(Turn("s1", 0, 50, 10));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->turn_index, 2);
+  EndTurnRequest late{"s1", 0, "", std::nullopt, std::nullopt};
+  late.turn_failed = true;
+  late.turn_index = first->turn_index;
+  absl::StatusOr<LeaseResult> refused = svc_->EndTurn(late);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(), "EndTurn s1: turn 1 was superseded by turn 2");
+  EXPECT_EQ(svc_->GetSession("s1")->tier, SessionTier::kActive);
+  EndTurnRequest done{"s1", 60, "", std::nullopt, std::nullopt};
+  done.turn_index = second->turn_index;
+  absl::StatusOr<LeaseResult> l = svc_->EndTurn(done);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(svc_->GetSession("s1")->tier, SessionTier::kLeased);
+  Invariants();
+}
+
 // The default pin cost (pressure) with demotion on: no admission waits for a lease's memory, so
 // c = 0.5 / (admissions + 1); with no samples the lease is the break-even G / c. Without demotion
 // a lease is a commitment and the default TTL stays.

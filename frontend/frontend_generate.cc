@@ -175,6 +175,7 @@ void FrontendService::AbandonTurn(Call& call) {
   req.set_session_id(call.scoped);
   req.set_kv_tokens(0);
   req.set_turn_failed(true);
+  req.set_turn_index(call.route.turn_index());  // a newer turn of the session is left running
   v1::EndTurnResponse resp;
   grpc::Status st = coordinator_->EndTurn(CoordinatorContext(nullptr).get(), req, &resp);
   if (!st.ok()) {
@@ -188,6 +189,7 @@ absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
   v1::EndTurnRequest req;
   req.set_session_id(call.scoped);
   req.set_kv_tokens(done.hot_tokens());
+  req.set_turn_index(call.route.turn_index());
   req.set_tool_name(call.req.tool_name());
   req.set_expected_duration_ms(call.req.expected_tool_ms());
   if (call.started.source() == v1::STATE_SOURCE_WARM) {
