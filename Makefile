@@ -26,9 +26,11 @@ test: build model
 
 # The local cluster (coordinator, cache node, decode worker, frontend as separate processes on
 # loopback) and a 3-turn agent session through it: LookaheadKV eviction to 20 %, int8 pages, a
-# fixed 2 s lease so that the demo shows every tier: the first tool call is shorter than the lease
-# (turn 2 is a hot hit), the second longer (turn 3 reloads from the cache node). Per turn: TTFT,
-# tokens/s, hot KV vs full fp16, tier.
+# fixed 2 s lease so that the demo shows every tier: turn 1 (37 new tokens, over the 30-token
+# prefill threshold) prefills on the prefill worker, which ships the kept KV to the decode worker;
+# the first tool call is shorter than the lease (turn 2 is a hot hit), the second longer (turn 3
+# reloads from the cache node; on the prefill worker, because the coordinator counts a turn's new
+# tokens against the session's kept KV, which eviction shrank). Per turn: TTFT, tokens/s, hot KV vs full fp16, tier, bytes shipped.
 RUN_DIR ?= $(BUILD_DIR)/run-cluster
 run: build model
 	@rm -rf $(RUN_DIR)
@@ -37,7 +39,7 @@ run: build model
 	  'Write one sentence about its most famous museum.' '/tool read_file 3' \
 	  'We travel there in spring. Suggest one thing to pack.' | \
 	  $(GLIMPSE) up --chat --dir $(RUN_DIR) --policy lookahead --budget 0.2 --codec int8 \
-	    --max-tokens 48 --lease-ttl 2s
+	    --max-tokens 48 --lease-ttl 2s --prefill-threshold 30
 
 # Our runtime against llama.cpp (built once into the oracle venv, no torch): tok/s, RSS, ratios.
 bench: build model

@@ -6,19 +6,10 @@
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "core/worker/wire.h"
 
 namespace glimpse::decode_worker {
 namespace {
-
-bool ValidSessionId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    const bool ok =
-        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 absl::StatusOr<model::SamplingOptions> SamplingFromProto(const v1::SamplingParams& p) {
   if (!(p.temperature() >= 0.0f && p.temperature() <= 100.0f)) {
@@ -48,6 +39,8 @@ v1::StateSource SourceToProto(Source s) {
       return v1::STATE_SOURCE_WARM;
     case Source::kRecompute:
       return v1::STATE_SOURCE_RECOMPUTE;
+    case Source::kPrefillWorker:
+      return v1::STATE_SOURCE_PREFILL_WORKER;
   }
   return v1::STATE_SOURCE_UNSPECIFIED;
 }
@@ -88,23 +81,15 @@ v1::DecodeEvent DoneEvent(const TurnResult& r) {
 
 absl::StatusOr<TurnRequest> FromProto(const v1::DecodeTurnRequest& request) {
   TurnRequest r;
-  if (!ValidSessionId(request.session_id())) {
-    return absl::InvalidArgumentError(absl::StrCat("session_id \"", request.session_id(),
-                                                   "\" must match [A-Za-z0-9._:-]{1,128}"));
-  }
+  RETURN_IF_ERROR(worker::CheckSessionId(request.session_id()));
   r.session_id = request.session_id();
-  if (request.namespace_key().size() != r.namespace_key.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("namespace_key must be 16 bytes, got ", request.namespace_key().size()));
-  }
-  std::copy(request.namespace_key().begin(), request.namespace_key().end(),
-            r.namespace_key.begin());
+  ASSIGN_OR_RETURN(r.namespace_key, worker::NamespaceFromBytes(request.namespace_key()));
   if (request.tokens().empty()) return absl::InvalidArgumentError("tokens must not be empty");
   r.tokens.assign(request.tokens().begin(), request.tokens().end());
   ASSIGN_OR_RETURN(r.sampling, SamplingFromProto(request.sampling()));
   r.max_tokens = request.sampling().max_tokens();
-  ASSIGN_OR_RETURN(r.policy, ParsePolicy(request.policy().method(), request.policy().budget_ratio(),
-                                         request.policy().codec()));
+  ASSIGN_OR_RETURN(r.policy, worker::PolicyFromProto(request.policy()));
+  r.delivery_id = request.delivery_id();
   return r;
 }
 

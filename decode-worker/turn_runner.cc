@@ -2,15 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
-#include "core/eviction/pipeline.h"
-#include "core/kvstate/cache_pages.h"
 #include "core/model/generator.h"
 #include "core/model/text_stream.h"
 
@@ -23,78 +18,15 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Scores of one turn's eviction, split per head into the kept and the evicted entries, in the
-// layout kvstate::EncodeState takes (index layer · Hkv + kv_head).
-struct TierScores {
-  std::vector<std::vector<float>> retained;
-  std::vector<std::vector<float>> evicted;
-  std::vector<model::KvHead> evicted_entries;
-};
-
-TierScores SplitScores(eviction::EvictionResult& r) {
-  TierScores out;
-  for (size_t l = 0; l < r.scores.size(); ++l) {
-    for (size_t h = 0; h < r.scores[l].size(); ++h) {
-      const std::vector<float>& all = r.scores[l][h];
-      const std::vector<int64_t>& kept = r.kept[l][h];
-      std::vector<float> kept_scores, evicted_scores;
-      size_t k = 0;
-      for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i) {
-        if (k < kept.size() && kept[k] == i) {
-          kept_scores.push_back(all[i]);
-          ++k;
-        } else {
-          evicted_scores.push_back(all[i]);
-        }
-      }
-      out.retained.push_back(std::move(kept_scores));
-      out.evicted.push_back(std::move(evicted_scores));
-      out.evicted_entries.push_back(std::move(r.evicted[l][h]));
-    }
-  }
-  return out;
-}
-
-int64_t MaxEntriesAfter(const model::KvCache& cache, int64_t new_tokens) {
-  int64_t most = 0;
-  for (int32_t l = 0; l < cache.n_layers(); ++l) {
-    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-      most = std::max(most, cache.head(l, h).size() + new_tokens);
-    }
-  }
-  return most;
+HotSession EmptySession(const model::Model& model, kernels::ThreadPool& pool,
+                        const kvstate::NamespaceKey& ns) {
+  HotSession s;
+  s.session = std::make_unique<model::Session>(model, pool);
+  s.namespace_key = ns;
+  return s;
 }
 
 }  // namespace
-
-absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
-                                   std::string_view codec) {
-  Policy p;
-  if (!method.empty() && method != "none") {
-    const std::vector<std::string> known = eviction::KnownScorers();
-    if (std::find(known.begin(), known.end(), method) == known.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("policy.method \"", std::string(method),
-                                                     "\" is not a scorer; known: none, ",
-                                                     absl::StrJoin(known, ", ")));
-    }
-    if (!(budget_ratio > 0.0 && budget_ratio <= 1.0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("policy.budget_ratio must be in (0, 1], got ", budget_ratio));
-    }
-    p.method = std::string(method);
-    p.budget_ratio = budget_ratio;
-  }
-  if (!codec.empty()) {
-    const kvpage::CodecInfo* info = kvpage::FindCodecByName(codec);
-    if (info == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("policy.codec \"", std::string(codec),
-                       "\" is not a codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2)"));
-    }
-    p.codec = info->id;
-  }
-  return p;
-}
 
 std::string_view SourceName(Source s) {
   switch (s) {
@@ -104,92 +36,78 @@ std::string_view SourceName(Source s) {
       return "warm";
     case Source::kRecompute:
       return "recompute";
+    case Source::kPrefillWorker:
+      return "prefill_worker";
   }
   return "unknown";
 }
 
 TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool,
-                       cache_client::CacheClient* cache, HotSessions& hot,
-                       TurnRunnerOptions options)
-    : model_(model), pool_(pool), cache_(cache), hot_(hot), options_(std::move(options)) {
-  // Model::fingerprint() is always 32 hex digits (weight_loader.cc).
-  fingerprint_ = *kvstate::FingerprintFromHex(model.fingerprint());
-}
-
-absl::Status TurnRunner::ValidateTokens(std::span<const int32_t> tokens) const {
-  const int32_t vocab = model_.config().vocab_size;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("token ", i, " is ", tokens[i],
-                                                     ", outside the vocabulary [0, ", vocab, ")"));
-    }
-  }
-  const int64_t context = model_.config().context_length;
-  if (static_cast<int64_t>(tokens.size()) >= context) {
-    return absl::InvalidArgumentError(absl::StrCat("the conversation has ", tokens.size(),
-                                                   " tokens; the model's context is ", context,
-                                                   " (one more is needed to generate)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<const eviction::Scorer*> TurnRunner::ScorerFor(const Policy& policy) {
-  std::lock_guard<std::mutex> lock(scorers_mu_);
-  auto it = scorers_.find(policy.method);
-  if (it != scorers_.end()) return it->second.get();
-  eviction::ScorerConfig config;
-  config.method = policy.method;
-  if (policy.method == "lookahead") {
-    if (options_.lookahead_module.empty()) {
-      return absl::FailedPreconditionError(
-          "policy.method \"lookahead\" needs a LookaheadKV module; this worker has none "
-          "(config key lookahead_module)");
-    }
-    config.module_path = options_.lookahead_module;
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, eviction::CreateScorer(config));
-  const eviction::Scorer* out = scorer.get();
-  scorers_.emplace(policy.method, std::move(scorer));
-  return out;
-}
+                       cache_client::CacheClient* cache, worker::DeliveryInbox* inbox,
+                       HotSessions& hot, TurnRunnerOptions options)
+    : model_(model),
+      pool_(pool),
+      cache_(cache),
+      inbox_(inbox),
+      hot_(hot),
+      options_(std::move(options)),
+      scorers_(options_.lookahead_module) {}
 
 std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* start) {
   if (cache_ == nullptr) return std::nullopt;
-  const auto t0 = Clock::now();
   // The last token must be prefilled for its logits: look up at most n − 1 tokens.
   std::span<const int32_t> prefix(r.tokens.data(), r.tokens.size() - 1);
-  absl::StatusOr<cache_client::LookupMatch> match = cache_->Lookup(r.namespace_key, prefix);
-  if (!match.ok()) {
-    log::Warning("cache lookup failed; recomputing",
-                 {{"session", r.session_id}, {"error", match.status().ToString()}});
-    return std::nullopt;
-  }
-  if (!match->found || match->token_count == 0) return std::nullopt;
-  absl::StatusOr<cache_client::State> state = cache_->Get(match->key, fingerprint_);
-  if (!state.ok()) {
-    log::Warning("cache get failed; recomputing",
-                 {{"session", r.session_id}, {"error", state.status().ToString()}});
-    return std::nullopt;
-  }
+  std::optional<worker::StoredPrefix> stored =
+      worker::LoadStoredPrefix(*cache_, model_, pool_, r.namespace_key, prefix, r.session_id);
+  if (!stored) return std::nullopt;
   HotSession s;
-  s.session = std::make_unique<model::Session>(model_, pool_);
+  s.session = std::move(stored->session);
   s.namespace_key = r.namespace_key;
-  absl::Status loaded = kvstate::LoadPages(state->manifest, state->pages,
-                                           kvstate::LoadTiers::kRetained, &s.session->cache());
-  if (loaded.ok()) loaded = s.session->Resume(static_cast<int32_t>(match->token_count));
-  if (!loaded.ok()) {
-    log::Warning("stored state unusable; recomputing",
-                 {{"session", r.session_id}, {"error", loaded.ToString()}});
+  s.tokens.assign(r.tokens.begin(), r.tokens.begin() + stored->token_count);
+  start->source = Source::kWarm;
+  start->load_seconds = stored->load_seconds;
+  return s;
+}
+
+absl::Status TurnRunner::LoadDeliveryInto(const TurnRequest& r, HotSession* s) {
+  if (inbox_ == nullptr) {
+    return absl::FailedPreconditionError("this worker has no prefill delivery inbox");
+  }
+  ASSIGN_OR_RETURN(worker::Delivery d,
+                   inbox_->Take(r.delivery_id, absl::Now() + options_.delivery_timeout));
+  const uint32_t n = d.manifest.token_count;
+  if (d.manifest.namespace_key != r.namespace_key || n >= r.tokens.size() ||
+      d.manifest.state_key !=
+          kvstate::MakeStateKey(r.namespace_key, std::span(r.tokens.data(), n))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "delivery ", r.delivery_id, " summarises ", n,
+        " tokens that are not a proper prefix of this conversation under its namespace"));
+  }
+  RETURN_IF_ERROR(
+      kvstate::LoadPages(d.manifest, d.pages, kvstate::LoadTiers::kRetained, &s->session->cache()));
+  RETURN_IF_ERROR(s->session->Resume(static_cast<int32_t>(n)));
+  s->tokens.assign(r.tokens.begin(), r.tokens.begin() + n);
+  return absl::OkStatus();
+}
+
+std::optional<HotSession> TurnRunner::LoadDelivery(const TurnRequest& r, TurnStart* start) {
+  const auto t0 = Clock::now();
+  HotSession s = EmptySession(model_, pool_, r.namespace_key);
+  if (absl::Status st = LoadDeliveryInto(r, &s); !st.ok()) {
+    log::Warning("prefill delivery unusable; starting without it",
+                 {{"session", r.session_id}, {"error", st.ToString()}});
     return std::nullopt;
   }
-  s.tokens.assign(r.tokens.begin(), r.tokens.begin() + match->token_count);
-  start->source = Source::kWarm;
+  start->source = Source::kPrefillWorker;
   start->load_seconds = SecondsSince(t0);
   return s;
 }
 
-absl::StatusOr<HotSession> TurnRunner::StartState(const TurnRequest& r,
-                                                  std::optional<HotSession> hot, TurnStart* start) {
+HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession> hot,
+                                  TurnStart* start) {
+  if (r.delivery_id != 0) {
+    if (std::optional<HotSession> delivered = LoadDelivery(r, start)) return std::move(*delivered);
+  }
   const bool extends = hot && hot->namespace_key == r.namespace_key &&
                        hot->tokens.size() < r.tokens.size() &&
                        std::equal(hot->tokens.begin(), hot->tokens.end(), r.tokens.begin());
@@ -198,11 +116,8 @@ absl::StatusOr<HotSession> TurnRunner::StartState(const TurnRequest& r,
     return std::move(*hot);
   }
   if (std::optional<HotSession> warm = LoadWarm(r, start)) return std::move(*warm);
-  HotSession fresh;
-  fresh.session = std::make_unique<model::Session>(model_, pool_);
-  fresh.namespace_key = r.namespace_key;
   start->source = Source::kRecompute;
-  return fresh;
+  return EmptySession(model_, pool_, r.namespace_key);
 }
 
 absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallbacks& callbacks) {
@@ -213,67 +128,36 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
                                                    options_.max_output_tokens, "], got ",
                                                    r.max_tokens));
   }
-  RETURN_IF_ERROR(ValidateTokens(r.tokens));
+  RETURN_IF_ERROR(worker::ValidateConversation(model_, r.tokens));
   ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(r.sampling));
   const eviction::Scorer* scorer = nullptr;
   if (!r.policy.method.empty()) {
-    ASSIGN_OR_RETURN(scorer, ScorerFor(r.policy));
+    ASSIGN_OR_RETURN(scorer, scorers_.For(r.policy));
   }
 
   ASSIGN_OR_RETURN(std::optional<HotSession> checked_out, hot_.Checkout(r.session_id));
   TurnResult result;
-  absl::StatusOr<HotSession> state = StartState(r, std::move(checked_out), &result.start);
-  if (!state.ok()) {
-    hot_.Abandon(r.session_id);
-    return state.status();
-  }
-  HotSession s = std::move(*state);
+  HotSession s = StartState(r, std::move(checked_out), &result.start);
   model::Session& session = *s.session;
   result.start.reused_tokens = static_cast<int32_t>(s.tokens.size());
   std::span<const int32_t> fresh(r.tokens.data() + s.tokens.size(),
                                  r.tokens.size() - s.tokens.size());
   result.start.prefilled_tokens = static_cast<int32_t>(fresh.size());
 
-  // Prefill, with eviction when the policy has a scorer and the budget is below what the heads
-  // would hold.
+  // A prefill worker's delivery is evicted already; the rest (the last token) is only fed.
   const auto t_prefill = Clock::now();
-  std::vector<float> logits;
-  TierScores tiers;
-  const int64_t total_tokens = session.next_position() + static_cast<int64_t>(fresh.size());
-  result.start.total_entries = session.cache().TotalEntries() + static_cast<int64_t>(fresh.size()) *
-                                                                    session.cache().n_layers() *
-                                                                    session.cache().n_kv_heads();
-  bool evicting = false;
-  eviction::SelectionOptions selection;
-  if (scorer != nullptr) {
-    selection.sinks = options_.sinks;
-    selection.window = scorer->window() > 0 ? scorer->window() : options_.window;
-    selection.budget_tokens =
-        std::max<int64_t>(static_cast<int64_t>(std::ceil(r.policy.budget_ratio * total_tokens)),
-                          selection.sinks + selection.window);
-    evicting = MaxEntriesAfter(session.cache(), fresh.size()) > selection.budget_tokens;
-  }
-  absl::Status prefilled;
-  if (evicting) {
-    absl::StatusOr<eviction::EvictionResult> ev =
-        eviction::PrefillAndEvict(session, fresh, *scorer, selection);
-    if (ev.ok()) {
-      logits = std::move(ev->last_logits);
-      tiers = SplitScores(*ev);
-    }
-    prefilled = ev.status();
-  } else {
-    absl::StatusOr<std::vector<float>> out = session.Forward(fresh);
-    if (out.ok()) logits = std::move(*out);
-    prefilled = out.status();
-  }
-  if (!prefilled.ok()) {
+  const bool delivered = result.start.source == Source::kPrefillWorker;
+  absl::StatusOr<worker::PolicyPrefill> prefill =
+      worker::PrefillWithPolicy(session, fresh, delivered ? nullptr : scorer, r.policy,
+                                {.sinks = options_.sinks, .window = options_.window});
+  if (!prefill.ok()) {
     // A failed prefill may have reset the session (pipeline.h); nothing of it stays hot.
     hot_.Abandon(r.session_id);
-    return prefilled;
+    return prefill.status();
   }
   s.tokens.assign(r.tokens.begin(), r.tokens.end());
   result.start.prefill_seconds = SecondsSince(t_prefill);
+  result.start.total_entries = prefill->total_entries;
   result.start.kept_entries = session.cache().TotalEntries();
   result.start.ttft_seconds = SecondsSince(t0);  // refined when the first token streams
   if (callbacks.started) callbacks.started(result.start);
@@ -291,7 +175,7 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     return callbacks.tokens ? callbacks.tokens(ids, piece.ok() ? *piece : std::string()) : true;
   };
   absl::StatusOr<model::GenerationResult> gen =
-      model::DecodeFrom(session, sampler, std::move(logits), r.max_tokens, on_token);
+      model::DecodeFrom(session, sampler, std::move(prefill->logits), r.max_tokens, on_token);
   if (!gen.ok()) {
     hot_.Abandon(r.session_id);
     return gen.status();
@@ -314,52 +198,28 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   result.hot_tokens = (result.kv_entries + heads - 1) / heads;
   result.full_fp16_bytes =
       static_cast<uint64_t>(result.kv_tokens) * heads * cache.head_dim() * 2 * sizeof(uint16_t);
-
-  if (cache_ != nullptr) {
-    // Decoded tokens have no scores; they rank with the best (+inf normalises to 1).
-    if (!tiers.retained.empty()) {
-      for (int64_t i = 0; i < heads; ++i) {
-        const int64_t have = cache.head(i / cache.n_kv_heads(), i % cache.n_kv_heads()).size();
-        tiers.retained[i].resize(have, std::numeric_limits<float>::infinity());
-      }
-    }
-    kvstate::StateIdentity id;
-    id.namespace_key = s.namespace_key;
-    id.model = fingerprint_;
-    id.architecture = model_.config().architecture;
-    id.token_count = static_cast<uint32_t>(s.tokens.size());
-    id.state_key = kvstate::MakeStateKey(s.namespace_key, s.tokens);
-    kvstate::StateContent content{.retained = &cache,
-                                  .evicted = tiers.evicted_entries,
-                                  .retained_scores = tiers.retained,
-                                  .evicted_scores = tiers.evicted};
-    kvstate::EncodeStateOptions encode{.codec = r.policy.codec,
-                                       .page_tokens = options_.page_tokens};
-    absl::StatusOr<kvstate::EncodedState> encoded = kvstate::EncodeState(content, id, encode);
-    absl::Status stored = encoded.status();
-    if (encoded.ok()) {
-      stored = cache_->Put(encoded->manifest, s.tokens, encoded->pages()).status();
-      if (absl::IsAlreadyExists(stored)) {
-        // These tokens under this policy are stored already, from another history (evictions at
-        // other turn boundaries give another payload): that state serves them as well.
-        log::Info("a state for these tokens is stored already; keeping it",
-                  {{"session", r.session_id}, {"tokens", static_cast<long long>(s.tokens.size())}});
-        stored = absl::OkStatus();
-      }
-    }
-    if (stored.ok()) {
-      result.state_key = id.state_key;
-      result.state_bytes = encoded->bytes.size();
-      for (const kvstate::PageRef& p : encoded->manifest.pages) {
-        if (p.tier == kvstate::Tier::kRetained) result.retained_bytes += p.bytes;
-      }
-    } else {
-      log::Error("storing the session state failed; it stays hot only",
-                 {{"session", r.session_id}, {"error", stored.ToString()}});
-    }
-  }
+  Store(r, s, std::move(prefill->tiers), &result);
   hot_.Return(r.session_id, std::move(s));
   return result;
+}
+
+// Writes the turn's state to the cache node; a failure leaves the session hot only (logged).
+void TurnRunner::Store(const TurnRequest& r, const HotSession& s, worker::TierScores tiers,
+                       TurnResult* result) {
+  if (cache_ == nullptr) return;
+  absl::StatusOr<kvstate::EncodedState> encoded =
+      worker::EncodeSessionState(model_, s.session->cache(), std::move(tiers), s.namespace_key,
+                                 s.tokens, r.policy.codec, options_.page_tokens);
+  absl::Status stored = encoded.status();
+  if (encoded.ok()) stored = worker::StoreState(*cache_, *encoded, s.tokens, r.session_id);
+  if (!stored.ok()) {
+    log::Error("storing the session state failed; it stays hot only",
+               {{"session", r.session_id}, {"error", stored.ToString()}});
+    return;
+  }
+  result->state_key = encoded->manifest.state_key;
+  result->state_bytes = encoded->bytes.size();
+  result->retained_bytes = worker::RetainedBytes(encoded->manifest);
 }
 
 }  // namespace glimpse::decode_worker

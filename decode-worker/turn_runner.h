@@ -1,11 +1,14 @@
 // One turn of a session on a decode worker (DESIGN.md §1, the decode side):
 //
-//   1. Start state: the worker's hot copy when its tokens are a proper prefix of the request's
-//      (hot); else the longest stored prefix on the cache node, its retained pages loaded into a
-//      fresh session (warm); else an empty session (recompute). A cache node that cannot be
-//      reached is logged and treated as a miss: the turn recomputes instead of failing.
-//   2. Prefill the remaining tokens with the policy: no eviction ("none"), or prefill with
-//      eviction (core/eviction/pipeline.h): every entry, history and new, scored, the budget
+//   1. Start state: a prefill worker's delivery when the request names one (the prefill worker
+//      prefilled and evicted all but the last token); else the worker's hot copy when its tokens
+//      are a proper prefix of the request's (hot); else the longest stored prefix on the cache
+//      node, its retained pages loaded into a fresh session (warm); else an empty session
+//      (recompute). A delivery that does not come or does not fit, or a cache node that cannot be
+//      reached, is logged and treated as a miss: the turn falls back instead of failing.
+//   2. Prefill the remaining tokens with the policy: no eviction ("none", or after a delivery,
+//      whose eviction the prefill worker ran), or prefill with eviction (core/worker/
+//      session_state.h): every entry, history and new, scored, the budget
 //      max(ceil(ratio × tokens), sinks + window) kept per (layer, kv-head).
 //   3. Decode, streaming tokens (a callback returning false, e.g. a cancelled client, stops it).
 //   4. Write the new state — the hot cache as retained pages and this turn's evicted entries as
@@ -23,7 +26,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -37,22 +39,17 @@
 #include "core/model/generator.h"
 #include "core/model/model.h"
 #include "core/model/sampler.h"
+#include "core/worker/policy.h"
+#include "core/worker/prefill_delivery.h"
+#include "core/worker/session_state.h"
 #include "decode-worker/hot_sessions.h"
 
 namespace glimpse::decode_worker {
 
-struct Policy {
-  std::string method;  // a scorer name; "" keeps everything
-  double budget_ratio = 1.0;
-  kvpage::Codec codec = kvpage::Codec::kFp16;
-};
+using worker::ParsePolicy;
+using worker::Policy;
 
-// Checks and converts the wire form: method known (or "" / "none"), ratio in (0, 1] when a method
-// is set, codec known. InvalidArgument naming the field otherwise.
-absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
-                                   std::string_view codec);
-
-enum class Source { kHot, kWarm, kRecompute };
+enum class Source { kHot, kWarm, kRecompute, kPrefillWorker };
 std::string_view SourceName(Source s);
 
 struct TurnRequest {
@@ -65,6 +62,8 @@ struct TurnRequest {
   model::SamplingOptions sampling;
   int32_t max_tokens = 0;
   Policy policy;
+  // Nonzero: a prefill worker's delivery (core/worker/prefill_delivery.h) to start from.
+  uint64_t delivery_id = 0;
 };
 
 struct TurnStart {
@@ -104,31 +103,33 @@ struct TurnRunnerOptions {
   int64_t sinks = 4;
   int64_t window = 32;
   std::string lookahead_module;  // the LookaheadKV module for method "lookahead"
+  absl::Duration delivery_timeout = absl::Seconds(10);  // wait for a prefill worker's delivery
 };
 
 class TurnRunner {
  public:
-  // `cache` may be null (no cache node: states are not stored, nothing is warm).
+  // `cache` may be null (no cache node: states are not stored, nothing is warm); `inbox` may be
+  // null (no prefill workers: a request naming a delivery starts as without one).
   TurnRunner(const model::Model& model, kernels::ThreadPool& pool, cache_client::CacheClient* cache,
-             HotSessions& hot, TurnRunnerOptions options);
+             worker::DeliveryInbox* inbox, HotSessions& hot, TurnRunnerOptions options);
 
   absl::StatusOr<TurnResult> Run(const TurnRequest& request, const TurnCallbacks& callbacks);
 
  private:
-  absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
-  absl::StatusOr<const eviction::Scorer*> ScorerFor(const Policy& policy);
-  absl::StatusOr<HotSession> StartState(const TurnRequest& r, std::optional<HotSession> hot,
-                                        TurnStart* start);
+  HotSession StartState(const TurnRequest& r, std::optional<HotSession> hot, TurnStart* start);
   std::optional<HotSession> LoadWarm(const TurnRequest& r, TurnStart* start);
+  std::optional<HotSession> LoadDelivery(const TurnRequest& r, TurnStart* start);
+  absl::Status LoadDeliveryInto(const TurnRequest& r, HotSession* s);
+  void Store(const TurnRequest& r, const HotSession& s, worker::TierScores tiers,
+             TurnResult* result);
 
   const model::Model& model_;
   kernels::ThreadPool& pool_;
   cache_client::CacheClient* const cache_;
+  worker::DeliveryInbox* const inbox_;
   HotSessions& hot_;
   const TurnRunnerOptions options_;
-  kvstate::Fingerprint fingerprint_{};
-  std::mutex scorers_mu_;
-  std::map<std::string, std::unique_ptr<eviction::Scorer>> scorers_;  // GUARDED_BY(scorers_mu_)
+  worker::ScorerCache scorers_;
 };
 
 }  // namespace glimpse::decode_worker

@@ -47,7 +47,7 @@ class TurnRunnerTest : public ::testing::Test {
     cache_ = *std::move(client);
     hot_ = std::make_unique<HotSessions>(int64_t{1} << 30);
     runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
-                                           *hot_, TurnRunnerOptions{});
+                                           nullptr, *hot_, TurnRunnerOptions{});
   }
   void TearDown() override {
     runner_.reset();
@@ -219,7 +219,7 @@ TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
                                                 *transport::CreateLoopbackTransport(fabric_));
   ASSERT_TRUE(dead.ok());
   HotSessions hot(int64_t{1} << 30);
-  TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), hot, {});
+  TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), nullptr, hot, {});
   auto turn = runner.Run(Request(Chat("Hi")), {});
   ASSERT_TRUE(turn.ok()) << turn.status();
   EXPECT_EQ(turn->start.source, Source::kRecompute);

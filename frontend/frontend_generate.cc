@@ -1,6 +1,9 @@
 // FrontendService::Generate: one turn, authenticate → resolve → route → decode → end turn.
 #include <algorithm>
+#include <limits>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_format.h"
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
@@ -25,7 +28,9 @@ struct FrontendService::Call {
   int64_t history_tokens = 0;
   v1::RouteTurnResponse route;
   bool first_token_sent = false;
-  v1::TurnStarted started;  // as the decode worker reported it
+  v1::TurnStarted started;   // as the decode worker reported it
+  uint64_t delivery_id = 0;  // nonzero when a prefill worker shipped this turn's state
+  v1::PrefillResponse prefill;
   std::unique_ptr<grpc::ClientContext> worker_ctx;
 };
 
@@ -59,6 +64,7 @@ absl::Status FrontendService::RunGenerate(grpc::ServerContext* ctx, const v1::Ge
   const int64_t n = static_cast<int64_t>(call.turn.tokens.size());
   call.history_tokens = session.has_value() ? std::min(session->kv_tokens(), n - 1) : 0;
   RETURN_IF_ERROR(Route(call));
+  if (!call.route.prefill_on_decode()) PrefillOnWorker(call);
   absl::StatusOr<v1::TurnDone> done = RunOnWorker(call);
   if (!done.ok()) {
     AbandonTurn(call);
@@ -83,19 +89,53 @@ absl::Status FrontendService::Route(Call& call) {
   return absl::OkStatus();
 }
 
+// The coordinator chose a prefill worker: it prefills all but the last token and ships the kept KV
+// to the decode worker under a fresh delivery id. A prefill that fails is logged and counted, and
+// the decode worker prefills the turn itself (slower, not wrong).
+void FrontendService::PrefillOnWorker(Call& call) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      WorkerChannel(call.route.prefill_grpc_address());
+  v1::PrefillRequest req;
+  req.set_session_id(call.scoped);
+  req.set_namespace_key(call.ns.data(), call.ns.size());
+  req.mutable_tokens()->Assign(call.turn.tokens.begin(), call.turn.tokens.end());
+  *req.mutable_policy() = call.turn.policy;
+  req.set_decode_ucx_address(call.route.decode_ucx_address());
+  thread_local absl::BitGen bitgen;  // ids only need to be unlikely to collide
+  req.set_delivery_id(absl::Uniform<uint64_t>(bitgen, 1, std::numeric_limits<uint64_t>::max()));
+  grpc::Status st = channel.ok() ? grpc::Status::OK : ToGrpcStatus(channel.status());
+  if (st.ok()) {
+    // Propagated: the caller's deadline and cancellation reach the prefill worker.
+    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*call.ctx);
+    st = v1::PrefillWorker::NewStub(*channel)->Prefill(ctx.get(), req, &call.prefill);
+  }
+  if (!st.ok()) {
+    metrics_->PrefillFailure();
+    log::Warning("prefill worker failed; the decode worker prefills the turn",
+                 {{"worker", call.route.prefill_worker_id()},
+                  {"session", call.scoped},
+                  {"error", st.error_message()}});
+    return;
+  }
+  call.delivery_id = req.delivery_id();
+}
+
 absl::StatusOr<v1::TurnDone> FrontendService::RunOnWorker(Call& call) {
-  absl::StatusOr<v1::DecodeWorker::Stub*> stub = DecodeStub(call.route.decode_grpc_address());
-  if (!stub.ok()) return WorkerFailure(call, ToGrpcStatus(stub.status()));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      WorkerChannel(call.route.decode_grpc_address());
+  if (!channel.ok()) return WorkerFailure(call, ToGrpcStatus(channel.status()));
   v1::DecodeTurnRequest req;
   req.set_session_id(call.scoped);
   req.set_namespace_key(call.ns.data(), call.ns.size());
   req.mutable_tokens()->Assign(call.turn.tokens.begin(), call.turn.tokens.end());
   *req.mutable_sampling() = call.turn.sampling;
   *req.mutable_policy() = call.turn.policy;
+  req.set_delivery_id(call.delivery_id);
   // Propagated: the caller's deadline and cancellation reach the worker.
   call.worker_ctx = grpc::ClientContext::FromServerContext(*call.ctx);
+  std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
   std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
-      (*stub)->DecodeTurn(call.worker_ctx.get(), req);
+      stub->DecodeTurn(call.worker_ctx.get(), req);
   v1::DecodeEvent event;
   std::optional<v1::TurnDone> done;
   absl::Status forwarded;
@@ -127,6 +167,10 @@ absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& ev
     *out.mutable_started() = event.started();
     out.set_decode_worker_id(call.route.decode_worker_id());
     out.set_queue_wait_ms(call.route.queue_wait_ms());
+    if (event.started().source() == v1::STATE_SOURCE_PREFILL_WORKER) {
+      out.set_prefill_worker_id(call.route.prefill_worker_id());
+      *out.mutable_prefill() = call.prefill;
+    }
     call.started = event.started();
     metrics_->TurnStarted(event.started());
   } else if (event.has_tokens()) {

@@ -37,6 +37,9 @@ FrontendMetrics::FrontendMetrics(metrics::MetricsRegistry& r)
                                     "What those states would be as unevicted fp16 KV.")),
       worker_failures_(r.AddCounter("glimpse_frontend_worker_failures_total",
                                     "Turns a decode worker failed mid-turn.")),
+      prefill_failures_(r.AddCounter("glimpse_frontend_prefill_failures_total",
+                                     "Prefills a prefill worker failed (the decode worker "
+                                     "prefilled instead).")),
       in_flight_(r.AddGauge("glimpse_frontend_turns_in_flight", "Generate calls running.")) {}
 
 void FrontendMetrics::Request(std::string_view method, absl::StatusCode code) {

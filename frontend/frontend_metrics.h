@@ -29,6 +29,7 @@ class FrontendMetrics {
   void Streamed(const v1::TokenChunk& chunk);
   void TurnDone(const v1::TurnDone& done, double seconds_since_request);
   void WorkerFailure() { worker_failures_.Increment(); }
+  void PrefillFailure() { prefill_failures_.Increment(); }
   metrics::Gauge& in_flight() { return in_flight_; }
 
  private:
@@ -42,6 +43,7 @@ class FrontendMetrics {
   metrics::Counter& state_bytes_;
   metrics::Counter& full_fp16_bytes_;
   metrics::Counter& worker_failures_;
+  metrics::Counter& prefill_failures_;
   metrics::Gauge& in_flight_;
 };
 

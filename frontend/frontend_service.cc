@@ -1,5 +1,5 @@
 // FrontendService: construction, what every method shares (authentication, coordinator calls and
-// their errors, decode worker stubs) and the unary methods. Generate is in frontend_generate.cc.
+// their errors, worker channels) and the unary methods. Generate is in frontend_generate.cc.
 #include "frontend/frontend_service.h"
 
 #include <algorithm>
@@ -151,16 +151,15 @@ absl::StatusOr<v1::SessionInfo> FrontendService::OwnSession(const grpc::ServerCo
   return *std::move(info);
 }
 
-absl::StatusOr<v1::DecodeWorker::Stub*> FrontendService::DecodeStub(const std::string& address) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> FrontendService::WorkerChannel(
+    const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = decode_stubs_.find(address);
-  if (it != decode_stubs_.end()) return it->second.get();
+  auto it = channels_.find(address);
+  if (it != channels_.end()) return it->second;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                    ClientChannel(address, options_.client_tls));
-  auto stub = v1::DecodeWorker::NewStub(channel);
-  v1::DecodeWorker::Stub* raw = stub.get();
-  decode_stubs_[address] = std::move(stub);
-  return raw;
+  channels_[address] = channel;
+  return channel;
 }
 
 // Best effort: the coordinator also tells the worker at its next heartbeat.
@@ -173,18 +172,18 @@ void FrontendService::ReleaseOnWorker(const std::string& worker_id, const std::s
   for (const v1::NodeInfo& node : nodes.nodes()) {
     if (node.node_id() == worker_id) address = node.grpc_address();
   }
-  absl::StatusOr<v1::DecodeWorker::Stub*> stub =
-      address.empty() ? absl::NotFoundError("not a live decode worker") : DecodeStub(address);
-  if (st.ok() && stub.ok()) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      address.empty() ? absl::NotFoundError("not a live decode worker") : WorkerChannel(address);
+  if (st.ok() && channel.ok()) {
     v1::ReleaseSessionRequest req;
     req.set_session_id(scoped_id);
     v1::ReleaseSessionResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineIn(options_.coordinator_timeout));
-    st = (*stub)->ReleaseSession(&ctx, req, &resp);
+    st = v1::DecodeWorker::NewStub(*channel)->ReleaseSession(&ctx, req, &resp);
   }
-  const std::string error = !st.ok() ? st.error_message() : stub.status().ToString();
-  if (st.ok() && stub.ok()) {
+  const std::string error = !st.ok() ? st.error_message() : channel.status().ToString();
+  if (st.ok() && channel.ok()) {
     log::Info("session released on its worker", {{"session", scoped_id}, {"worker", worker_id}});
   } else {
     log::Warning("could not release the session on its worker",

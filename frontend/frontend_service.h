@@ -33,6 +33,7 @@
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/decode_worker.grpc.pb.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
+#include "glimpse/v1/prefill_worker.grpc.pb.h"
 
 namespace glimpse::frontend {
 
@@ -92,13 +93,15 @@ class FrontendService final : public v1::Frontend::Service {
                                              const std::string& session_id) const;
   absl::Status CoordinatorError(std::string_view rpc, const grpc::Status& status,
                                 const std::string& scoped_id, const std::string& session_id) const;
-  absl::StatusOr<v1::DecodeWorker::Stub*> DecodeStub(const std::string& address);
+  // One channel per worker address, made on first use and kept.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> WorkerChannel(const std::string& address);
   void ReleaseOnWorker(const std::string& worker_id, const std::string& scoped_id);
 
   // Generate's steps (frontend_generate.cc).
   absl::Status RunGenerate(grpc::ServerContext* ctx, const v1::GenerateRequest& req,
                            grpc::ServerWriter<v1::GenerateEvent>* writer);
   absl::Status Route(Call& call);
+  void PrefillOnWorker(Call& call);
   absl::StatusOr<v1::TurnDone> RunOnWorker(Call& call);
   absl::Status ForwardEvent(Call& call, const v1::DecodeEvent& event);
   absl::Status WorkerFailure(Call& call, const grpc::Status& status);
@@ -125,7 +128,7 @@ class FrontendService final : public v1::Frontend::Service {
   const std::unique_ptr<v1::Coordinator::Stub> coordinator_;
 
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace glimpse::frontend

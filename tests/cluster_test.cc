@@ -1,6 +1,8 @@
 // The whole system as separate processes on loopback — glimpse-coordinator, glimpse-cache-node,
-// glimpse-decode-worker and glimpse-frontend, real UCX, real RocksDB, the default model — driven
-// through the Frontend API: a session's turns are recomputed, hot and warm; a replayed
+// glimpse-decode-worker, glimpse-prefill-worker and glimpse-frontend, real UCX, real RocksDB, the
+// default model — driven through the Frontend API: a session's turns are recomputed, hot and warm;
+// a long prompt prefills on the prefill worker, which ships the kept KV to the decode worker; a
+// replayed
 // conversation reuses the stored state; a decode worker killed mid-session leaves the session to
 // continue warm on another worker; a cache node killed and restarted still serves every state it
 // acknowledged; one tenant cannot hit another's stored state.
@@ -28,6 +30,8 @@ struct Turn {
   v1::TurnLease lease;
   std::string text;
   std::string worker;
+  std::string prefill_worker;
+  v1::PrefillResponse prefill;
 };
 
 class ClusterTest : public ::testing::Test {
@@ -94,12 +98,18 @@ class ClusterTest : public ::testing::Test {
                   "--node_id=" + id, "--threads=2"});
   }
 
-  // Waits until the coordinator sees `n` live decode workers.
-  bool AwaitDecodeWorkers(int n) {
+  std::unique_ptr<ServiceProcess> StartPrefillWorker(const std::string& id) {
+    return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY,
+                 {"--coordinator=" + coordinator_->grpc_address(), "--cache_node=" + cache_address_,
+                  "--node_id=" + id, "--threads=2"});
+  }
+
+  // Waits until the coordinator sees `n` live nodes of `role`.
+  bool AwaitDecodeWorkers(int n, v1::NodeRole role = v1::NODE_ROLE_DECODE) {
     for (int i = 0; i < 400; ++i) {
       grpc::ClientContext ctx;
       v1::ListNodesRequest req;
-      req.set_role(v1::NODE_ROLE_DECODE);
+      req.set_role(role);
       v1::ListNodesResponse resp;
       if (coordinator_stub_->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() == n) {
         return true;
@@ -129,6 +139,8 @@ class ClusterTest : public ::testing::Test {
       if (e.has_started()) {
         t.started = e.started();
         t.worker = e.decode_worker_id();
+        t.prefill_worker = e.prefill_worker_id();
+        t.prefill = e.prefill();
       }
       if (e.has_tokens()) t.text += e.tokens().text();
       if (e.has_done()) t.done = e.done();
@@ -188,6 +200,46 @@ TEST_F(ClusterTest, TurnsAreRecomputedThenHotThenWarmAndReplaysReuseState) {
   EXPECT_EQ(replay.started.source(), v1::STATE_SOURCE_WARM);
   EXPECT_EQ(replay.started.reused_tokens(), t2.started.reused_tokens());
   EXPECT_EQ(replay.text, t2.text);  // greedy, same state
+}
+
+// Prompts over the coordinator's routing.prefill_on_decode_tokens (128) prefill on a prefill
+// worker when one is registered.
+TEST_F(ClusterTest, ALongPromptPrefillsOnThePrefillWorkerAndTheDecodeWorkerContinuesFromIt) {
+  auto p1 = StartPrefillWorker("p1");
+  ASSERT_NE(p1, nullptr);
+  ASSERT_TRUE(AwaitDecodeWorkers(1, v1::NODE_ROLE_PREFILL));
+  std::string long_prompt;
+  for (int i = 0; i < 12; ++i) long_prompt += "The Seine flows through Paris to the sea. ";
+  long_prompt += "Where does the river flow?";
+  Turn t1 = Generate("s1", {long_prompt});
+  ASSERT_TRUE(t1.status.ok()) << t1.status.error_message();
+  EXPECT_EQ(t1.started.source(), v1::STATE_SOURCE_PREFILL_WORKER);
+  EXPECT_EQ(t1.prefill_worker, "p1");
+  EXPECT_EQ(t1.prefill.source(), v1::STATE_SOURCE_RECOMPUTE);
+  EXPECT_GT(t1.prefill.prefilled_tokens(), 128);
+  EXPECT_EQ(t1.started.reused_tokens(), t1.prefill.delivered_tokens());
+  EXPECT_EQ(t1.started.prefilled_tokens(), 1);  // the decode worker's share: the last token
+  EXPECT_GT(t1.prefill.shipped_bytes(), 0u);
+  EXPECT_GT(t1.prefill.stored_bytes(), t1.prefill.shipped_bytes());  // the evicted pages too
+  EXPECT_LT(t1.prefill.kept_entries(), t1.prefill.total_entries());
+
+  Turn t2 = Generate("s1", NextTurn({long_prompt}, t1, "And then?"));
+  ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
+  EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_HOT);  // a short turn: on the decode worker
+
+  // The first turn replayed in another session: the prefill worker starts from its stored state.
+  Turn replay = Generate("s2", {long_prompt});
+  ASSERT_TRUE(replay.status.ok()) << replay.status.error_message();
+  EXPECT_EQ(replay.started.source(), v1::STATE_SOURCE_PREFILL_WORKER);
+  EXPECT_EQ(replay.prefill.source(), v1::STATE_SOURCE_WARM);
+  EXPECT_EQ(replay.prefill.prefilled_tokens(), 0);
+  EXPECT_EQ(replay.text, t1.text);
+
+  // Without the prefill worker a long turn still runs: the decode worker prefills it.
+  p1->Kill();
+  Turn alone = Generate("s3", {long_prompt + " Answer briefly."});
+  ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
+  EXPECT_EQ(alone.started.source(), v1::STATE_SOURCE_RECOMPUTE);
 }
 
 TEST_F(ClusterTest, ADecodeWorkerKilledMidSessionLeavesTheSessionToContinueWarm) {

@@ -1,4 +1,4 @@
-# Deployment (owner: deploy/): the four service binaries start with deploy/k8s's ConfigMap configs,
+# Deployment (owner: deploy/): the five service binaries start with deploy/k8s's ConfigMap configs,
 # one chat turn runs, and Debian's prometheus, configured from deploy/prometheus/local.yml, scrapes
 # them until a Glimpse metric of each service answers; also parses deploy/k8s and runs promtool.
 # Needs the packages prometheus and python3-yaml (tools/setup/install_deps.sh); fails without them.
@@ -10,5 +10,6 @@ add_test(NAME glimpse_prometheus_test
     --coordinator $<TARGET_FILE:glimpse-coordinator>
     --cache-node $<TARGET_FILE:glimpse-cache-node>
     --decode-worker $<TARGET_FILE:glimpse-decode-worker>
+    --prefill-worker $<TARGET_FILE:glimpse-prefill-worker>
     --frontend $<TARGET_FILE:glimpse-frontend>)
 set_tests_properties(glimpse_prometheus_test PROPERTIES LABELS "integration" TIMEOUT 180)

@@ -37,13 +37,14 @@ try:
 except ImportError:
     sys.exit("FAIL: python3-yaml is missing; run tools/setup/install_deps.sh (make test does)")
 
-SERVICES = ["coordinator", "cache-node", "decode-worker", "frontend"]
+SERVICES = ["coordinator", "cache-node", "decode-worker", "prefill-worker", "frontend"]
 
 # (PromQL, what it shows). Each must return at least one sample with a value > 0.
 QUERIES = [
     ('up{job="glimpse-coordinator"} == 1', "the coordinator is scraped"),
     ('up{job="glimpse-cache-node"} == 1', "the cache node is scraped"),
     ('up{job="glimpse-decode-worker"} == 1', "the decode worker is scraped"),
+    ('up{job="glimpse-prefill-worker"} == 1', "the prefill worker is scraped"),
     ('up{job="glimpse-frontend"} == 1', "the frontend is scraped"),
     ('glimpse_coordinator_nodes{job="glimpse-coordinator",state="alive"}',
      "the coordinator counts live nodes"),
@@ -262,12 +263,15 @@ def start_cluster(args, configs, tmp, services):
     start("decode-worker", [f"--coordinator={coordinator.address}",
                             f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
                             "--threads=2", "--capacity=256MiB", f"--lookahead_module={lookahead}"])
+    start("prefill-worker", [f"--coordinator={coordinator.address}",
+                             f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
+                             "--threads=2", f"--lookahead_module={lookahead}"])
     frontend = start("frontend", [f"--coordinator={coordinator.address}"])
 
     metrics_url = f"http://127.0.0.1:{coordinator.metrics_port}/metrics"
-    wait_for("the decode worker to register with the coordinator",
+    wait_for("the workers to register with the coordinator",
              lambda: (metric_value(http_get(metrics_url), "glimpse_coordinator_nodes",
-                                   {"state": "alive"}) or 0) >= 1, 60)
+                                   {"state": "alive"}) or 0) >= 2, 60)
     return frontend
 
 

@@ -32,4 +32,5 @@ set_tests_properties(glimpse_python_client_test PROPERTIES
 # builds all first). Only what the test needs: cmake --build B --target glimpse_python_client_deps.
 add_custom_target(glimpse_python_client_deps)
 add_dependencies(glimpse_python_client_deps
-  glimpse glimpse-coordinator glimpse-cache-node glimpse-decode-worker glimpse-frontend)
+  glimpse glimpse-coordinator glimpse-cache-node glimpse-decode-worker glimpse-prefill-worker
+  glimpse-frontend)

@@ -43,7 +43,7 @@ absl::StatusOr<BatchHeader> DecodeBatchHeader(std::span<const uint8_t> in) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch header version ", version, ", expected ", kVersion));
   }
-  if (kind != 1 && kind != 2)
+  if (kind < 1 || kind > 3)
     return absl::InvalidArgumentError(absl::StrCat("unknown batch kind ", kind));
   if ((h.flags & ~BatchHeader::kPacked) != 0) {
     return absl::InvalidArgumentError(

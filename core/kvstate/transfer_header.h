@@ -21,7 +21,8 @@
 
 namespace glimpse::kvstate {
 
-enum class BatchKind : uint16_t { kPut = 1, kGetReply = 2 };
+// kPrefillDelivery: a prefill worker's state for a decode worker (core/worker/prefill_delivery.h).
+enum class BatchKind : uint16_t { kPut = 1, kGetReply = 2, kPrefillDelivery = 3 };
 
 struct BatchHeader {
   static constexpr uint32_t kPacked = 1;

@@ -36,7 +36,7 @@ absl::StatusOr<std::optional<ToolCall>> ParseTool(const std::string& line) {
   return call;
 }
 
-// "hot", "warm", "recompute" (the enum's name without its prefix).
+// "hot", "warm", "recompute", "prefill_worker" (the enum's name without its prefix).
 std::string SourceName(v1::StateSource s) {
   return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(s), "STATE_SOURCE_"));
 }
@@ -87,11 +87,15 @@ absl::Status Chat::Turn(const std::string& user, const std::string& next_tool, s
   auto reader = stub_->Generate(&ctx, req);
   v1::GenerateEvent e;
   v1::TurnStarted started;
+  v1::PrefillResponse prefill;  // set when a prefill worker prefilled the turn
   v1::TurnDone done;
   v1::TurnLease lease;
   std::string answer;
   while (reader->Read(&e)) {
-    if (e.has_started()) started = e.started();
+    if (e.has_started()) {
+      started = e.started();
+      prefill = e.prefill();
+    }
     if (e.has_done()) done = e.done();
     if (e.has_lease()) lease = e.lease();
     if (e.has_tokens()) {
@@ -107,6 +111,14 @@ absl::Status Chat::Turn(const std::string& user, const std::string& next_tool, s
   m->set_role("assistant");
   m->set_content(answer);
   ++turn_;
+  std::string source = SourceName(started.source());
+  int64_t reused = started.reused_tokens(), prefilled = started.prefilled_tokens();
+  if (started.source() == v1::STATE_SOURCE_PREFILL_WORKER) {
+    source = absl::StrFormat("prefill worker (%s, shipped %s)", SourceName(prefill.source()),
+                             Bytes(prefill.shipped_bytes()));
+    reused = prefill.reused_tokens();
+    prefilled += prefill.prefilled_tokens();
+  }
   const double ratio = done.retained_bytes() > 0
                            ? static_cast<double>(done.full_fp16_bytes()) / done.retained_bytes()
                            : 0.0;
@@ -114,8 +126,7 @@ absl::Status Chat::Turn(const std::string& user, const std::string& next_tool, s
       << absl::StrFormat(
              "[turn %d · %s · reused %d, prefilled %d tokens · TTFT %.3f s · %.1f tok/s · hot KV "
              "%s vs %s as fp16 (%.1fx fewer) · stored %s · lease %.1f s]\n",
-             turn_, SourceName(started.source()), started.reused_tokens(),
-             started.prefilled_tokens(), ttft, done.decode_tokens_per_second(),
+             turn_, source, reused, prefilled, ttft, done.decode_tokens_per_second(),
              Bytes(done.retained_bytes()), Bytes(done.full_fp16_bytes()), ratio,
              Bytes(done.state_bytes()), lease.ttl_ms() / 1000.0)
       << std::flush;

@@ -36,7 +36,11 @@ std::vector<FlagSpec> UpFlags() {
       {"model", "GGUF model file", false, "the cached default model"},
       {"lookahead-module", "LookaheadKV module for --policy lookahead", false,
        "models/lookahead/<default model>.safetensors when present"},
-      {"threads", "decode worker threads, 0 = one per core", false, "0"},
+      {"threads", "threads of each worker, 0 = one per core", false, "0"},
+      {"prefill-threshold",
+       "turns with more new tokens than this prefill on the prefill worker (0: every turn)", false,
+       "128"},
+      {"no-prefill-worker", "no prefill worker: decode workers prefill every turn", true, ""},
       {"lease-ttl", "a fixed lease for every session, e.g. 2s (predictable tiers for demos)", false,
        "the coordinator's estimator"},
       {"chat", "run a chat from stdin against the cluster, then stop it", true, ""},
@@ -101,6 +105,13 @@ absl::StatusOr<UpOptions> ParseUp(const Args& a) {
   ASSIGN_OR_RETURN(int64_t threads, a.GetInt("threads", 0));
   o.cluster.threads = static_cast<int>(threads);
   o.cluster.lease_ttl = a.GetString("lease-ttl");
+  ASSIGN_OR_RETURN(int64_t threshold, a.GetInt("prefill-threshold", 128));
+  if (threshold < 0 || threshold > 1'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefill-threshold must be in [0, 1000000], got ", threshold));
+  }
+  o.cluster.prefill_on_decode_tokens = static_cast<int>(threshold);
+  o.cluster.prefill_worker = !a.Has("no-prefill-worker");
   if (!o.chat.policy_method.empty()) {
     o.cluster.policy_method = o.chat.policy_method;
     o.cluster.budget_ratio = o.chat.budget_ratio;
@@ -114,7 +125,8 @@ std::atomic<bool> g_interrupted{false};
 void OnSignal(int) { g_interrupted = true; }
 
 absl::Status RunUp(const UpOptions& o) {
-  std::cerr << "starting coordinator, cache node, decode worker and frontend (logs in "
+  std::cerr << "starting coordinator, cache node, decode worker, "
+            << (o.cluster.prefill_worker ? "prefill worker " : "") << "and frontend (logs in "
             << o.cluster.dir << "/logs) ...\n";
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o.cluster));
   for (const ClusterMember& m : cluster->members()) {

@@ -22,8 +22,8 @@ std::string SelfDir() {
   return ec ? std::string(".") : self.parent_path().string();
 }
 
-// Waits until the coordinator lists a live decode worker.
-absl::Status AwaitDecodeWorker(const std::string& coordinator, absl::Duration timeout) {
+// Waits until the coordinator lists a live node of `role`.
+absl::Status AwaitNode(const std::string& coordinator, v1::NodeRole role, absl::Duration timeout) {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(coordinator));
   auto stub = v1::Coordinator::NewStub(channel);
   const absl::Time end = absl::Now() + timeout;
@@ -31,13 +31,14 @@ absl::Status AwaitDecodeWorker(const std::string& coordinator, absl::Duration ti
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     v1::ListNodesRequest req;
-    req.set_role(v1::NODE_ROLE_DECODE);
+    req.set_role(role);
     v1::ListNodesResponse resp;
     if (stub->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() > 0) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "no decode worker registered with the coordinator within ", absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(absl::StrCat("no ", v1::NodeRole_Name(role),
+                                                  " node registered with the coordinator within ",
+                                                  absl::FormatDuration(timeout)));
 }
 
 }  // namespace
@@ -58,7 +59,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   if (ec)
     return absl::InternalError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
-  cluster->members_.reserve(4);  // start() hands out pointers into it
+  cluster->members_.reserve(5);  // start() hands out pointers into it
   auto start = [&](const std::string& name,
                    std::vector<std::string> args) -> absl::StatusOr<const ServiceProcess*> {
     const std::string binary = ServiceBinary(o.bin_dir, "glimpse-" + name);
@@ -76,24 +77,31 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   };
   std::vector<std::string> coordinator_args = {"--store.path=" + (dir / "coordinator").string()};
   if (!o.lease_ttl.empty()) coordinator_args.push_back("--lease.fixed_ttl=" + o.lease_ttl);
+  coordinator_args.push_back(
+      absl::StrCat("--routing.prefill_on_decode_tokens=", o.prefill_on_decode_tokens));
   ASSIGN_OR_RETURN(const ServiceProcess* coordinator, start("coordinator", coordinator_args));
   const std::string coordinator_address = coordinator->grpc_address();
   ASSIGN_OR_RETURN(const ServiceProcess* cache,
                    start("cache-node", {"--storage.path=" + (dir / "cache-node").string(),
                                         "--storage.sync_every_put=false"}));
   const std::string cache_address = cache->grpc_address();
-  std::vector<std::string> decode = {"--coordinator=" + coordinator_address,
+  // Both workers run the model: the same flags.
+  std::vector<std::string> worker = {"--coordinator=" + coordinator_address,
                                      "--cache_node=" + cache_address,
                                      absl::StrCat("--threads=", o.threads)};
-  if (!o.model.empty()) decode.push_back("--model=" + o.model);
-  if (!o.lookahead_module.empty()) decode.push_back("--lookahead_module=" + o.lookahead_module);
-  RETURN_IF_ERROR(start("decode-worker", decode).status());
+  if (!o.model.empty()) worker.push_back("--model=" + o.model);
+  if (!o.lookahead_module.empty()) worker.push_back("--lookahead_module=" + o.lookahead_module);
+  RETURN_IF_ERROR(start("decode-worker", worker).status());
+  if (o.prefill_worker) RETURN_IF_ERROR(start("prefill-worker", worker).status());
   std::vector<std::string> frontend = {
       "--coordinator=" + coordinator_address, "--policy.method=" + o.policy_method,
       absl::StrCat("--policy.budget_ratio=", o.budget_ratio), "--policy.codec=" + o.codec};
   if (!o.model.empty()) frontend.push_back("--model=" + o.model);
   RETURN_IF_ERROR(start("frontend", frontend).status());
-  RETURN_IF_ERROR(AwaitDecodeWorker(coordinator_address, absl::Seconds(30)));
+  RETURN_IF_ERROR(AwaitNode(coordinator_address, v1::NODE_ROLE_DECODE, absl::Seconds(30)));
+  if (o.prefill_worker) {
+    RETURN_IF_ERROR(AwaitNode(coordinator_address, v1::NODE_ROLE_PREFILL, absl::Seconds(30)));
+  }
   return cluster;
 }
 

@@ -1,8 +1,8 @@
 // A Glimpse cluster on this machine, one process per service (DESIGN.md §1): coordinator, cache
-// node, decode worker and frontend on loopback, state under one directory, each service's log in
-// <dir>/logs/<service>.log. What `glimpse up` starts and `make run` talks to. Start waits until
-// every service serves and the decode worker has registered with the coordinator; Stop (and the
-// destructor) terminates them in reverse order.
+// node, decode worker, prefill worker (optional) and frontend on loopback, state under one
+// directory, each service's log in <dir>/logs/<service>.log. What `glimpse up` starts and `make
+// run` talks to. Start waits until every service serves and the workers have registered with the
+// coordinator; Stop (and the destructor) terminates them in reverse order.
 #pragma once
 
 #include <memory>
@@ -26,10 +26,14 @@ struct LocalClusterOptions {
   // A fixed TTL lease for every session (e.g. "2s"; the coordinator's lease.fixed_ttl), for demos
   // and tests that need a predictable tier; "" = the coordinator's estimator.
   std::string lease_ttl;
+  bool prefill_worker = true;
+  // Turns with more new tokens than this prefill on the prefill worker (the coordinator's
+  // routing.prefill_on_decode_tokens); shorter ones on the decode worker.
+  int prefill_on_decode_tokens = 128;
 };
 
 struct ClusterMember {
-  std::string name;  // "coordinator", "cache-node", "decode-worker", "frontend"
+  std::string name;  // "coordinator", "cache-node", "decode-worker", "prefill-worker", "frontend"
   ServiceProcess process;
 };
 

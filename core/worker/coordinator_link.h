@@ -16,7 +16,7 @@
 #include "core/common/grpc/server.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 
-namespace glimpse::decode_worker {
+namespace glimpse::worker {
 
 struct CoordinatorLinkOptions {
   std::string coordinator_address;
@@ -59,4 +59,4 @@ class CoordinatorLink {
   std::thread thread_;
 };
 
-}  // namespace glimpse::decode_worker
+}  // namespace glimpse::worker

@@ -1,4 +1,4 @@
-#include "decode-worker/coordinator_link.h"
+#include "core/worker/coordinator_link.h"
 
 #include <random>
 
@@ -6,7 +6,7 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
-namespace glimpse::decode_worker {
+namespace glimpse::worker {
 namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(5);
@@ -140,4 +140,4 @@ void CoordinatorLink::Loop() {
   }
 }
 
-}  // namespace glimpse::decode_worker
+}  // namespace glimpse::worker

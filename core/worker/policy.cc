@@ -1,0 +1,61 @@
+#include "core/worker/policy.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::worker {
+
+absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
+                                   std::string_view codec) {
+  Policy p;
+  if (!method.empty() && method != "none") {
+    const std::vector<std::string> known = eviction::KnownScorers();
+    if (std::find(known.begin(), known.end(), method) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("policy.method \"", std::string(method),
+                                                     "\" is not a scorer; known: none, ",
+                                                     absl::StrJoin(known, ", ")));
+    }
+    if (!(budget_ratio > 0.0 && budget_ratio <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy.budget_ratio must be in (0, 1], got ", budget_ratio));
+    }
+    p.method = std::string(method);
+    p.budget_ratio = budget_ratio;
+  }
+  if (!codec.empty()) {
+    const kvpage::CodecInfo* info = kvpage::FindCodecByName(codec);
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy.codec \"", std::string(codec),
+                       "\" is not a codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2)"));
+    }
+    p.codec = info->id;
+  }
+  return p;
+}
+
+absl::StatusOr<const eviction::Scorer*> ScorerCache::For(const Policy& policy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = scorers_.find(policy.method);
+  if (it != scorers_.end()) return it->second.get();
+  eviction::ScorerConfig config;
+  config.method = policy.method;
+  if (policy.method == "lookahead") {
+    if (lookahead_module_.empty()) {
+      return absl::FailedPreconditionError(
+          "policy.method \"lookahead\" needs a LookaheadKV module; this worker has none "
+          "(config key lookahead_module)");
+    }
+    config.module_path = lookahead_module_;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, eviction::CreateScorer(config));
+  const eviction::Scorer* out = scorer.get();
+  scorers_.emplace(policy.method, std::move(scorer));
+  return out;
+}
+
+}  // namespace glimpse::worker

@@ -1,0 +1,189 @@
+#include "core/worker/session_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "core/eviction/pipeline.h"
+
+namespace glimpse::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TierScores SplitScores(eviction::EvictionResult& r) {
+  TierScores out;
+  for (size_t l = 0; l < r.scores.size(); ++l) {
+    for (size_t h = 0; h < r.scores[l].size(); ++h) {
+      const std::vector<float>& all = r.scores[l][h];
+      const std::vector<int64_t>& kept = r.kept[l][h];
+      std::vector<float> kept_scores, evicted_scores;
+      size_t k = 0;
+      for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i) {
+        if (k < kept.size() && kept[k] == i) {
+          kept_scores.push_back(all[i]);
+          ++k;
+        } else {
+          evicted_scores.push_back(all[i]);
+        }
+      }
+      out.retained.push_back(std::move(kept_scores));
+      out.evicted.push_back(std::move(evicted_scores));
+      out.evicted_entries.push_back(std::move(r.evicted[l][h]));
+    }
+  }
+  return out;
+}
+
+int64_t MaxEntriesAfter(const model::KvCache& cache, int64_t new_tokens) {
+  int64_t most = 0;
+  for (int32_t l = 0; l < cache.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+      most = std::max(most, cache.head(l, h).size() + new_tokens);
+    }
+  }
+  return most;
+}
+
+kvstate::Fingerprint FingerprintOf(const model::Model& model) {
+  // Model::fingerprint() is always 32 hex digits (weight_loader.cc).
+  return *kvstate::FingerprintFromHex(model.fingerprint());
+}
+
+}  // namespace
+
+absl::Status ValidateConversation(const model::Model& model, std::span<const int32_t> tokens) {
+  const int32_t vocab = model.config().vocab_size;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("token ", i, " is ", tokens[i],
+                                                     ", outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  const int64_t context = model.config().context_length;
+  if (static_cast<int64_t>(tokens.size()) >= context) {
+    return absl::InvalidArgumentError(absl::StrCat("the conversation has ", tokens.size(),
+                                                   " tokens; the model's context is ", context,
+                                                   " (one more is needed to generate)"));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
+                                             const model::Model& model, kernels::ThreadPool& pool,
+                                             const kvstate::NamespaceKey& ns,
+                                             std::span<const int32_t> prefix,
+                                             std::string_view session_id) {
+  const auto t0 = Clock::now();
+  const std::string session(session_id);
+  absl::StatusOr<cache_client::LookupMatch> match = cache.Lookup(ns, prefix);
+  if (!match.ok()) {
+    log::Warning("cache lookup failed; recomputing",
+                 {{"session", session}, {"error", match.status().ToString()}});
+    return std::nullopt;
+  }
+  if (!match->found || match->token_count == 0) return std::nullopt;
+  absl::StatusOr<cache_client::State> state = cache.Get(match->key, FingerprintOf(model));
+  if (!state.ok()) {
+    log::Warning("cache get failed; recomputing",
+                 {{"session", session}, {"error", state.status().ToString()}});
+    return std::nullopt;
+  }
+  StoredPrefix out;
+  out.session = std::make_unique<model::Session>(model, pool);
+  absl::Status loaded = kvstate::LoadPages(state->manifest, state->pages,
+                                           kvstate::LoadTiers::kRetained, &out.session->cache());
+  if (loaded.ok()) loaded = out.session->Resume(static_cast<int32_t>(match->token_count));
+  if (!loaded.ok()) {
+    log::Warning("stored state unusable; recomputing",
+                 {{"session", session}, {"error", loaded.ToString()}});
+    return std::nullopt;
+  }
+  out.token_count = static_cast<int32_t>(match->token_count);
+  out.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out;
+}
+
+absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
+                                                std::span<const int32_t> fresh,
+                                                const eviction::Scorer* scorer,
+                                                const Policy& policy, const PrefillLimits& limits) {
+  const model::KvCache& cache = session.cache();
+  PolicyPrefill out;
+  const int64_t n_new = static_cast<int64_t>(fresh.size());
+  out.total_entries = cache.TotalEntries() + n_new * cache.n_layers() * cache.n_kv_heads();
+  if (scorer != nullptr) {
+    eviction::SelectionOptions selection;
+    selection.sinks = limits.sinks;
+    selection.window = scorer->window() > 0 ? scorer->window() : limits.window;
+    const int64_t total_tokens = session.next_position() + n_new;
+    selection.budget_tokens =
+        std::max<int64_t>(static_cast<int64_t>(std::ceil(policy.budget_ratio * total_tokens)),
+                          selection.sinks + selection.window);
+    if (MaxEntriesAfter(cache, n_new) > selection.budget_tokens) {
+      ASSIGN_OR_RETURN(eviction::EvictionResult ev,
+                       eviction::PrefillAndEvict(session, fresh, *scorer, selection));
+      out.logits = std::move(ev.last_logits);
+      out.tiers = SplitScores(ev);
+      return out;
+    }
+  }
+  ASSIGN_OR_RETURN(out.logits, session.Forward(fresh));
+  return out;
+}
+
+absl::StatusOr<kvstate::EncodedState> EncodeSessionState(const model::Model& model,
+                                                         const model::KvCache& cache,
+                                                         TierScores tiers,
+                                                         const kvstate::NamespaceKey& ns,
+                                                         std::span<const int32_t> tokens,
+                                                         kvpage::Codec codec, int64_t page_tokens) {
+  // Entries without a score have none because they came after the scoring: they rank with the
+  // best (+inf normalises to 1).
+  if (!tiers.retained.empty()) {
+    const int64_t heads = int64_t{cache.n_layers()} * cache.n_kv_heads();
+    for (int64_t i = 0; i < heads; ++i) {
+      const int64_t have = cache.head(i / cache.n_kv_heads(), i % cache.n_kv_heads()).size();
+      tiers.retained[i].resize(have, std::numeric_limits<float>::infinity());
+    }
+  }
+  kvstate::StateIdentity id;
+  id.namespace_key = ns;
+  id.model = FingerprintOf(model);
+  id.architecture = model.config().architecture;
+  id.token_count = static_cast<uint32_t>(tokens.size());
+  id.state_key = kvstate::MakeStateKey(ns, tokens);
+  kvstate::StateContent content{.retained = &cache,
+                                .evicted = tiers.evicted_entries,
+                                .retained_scores = tiers.retained,
+                                .evicted_scores = tiers.evicted};
+  return kvstate::EncodeState(content, id, {.codec = codec, .page_tokens = page_tokens});
+}
+
+absl::Status StoreState(cache_client::CacheClient& cache, const kvstate::EncodedState& state,
+                        std::span<const int32_t> tokens, std::string_view session_id) {
+  absl::Status stored = cache.Put(state.manifest, tokens, state.pages()).status();
+  if (absl::IsAlreadyExists(stored)) {
+    // These tokens under this policy are stored already, from another history (evictions at
+    // other turn boundaries give another payload): that state serves them as well.
+    log::Info(
+        "a state for these tokens is stored already; keeping it",
+        {{"session", std::string(session_id)}, {"tokens", static_cast<long long>(tokens.size())}});
+    return absl::OkStatus();
+  }
+  return stored;
+}
+
+uint64_t RetainedBytes(const kvstate::Manifest& manifest) {
+  uint64_t bytes = 0;
+  for (const kvstate::PageRef& p : manifest.pages) {
+    if (p.tier == kvstate::Tier::kRetained) bytes += p.bytes;
+  }
+  return bytes;
+}
+
+}  // namespace glimpse::worker

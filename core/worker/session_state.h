@@ -1,0 +1,95 @@
+// The steps of a turn that prefill and decode workers share (DESIGN.md §1):
+//   ValidateConversation   token ids inside the vocabulary, room left in the context;
+//   LoadStoredPrefix       the longest stored prefix of a conversation from a cache node, its
+//                          retained pages loaded into a fresh session (a warm start);
+//   PrefillWithPolicy      prefill new tokens under the session's eviction policy: every entry of
+//                          each head, history and new, scored and the budget kept
+//                          (core/eviction/pipeline.h), or a plain forward when nothing would go;
+//   EncodeSessionState     the session's cache (retained pages) and this prefill's evicted entries
+//                          (evicted pages, the cold tier) as a stored state, importance from the
+//                          scores (core/kvstate/cache_pages.h);
+//   StoreState             that state written to a cache node, acknowledged once durable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cache_client/cache_client.h"
+#include "core/eviction/scorer.h"
+#include "core/kvstate/cache_pages.h"
+#include "core/model/model.h"
+#include "core/model/session.h"
+#include "core/worker/policy.h"
+
+namespace glimpse::worker {
+
+// InvalidArgument for an id outside the vocabulary or a conversation with no room left to generate.
+absl::Status ValidateConversation(const model::Model& model, std::span<const int32_t> tokens);
+
+struct StoredPrefix {
+  std::unique_ptr<model::Session> session;  // holds the prefix's retained KV
+  int32_t token_count = 0;                  // tokens of the conversation it summarises
+  double load_seconds = 0.0;                // lookup, fetch and decode
+};
+
+// The longest stored prefix of `prefix` under `ns`, loaded; nullopt on a miss. A cache node that
+// fails or a stored state that cannot be used is logged and counts as a miss (the caller
+// recomputes).
+std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
+                                             const model::Model& model, kernels::ThreadPool& pool,
+                                             const kvstate::NamespaceKey& ns,
+                                             std::span<const int32_t> prefix,
+                                             std::string_view session_id);
+
+// One prefill's scores split per head into the kept and the evicted entries, and the evicted
+// entries, in the layout kvstate::EncodeState takes (index layer · Hkv + kv_head). Empty when the
+// prefill evicted nothing.
+struct TierScores {
+  std::vector<std::vector<float>> retained;
+  std::vector<std::vector<float>> evicted;
+  std::vector<model::KvHead> evicted_entries;
+};
+
+struct PrefillLimits {
+  int64_t sinks = 4;    // first tokens every head keeps
+  int64_t window = 32;  // last tokens every head keeps (a scorer's own window wins)
+};
+
+struct PolicyPrefill {
+  std::vector<float> logits;  // the last token's
+  TierScores tiers;
+  int64_t total_entries = 0;  // entries the heads would hold without eviction
+};
+
+// Prefills `fresh` into `session`. With a scorer, the budget per (layer, kv-head) is
+// max(ceil(ratio × tokens), sinks + window) and eviction runs when a head would hold more. A
+// failed prefill may have reset the session (pipeline.h).
+absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
+                                                std::span<const int32_t> fresh,
+                                                const eviction::Scorer* scorer,
+                                                const Policy& policy, const PrefillLimits& limits);
+
+// The state of `tokens` (the session's cache holds their KV after eviction): retained pages from
+// `cache`, evicted pages from `tiers`. Entries without a score (decoded after the prefill) rank
+// with the best.
+absl::StatusOr<kvstate::EncodedState> EncodeSessionState(const model::Model& model,
+                                                         const model::KvCache& cache,
+                                                         TierScores tiers,
+                                                         const kvstate::NamespaceKey& ns,
+                                                         std::span<const int32_t> tokens,
+                                                         kvpage::Codec codec, int64_t page_tokens);
+
+// Puts `state` and waits for the node's acknowledgement. A state already stored under that key
+// (the same tokens reached through another history) stands and counts as stored.
+absl::Status StoreState(cache_client::CacheClient& cache, const kvstate::EncodedState& state,
+                        std::span<const int32_t> tokens, std::string_view session_id);
+
+// Encoded bytes of the state's retained pages: what a decode worker holds and receives.
+uint64_t RetainedBytes(const kvstate::Manifest& manifest);
+
+}  // namespace glimpse::worker

@@ -1,0 +1,34 @@
+#include "core/worker/wire.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+
+namespace glimpse::worker {
+
+absl::Status CheckSessionId(const std::string& id) {
+  const bool ok = !id.empty() && id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
+           c == '-';
+  });
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("session_id \"", id, "\" must match [A-Za-z0-9._:-]{1,128}"));
+}
+
+absl::StatusOr<kvstate::NamespaceKey> NamespaceFromBytes(const std::string& bytes) {
+  kvstate::NamespaceKey ns{};
+  if (bytes.size() != ns.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("namespace_key must be 16 bytes, got ", bytes.size()));
+  }
+  std::copy(bytes.begin(), bytes.end(), ns.begin());
+  return ns;
+}
+
+absl::StatusOr<Policy> PolicyFromProto(const v1::EvictionPolicy& p) {
+  return ParsePolicy(p.method(), p.budget_ratio(), p.codec());
+}
+
+}  // namespace glimpse::worker

@@ -1,0 +1,81 @@
+// glimpse-prefill-worker: flags and wiring only (README "Prefill worker"; prefiller.h).
+#include <memory>
+
+#include "core/common/grpc/service_main.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "core/transport/ucx/ucx_transport.h"
+#include "core/worker/worker_main.h"
+#include "prefill-worker/prefill_worker_grpc.h"
+
+namespace glimpse::prefill_worker {
+namespace {
+
+std::vector<ConfigKey> Keys() {
+  std::vector<ConfigKey> keys = worker::CommonWorkerKeys("prefill");
+  keys.push_back({"ship_timeout", ConfigType::kDuration, "30s",
+                  "Deadline of shipping a delivery to a decode worker."});
+  return keys;
+}
+
+class Running final : public RunningService {
+ public:
+  std::vector<grpc::Service*> grpc_services() override { return {grpc_.get()}; }
+  void Stop() override { link_.reset(); }
+
+  worker::WorkerBase base;
+  std::unique_ptr<transport::Transport> ship;
+  std::unique_ptr<Prefiller> prefiller;
+  std::unique_ptr<PrefillWorkerGrpc> grpc_;
+  std::unique_ptr<worker::CoordinatorLink> link_;
+};
+
+// Filled by Start, read by the on_serving hook (which knows the bound port).
+Running* g_running = nullptr;
+
+absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
+                                                      metrics::MetricsRegistry& registry) {
+  auto r = std::make_unique<Running>();
+  ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_PREFILL));
+  ASSIGN_OR_RETURN(r->ship, transport::CreateUcxTransport(r->base.transport));
+  PrefillerOptions o;
+  o.page_tokens = c.GetInt("page_tokens");
+  o.lookahead_module = c.GetString("lookahead_module");
+  o.ship_timeout = c.GetDuration("ship_timeout");
+  r->prefiller =
+      std::make_unique<Prefiller>(*r->base.model, *r->base.pool, r->base.cache.get(), *r->ship, o);
+  r->grpc_ = std::make_unique<PrefillWorkerGrpc>(*r->prefiller, registry);
+  r->base.link.ucx_address = r->ship->LocalAddress();
+  g_running = r.get();
+  return r;
+}
+
+// Registers once the gRPC port is known.
+void OnServing(int grpc_port, int) {
+  Running* r = g_running;
+  if (r == nullptr) return;
+  PrefillWorkerGrpc* service = r->grpc_.get();
+  auto load = [service] {
+    v1::NodeLoad l;
+    l.set_queue_length(service->queue_length());
+    return l;
+  };
+  auto release = [](const std::string&) {};  // a prefill worker holds no session
+  r->link_ = worker::RegisterWhenServing(r->base.link, grpc_port, load, release);
+}
+
+}  // namespace
+}  // namespace glimpse::prefill_worker
+
+int main(int argc, char** argv) {
+  glimpse::ServiceSpec spec;
+  spec.program = "glimpse-prefill-worker";
+  spec.summary =
+      "Glimpse prefill worker: prefills a turn's prompt with the session's eviction policy "
+      "(continuing from a cache node's stored prefix), stores the kept and evicted pages on a "
+      "cache node and ships the kept pages to the decode worker over UCX.";
+  spec.keys = glimpse::prefill_worker::Keys();
+  spec.start = glimpse::prefill_worker::Start;
+  spec.on_serving = glimpse::prefill_worker::OnServing;
+  return glimpse::RunServiceMain(spec, argc, argv);
+}

@@ -1,0 +1,133 @@
+#include "prefill-worker/prefiller.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+#include "core/worker/prefill_delivery.h"
+
+namespace glimpse::prefill_worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+Prefiller::Prefiller(const model::Model& model, kernels::ThreadPool& pool,
+                     cache_client::CacheClient* cache, transport::Transport& ship,
+                     PrefillerOptions options)
+    : model_(model),
+      pool_(pool),
+      cache_(cache),
+      ship_(ship),
+      options_(std::move(options)),
+      scorers_(options_.lookahead_module) {}
+
+absl::Status Prefiller::Check(const PrefillJob& job) const {
+  if (job.tokens.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokens: a prefill needs at least 2 (the decode worker prefills the last), got ",
+        job.tokens.size()));
+  }
+  if (job.decode_address.empty()) {
+    return absl::InvalidArgumentError("decode_ucx_address must name the decode worker");
+  }
+  if (job.delivery_id == 0) return absl::InvalidArgumentError("delivery_id must be nonzero");
+  return worker::ValidateConversation(model_, job.tokens);
+}
+
+absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
+  RETURN_IF_ERROR(Check(job));
+  const eviction::Scorer* scorer = nullptr;
+  if (!job.policy.method.empty()) {
+    ASSIGN_OR_RETURN(scorer, scorers_.For(job.policy));
+  }
+  PrefillOutcome out;
+  const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
+  std::unique_ptr<model::Session> session;
+  if (cache_ != nullptr) {
+    if (std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
+            *cache_, model_, pool_, job.namespace_key, prefix, job.session_id)) {
+      session = std::move(stored->session);
+      out.warm = true;
+      out.reused_tokens = stored->token_count;
+      out.load_seconds = stored->load_seconds;
+    }
+  }
+  if (session == nullptr) session = std::make_unique<model::Session>(model_, pool_);
+
+  const auto t_prefill = Clock::now();
+  const std::span<const int32_t> fresh = prefix.subspan(out.reused_tokens);
+  worker::PolicyPrefill prefill;  // nothing to prefill when the whole prefix was stored
+  prefill.total_entries = session->cache().TotalEntries();
+  if (!fresh.empty()) {
+    ASSIGN_OR_RETURN(
+        prefill, worker::PrefillWithPolicy(*session, fresh, scorer, job.policy, options_.limits));
+  }
+  out.prefilled_tokens = static_cast<int32_t>(fresh.size());
+  out.delivered_tokens = static_cast<int32_t>(prefix.size());
+  out.total_entries = prefill.total_entries;
+  out.kept_entries = session->cache().TotalEntries();
+  out.prefill_seconds = SecondsSince(t_prefill);
+
+  const auto t_ship = Clock::now();
+  ASSIGN_OR_RETURN(kvstate::EncodedState state,
+                   worker::EncodeSessionState(model_, session->cache(), std::move(prefill.tiers),
+                                              job.namespace_key, prefix, job.policy.codec,
+                                              options_.page_tokens));
+  if (cache_ != nullptr) {
+    if (absl::Status st = worker::StoreState(*cache_, state, prefix, job.session_id); st.ok()) {
+      out.stored_bytes = state.bytes.size();
+    } else {
+      log::Error("storing the prefilled state failed; shipping it anyway",
+                 {{"session", job.session_id}, {"error", st.ToString()}});
+    }
+  }
+  RETURN_IF_ERROR(Ship(job, state, &out));
+  out.ship_seconds = SecondsSince(t_ship);
+  return out;
+}
+
+absl::Status Prefiller::Ship(const PrefillJob& job, const kvstate::EncodedState& state,
+                             PrefillOutcome* out) {
+  const worker::OutgoingDelivery delivery = worker::MakeDelivery(job.delivery_id, state);
+  const std::vector<std::span<const uint8_t>> buffers = delivery.buffers();
+  auto failed = [&](const absl::Status& st) {
+    ForgetPeer(job.decode_address);
+    return absl::Status(st.code(),
+                        absl::StrCat("shipping delivery ", job.delivery_id, " (", delivery.bytes(),
+                                     " bytes) to the decode worker: ", st.message()));
+  };
+  absl::StatusOr<transport::PeerId> peer = PeerFor(job.decode_address);
+  if (!peer.ok()) return failed(peer.status());
+  const absl::Time deadline = absl::Now() + options_.ship_timeout;
+  absl::StatusOr<transport::TransferId> id = ship_.Submit(*peer, buffers, {.deadline = deadline});
+  if (!id.ok()) return failed(id.status());
+  if (absl::Status st = ship_.Wait(*id, deadline); !st.ok()) return failed(st);
+  out->shipped_bytes = delivery.bytes();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<transport::PeerId> Prefiller::PeerFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  auto it = peers_.find(address);
+  if (it != peers_.end()) return it->second;
+  ASSIGN_OR_RETURN(transport::PeerId peer, ship_.Connect(address));
+  peers_.emplace(address, peer);
+  return peer;
+}
+
+void Prefiller::ForgetPeer(const std::string& address) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  auto it = peers_.find(address);
+  if (it == peers_.end()) return;
+  (void)ship_.Disconnect(it->second);
+  peers_.erase(it);
+}
+
+}  // namespace glimpse::prefill_worker

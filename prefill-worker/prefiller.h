@@ -1,0 +1,92 @@
+// One prefill job on a prefill worker (DESIGN.md §1, the prefill side):
+//
+//   1. Start state: the longest prefix of the conversation's first n − 1 tokens stored on the
+//      cache node, its retained pages loaded (warm); else nothing (recompute). A cache node that
+//      fails is logged and counts as a miss.
+//   2. Prefill tokens [reused, n − 1) under the session's eviction policy (every entry, history
+//      and new, scored; the budget kept per layer and kv-head). The last token is the decode
+//      worker's: it prefills it for the logits it samples from.
+//   3. Store the state of the n − 1 tokens on the cache node — retained pages and the evicted
+//      ones (the cold tier), so nothing evicted is lost — and wait for the acknowledgement. A
+//      store that fails is logged; the delivery still goes (the decode worker stores its state
+//      at turn end).
+//   4. Ship the retained pages to the decode worker as one delivery (prefill_delivery.h) and wait
+//      until its transport has them.
+// Errors before the prefill (fewer than 2 tokens, ids outside the vocabulary, no room in the
+// context, an unknown or unusable scorer, no decode address or delivery id) are InvalidArgument /
+// FailedPrecondition; a delivery that cannot be shipped is the transport's error, prefixed with
+// what was being shipped where. Run calls are serialised by the caller (one model, one pool).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/cache_client/cache_client.h"
+#include "core/model/model.h"
+#include "core/transport/transport.h"
+#include "core/worker/policy.h"
+#include "core/worker/session_state.h"
+
+namespace glimpse::prefill_worker {
+
+struct PrefillJob {
+  std::string session_id;
+  kvstate::NamespaceKey namespace_key{};
+  std::vector<int32_t> tokens;
+  worker::Policy policy;
+  std::string decode_address;  // the decode worker's transport address
+  uint64_t delivery_id = 0;
+};
+
+struct PrefillOutcome {
+  bool warm = false;  // started from a stored prefix
+  int32_t reused_tokens = 0;
+  int32_t prefilled_tokens = 0;
+  int32_t delivered_tokens = 0;
+  int64_t kept_entries = 0;
+  int64_t total_entries = 0;
+  double load_seconds = 0.0;
+  double prefill_seconds = 0.0;
+  double ship_seconds = 0.0;
+  uint64_t shipped_bytes = 0;
+  uint64_t stored_bytes = 0;  // 0: not stored
+};
+
+struct PrefillerOptions {
+  int64_t page_tokens = 64;
+  worker::PrefillLimits limits;
+  std::string lookahead_module;
+  absl::Duration ship_timeout = absl::Seconds(30);
+};
+
+class Prefiller {
+ public:
+  // `cache` may be null (nothing loaded or stored); `ship` carries deliveries and is not shared
+  // with a receiver.
+  Prefiller(const model::Model& model, kernels::ThreadPool& pool, cache_client::CacheClient* cache,
+            transport::Transport& ship, PrefillerOptions options);
+
+  absl::StatusOr<PrefillOutcome> Run(const PrefillJob& job);
+
+ private:
+  absl::Status Check(const PrefillJob& job) const;
+  absl::Status Ship(const PrefillJob& job, const kvstate::EncodedState& state, PrefillOutcome* out);
+  absl::StatusOr<transport::PeerId> PeerFor(const std::string& address);
+  void ForgetPeer(const std::string& address);
+
+  const model::Model& model_;
+  kernels::ThreadPool& pool_;
+  cache_client::CacheClient* const cache_;
+  transport::Transport& ship_;
+  const PrefillerOptions options_;
+  worker::ScorerCache scorers_;
+  std::mutex peers_mu_;
+  std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)
+};
+
+}  // namespace glimpse::prefill_worker

@@ -1,0 +1,233 @@
+// A prefill worker and a decode worker on the real default model, with a real cache node
+// (in-process, gRPC + loopback transport): the decode worker continues from the delivery exactly
+// as it would from the same state loaded warm; both tiers are stored; a later prefill starts from
+// the decode worker's stored state; bad jobs are refused before any work.
+#include "prefill-worker/prefiller.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "cache-node/cache_node_grpc.h"
+#include "core/common/clock.h"
+#include "core/common/grpc/server.h"
+#include "core/model/test_model.h"
+#include "core/transport/loopback/loopback_transport.h"
+#include "decode-worker/turn_runner.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::prefill_worker {
+namespace {
+
+using decode_worker::Source;
+using decode_worker::TurnRequest;
+using decode_worker::TurnResult;
+
+class PrefillerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("prefiller_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    cache_node::CacheNodeOptions o;
+    o.storage.path = dir_.string();
+    o.storage.sync = false;
+    o.retention_sweep_interval = absl::ZeroDuration();
+    fabric_ = transport::NewLoopbackFabric();
+    auto node = cache_node::CacheNodeService::Create(
+        o, *transport::CreateLoopbackTransport(fabric_), Clock::Real());
+    ASSERT_TRUE(node.ok()) << node.status();
+    node_ = *std::move(node);
+    adapter_ = std::make_unique<cache_node::CacheNodeGrpc>(node_.get());
+    auto server = GrpcServer::Start({}, {adapter_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    prefill_cache_ = NewCacheClient();
+    decode_cache_ = NewCacheClient();
+    ship_ = *transport::CreateLoopbackTransport(fabric_);
+    inbox_ = std::make_unique<worker::DeliveryInbox>(*transport::CreateLoopbackTransport(fabric_));
+    prefiller_ = std::make_unique<Prefiller>(*model_, model::testing::SharedPool(),
+                                             prefill_cache_.get(), *ship_, PrefillerOptions{});
+    hot_ = std::make_unique<decode_worker::HotSessions>(int64_t{1} << 30);
+    decode_worker::TurnRunnerOptions d;
+    d.delivery_timeout = absl::Milliseconds(300);
+    runner_ = std::make_unique<decode_worker::TurnRunner>(
+        *model_, model::testing::SharedPool(), decode_cache_.get(), inbox_.get(), *hot_, d);
+  }
+  void TearDown() override {
+    runner_.reset();
+    prefiller_.reset();
+    inbox_.reset();
+    prefill_cache_.reset();
+    decode_cache_.reset();
+    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(1));
+    if (node_) node_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  std::unique_ptr<cache_client::CacheClient> NewCacheClient() {
+    auto client = cache_client::CacheClient::Create(
+        {"127.0.0.1:" + std::to_string(server_->port()), {}, absl::Seconds(30)},
+        *transport::CreateLoopbackTransport(fabric_));
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  std::vector<int32_t> Chat(const std::string& user) const {
+    const model::Tokenizer& tok = model_->tokenizer();
+    return tok.Encode(tok.ApplyChatTemplate({{"user", user}}, true));
+  }
+  kvstate::NamespaceKey Namespace() const {
+    return kvstate::MakeNamespaceKey("tenant", *kvstate::FingerprintFromHex(model_->fingerprint()),
+                                     "snapkv:0.3:int8");
+  }
+  PrefillJob Job(std::vector<int32_t> tokens, uint64_t delivery) const {
+    PrefillJob j;
+    j.session_id = "s1";
+    j.namespace_key = Namespace();
+    j.tokens = std::move(tokens);
+    j.policy = *worker::ParsePolicy("snapkv", 0.3, "int8");
+    j.decode_address = inbox_->address();
+    j.delivery_id = delivery;
+    return j;
+  }
+  TurnRequest Decode(const std::string& session, std::vector<int32_t> tokens,
+                     uint64_t delivery) const {
+    TurnRequest r;
+    r.session_id = session;
+    r.namespace_key = Namespace();
+    r.tokens = std::move(tokens);
+    r.max_tokens = 6;
+    r.policy = *worker::ParsePolicy("snapkv", 0.3, "int8");
+    r.delivery_id = delivery;
+    return r;
+  }
+  absl::StatusOr<TurnResult> RunDecode(const TurnRequest& r, std::vector<int32_t>* ids) {
+    decode_worker::TurnCallbacks cb;
+    cb.tokens = [&](std::span<const int32_t> got, const std::string&) {
+      ids->insert(ids->end(), got.begin(), got.end());
+      return true;
+    };
+    return runner_->Run(r, cb);
+  }
+
+  const model::Model* model_ = nullptr;
+  std::filesystem::path dir_;
+  std::shared_ptr<transport::LoopbackFabric> fabric_;
+  std::unique_ptr<cache_node::CacheNodeService> node_;
+  std::unique_ptr<cache_node::CacheNodeGrpc> adapter_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<cache_client::CacheClient> prefill_cache_, decode_cache_;
+  std::unique_ptr<transport::Transport> ship_;
+  std::unique_ptr<worker::DeliveryInbox> inbox_;
+  std::unique_ptr<Prefiller> prefiller_;
+  std::unique_ptr<decode_worker::HotSessions> hot_;
+  std::unique_ptr<decode_worker::TurnRunner> runner_;
+};
+
+TEST_F(PrefillerTest, TheDecodeWorkerContinuesFromTheDeliveryAsFromTheSameStateLoadedWarm) {
+  std::string text;
+  for (int i = 0; i < 24; ++i) text += "The Seine flows through Paris to the sea. ";
+  const std::vector<int32_t> prompt = Chat(text + "Where does it flow?");
+  const int32_t n = static_cast<int32_t>(prompt.size());
+  absl::StatusOr<PrefillOutcome> p = prefiller_->Run(Job(prompt, 42));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->warm);
+  EXPECT_EQ(p->prefilled_tokens, n - 1);
+  EXPECT_EQ(p->delivered_tokens, n - 1);
+  const int64_t heads = int64_t{model_->config().n_layers} * model_->config().n_kv_heads;
+  EXPECT_EQ(p->total_entries, (n - 1) * heads);
+  const int64_t budget = std::ceil(0.3 * (n - 1));  // over sinks + SnapKV's window (4 + 64)
+  ASSERT_GT(budget, 68);
+  EXPECT_EQ(p->kept_entries, budget * heads);
+  EXPECT_GT(p->shipped_bytes, 0u);
+  EXPECT_GT(p->stored_bytes, p->shipped_bytes);  // the evicted pages are stored too
+
+  // Both tiers on the cache node under the state key of the n − 1 tokens.
+  auto match = decode_cache_->Lookup(Namespace(), std::span(prompt.data(), n - 1));
+  ASSERT_TRUE(match.ok() && match->found) << match.status();
+  EXPECT_EQ(match->token_count, static_cast<uint32_t>(n - 1));
+  auto stored = decode_cache_->Get(match->key, *kvstate::FingerprintFromHex(model_->fingerprint()));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  int evicted_pages = 0;
+  for (const kvstate::PageRef& ref : stored->manifest.pages) {
+    evicted_pages += ref.tier == kvstate::Tier::kEvicted;
+  }
+  EXPECT_GT(evicted_pages, 0);
+
+  std::vector<int32_t> delivered_ids;
+  absl::StatusOr<TurnResult> delivered = RunDecode(Decode("s1", prompt, 42), &delivered_ids);
+  ASSERT_TRUE(delivered.ok()) << delivered.status();
+  EXPECT_EQ(delivered->start.source, Source::kPrefillWorker);
+  EXPECT_EQ(delivered->start.reused_tokens, n - 1);
+  EXPECT_EQ(delivered->start.prefilled_tokens, 1);
+  EXPECT_EQ(delivered->start.kept_entries, p->kept_entries + heads);
+
+  // Another session, no delivery: warm from what the prefill worker stored; the same tokens.
+  std::vector<int32_t> warm_ids;
+  absl::StatusOr<TurnResult> warm = RunDecode(Decode("s2", prompt, 0), &warm_ids);
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->start.source, Source::kWarm);
+  EXPECT_EQ(warm->start.reused_tokens, n - 1);
+  EXPECT_EQ(warm_ids, delivered_ids);
+}
+
+TEST_F(PrefillerTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
+  std::vector<int32_t> conversation = Chat("Name three colours of the rainbow.");
+  ASSERT_TRUE(prefiller_->Run(Job(conversation, 1)).ok());
+  std::vector<int32_t> ids;
+  absl::StatusOr<TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  conversation.insert(conversation.end(), ids.begin(), ids.end());
+  const std::vector<int32_t> more = model_->tokenizer().Encode(
+      "<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n<|im_start|>assistant\n");
+  conversation.insert(conversation.end(), more.begin(), more.end());
+  absl::StatusOr<PrefillOutcome> p2 = prefiller_->Run(Job(conversation, 2));
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  EXPECT_TRUE(p2->warm);
+  EXPECT_EQ(p2->reused_tokens, t1->kv_tokens);
+  EXPECT_EQ(p2->prefilled_tokens, static_cast<int32_t>(conversation.size()) - 1 - t1->kv_tokens);
+  std::vector<int32_t> ids2;
+  absl::StatusOr<TurnResult> t2 = RunDecode(Decode("s1", conversation, 2), &ids2);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  EXPECT_EQ(t2->start.source, Source::kPrefillWorker);  // the delivery wins over the hot copy
+}
+
+TEST_F(PrefillerTest, ADeliveryThatNeverComesOrDoesNotFitLeavesTheTurnToStartWithoutIt) {
+  const std::vector<int32_t> prompt = Chat("Hello there!");
+  std::vector<int32_t> ids;
+  absl::StatusOr<TurnResult> never = RunDecode(Decode("s1", prompt, 7), &ids);
+  ASSERT_TRUE(never.ok()) << never.status();
+  EXPECT_EQ(never->start.source, Source::kRecompute);
+
+  // A delivery of another conversation: refused by its state key.
+  ASSERT_TRUE(prefiller_->Run(Job(Chat("Something else entirely."), 8)).ok());
+  ids.clear();
+  absl::StatusOr<TurnResult> other = RunDecode(Decode("s2", prompt, 8), &ids);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->start.source, Source::kPrefillWorker);
+}
+
+TEST_F(PrefillerTest, BadJobsAreRefusedNamingTheField) {
+  const std::vector<int32_t> prompt = Chat("Hi");
+  auto code_and_message = [&](const PrefillJob& j) { return prefiller_->Run(j).status(); };
+  absl::Status st = code_and_message(Job({prompt[0]}, 1));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("at least 2"), std::string_view::npos) << st;
+  st = code_and_message(Job(prompt, 0));
+  EXPECT_EQ(st.message(), "delivery_id must be nonzero");
+  PrefillJob j = Job(prompt, 3);
+  j.tokens[1] = model_->config().vocab_size;
+  EXPECT_EQ(code_and_message(j).code(), absl::StatusCode::kInvalidArgument);
+  j = Job(prompt, 3);
+  j.decode_address = "no such engine";
+  st = code_and_message(j);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("shipping delivery 3"), std::string_view::npos) << st;
+}
+
+}  // namespace
+}  // namespace glimpse::prefill_worker
