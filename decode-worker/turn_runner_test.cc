@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "cache-node/cache_node_grpc.h"
+#include "cache-node/test_cache_node.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/server.h"
 #include "core/model/generator.h"
@@ -23,26 +23,13 @@ class TurnRunnerTest : public ::testing::Test {
   void SetUp() override {
     model_ = model::testing::SharedDefaultModel();
     ASSERT_NE(model_, nullptr);
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("turn_runner_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    cache_node::CacheNodeOptions o;
-    o.storage.path = dir_.string();
-    o.storage.sync = false;
-    o.retention_sweep_interval = absl::ZeroDuration();
-    fabric_ = transport::NewLoopbackFabric();
-    auto node = cache_node::CacheNodeService::Create(
-        o, *transport::CreateLoopbackTransport(fabric_), Clock::Real());
+    auto node = cache_node::testing::TestCacheNode::Start(
+        std::filesystem::path(::testing::TempDir()) /
+        ("turn_runner_" + std::to_string(::getpid()) + "_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
-    adapter_ = std::make_unique<cache_node::CacheNodeGrpc>(node_.get());
-    auto server = GrpcServer::Start({}, {adapter_.get()});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    auto client = cache_client::CacheClient::Create(
-        {"127.0.0.1:" + std::to_string(server_->port()), {}, absl::Seconds(30)},
-        *transport::CreateLoopbackTransport(fabric_));
+    auto client = node_->NewClient();
     ASSERT_TRUE(client.ok()) << client.status();
     cache_ = *std::move(client);
     hot_ = std::make_unique<HotSessions>(int64_t{1} << 30);
@@ -52,9 +39,7 @@ class TurnRunnerTest : public ::testing::Test {
   void TearDown() override {
     runner_.reset();
     cache_.reset();
-    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(1));
-    if (node_) node_->Stop();
-    std::filesystem::remove_all(dir_);
+    node_.reset();
   }
 
   std::vector<int32_t> Chat(const std::string& user) const {
@@ -92,11 +77,7 @@ class TurnRunnerTest : public ::testing::Test {
   }
 
   const model::Model* model_ = nullptr;
-  std::filesystem::path dir_;
-  std::shared_ptr<transport::LoopbackFabric> fabric_;
-  std::unique_ptr<cache_node::CacheNodeService> node_;
-  std::unique_ptr<cache_node::CacheNodeGrpc> adapter_;
-  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<cache_node::testing::TestCacheNode> node_;
   std::unique_ptr<cache_client::CacheClient> cache_;
   std::unique_ptr<HotSessions> hot_;
   std::unique_ptr<TurnRunner> runner_;
@@ -215,8 +196,8 @@ TEST_F(TurnRunnerTest, BadInputIsRefusedAndTheHotCopyStays) {
 }
 
 TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
-  auto dead = cache_client::CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(2)},
-                                                *transport::CreateLoopbackTransport(fabric_));
+  auto dead = cache_client::CacheClient::Create(
+      {"127.0.0.1:1", {}, absl::Seconds(2)}, *transport::CreateLoopbackTransport(node_->fabric()));
   ASSERT_TRUE(dead.ok());
   HotSessions hot(int64_t{1} << 30);
   TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), nullptr, hot, {});

@@ -26,7 +26,8 @@ Prefiller::Prefiller(const model::Model& model, kernels::ThreadPool& pool,
       cache_(cache),
       ship_(ship),
       options_(std::move(options)),
-      scorers_(options_.lookahead_module) {}
+      scorers_(options_.lookahead_module),
+      peers_(ship) {}
 
 absl::Status Prefiller::Check(const PrefillJob& job) const {
   if (job.tokens.size() < 2) {
@@ -98,12 +99,12 @@ absl::Status Prefiller::Ship(const PrefillJob& job, const kvstate::EncodedState&
   const worker::OutgoingDelivery delivery = worker::MakeDelivery(job.delivery_id, state);
   const std::vector<std::span<const uint8_t>> buffers = delivery.buffers();
   auto failed = [&](const absl::Status& st) {
-    ForgetPeer(job.decode_address);
+    peers_.Forget(job.decode_address);
     return absl::Status(st.code(),
                         absl::StrCat("shipping delivery ", job.delivery_id, " (", delivery.bytes(),
                                      " bytes) to the decode worker: ", st.message()));
   };
-  absl::StatusOr<transport::PeerId> peer = PeerFor(job.decode_address);
+  absl::StatusOr<transport::PeerId> peer = peers_.Get(job.decode_address);
   if (!peer.ok()) return failed(peer.status());
   const absl::Time deadline = absl::Now() + options_.ship_timeout;
   absl::StatusOr<transport::TransferId> id = ship_.Submit(*peer, buffers, {.deadline = deadline});
@@ -111,23 +112,6 @@ absl::Status Prefiller::Ship(const PrefillJob& job, const kvstate::EncodedState&
   if (absl::Status st = ship_.Wait(*id, deadline); !st.ok()) return failed(st);
   out->shipped_bytes = delivery.bytes();
   return absl::OkStatus();
-}
-
-absl::StatusOr<transport::PeerId> Prefiller::PeerFor(const std::string& address) {
-  std::lock_guard<std::mutex> lock(peers_mu_);
-  auto it = peers_.find(address);
-  if (it != peers_.end()) return it->second;
-  ASSIGN_OR_RETURN(transport::PeerId peer, ship_.Connect(address));
-  peers_.emplace(address, peer);
-  return peer;
-}
-
-void Prefiller::ForgetPeer(const std::string& address) {
-  std::lock_guard<std::mutex> lock(peers_mu_);
-  auto it = peers_.find(address);
-  if (it == peers_.end()) return;
-  (void)ship_.Disconnect(it->second);
-  peers_.erase(it);
 }
 
 }  // namespace glimpse::prefill_worker

@@ -19,8 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -76,8 +74,6 @@ class Prefiller {
  private:
   absl::Status Check(const PrefillJob& job) const;
   absl::Status Ship(const PrefillJob& job, const kvstate::EncodedState& state, PrefillOutcome* out);
-  absl::StatusOr<transport::PeerId> PeerFor(const std::string& address);
-  void ForgetPeer(const std::string& address);
 
   const model::Model& model_;
   kernels::ThreadPool& pool_;
@@ -85,8 +81,7 @@ class Prefiller {
   transport::Transport& ship_;
   const PrefillerOptions options_;
   worker::ScorerCache scorers_;
-  std::mutex peers_mu_;
-  std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)
+  transport::PeerMap peers_;
 };
 
 }  // namespace glimpse::prefill_worker

@@ -9,9 +9,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "cache-node/cache_node_grpc.h"
-#include "core/common/clock.h"
-#include "core/common/grpc/server.h"
+#include "cache-node/test_cache_node.h"
 #include "core/model/test_model.h"
 #include "core/transport/loopback/loopback_transport.h"
 #include "decode-worker/turn_runner.h"
@@ -29,27 +27,17 @@ class PrefillerTest : public ::testing::Test {
   void SetUp() override {
     model_ = model::testing::SharedDefaultModel();
     ASSERT_NE(model_, nullptr);
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("prefiller_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    cache_node::CacheNodeOptions o;
-    o.storage.path = dir_.string();
-    o.storage.sync = false;
-    o.retention_sweep_interval = absl::ZeroDuration();
-    fabric_ = transport::NewLoopbackFabric();
-    auto node = cache_node::CacheNodeService::Create(
-        o, *transport::CreateLoopbackTransport(fabric_), Clock::Real());
+    auto node = cache_node::testing::TestCacheNode::Start(
+        std::filesystem::path(::testing::TempDir()) /
+        ("prefiller_" + std::to_string(::getpid()) + "_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name()));
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
-    adapter_ = std::make_unique<cache_node::CacheNodeGrpc>(node_.get());
-    auto server = GrpcServer::Start({}, {adapter_.get()});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
     prefill_cache_ = NewCacheClient();
     decode_cache_ = NewCacheClient();
-    ship_ = *transport::CreateLoopbackTransport(fabric_);
-    inbox_ = std::make_unique<worker::DeliveryInbox>(*transport::CreateLoopbackTransport(fabric_));
+    ship_ = *transport::CreateLoopbackTransport(node_->fabric());
+    inbox_ = std::make_unique<worker::DeliveryInbox>(
+        *transport::CreateLoopbackTransport(node_->fabric()));
     prefiller_ = std::make_unique<Prefiller>(*model_, model::testing::SharedPool(),
                                              prefill_cache_.get(), *ship_, PrefillerOptions{});
     hot_ = std::make_unique<decode_worker::HotSessions>(int64_t{1} << 30);
@@ -64,14 +52,10 @@ class PrefillerTest : public ::testing::Test {
     inbox_.reset();
     prefill_cache_.reset();
     decode_cache_.reset();
-    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(1));
-    if (node_) node_->Stop();
-    std::filesystem::remove_all(dir_);
+    node_.reset();
   }
   std::unique_ptr<cache_client::CacheClient> NewCacheClient() {
-    auto client = cache_client::CacheClient::Create(
-        {"127.0.0.1:" + std::to_string(server_->port()), {}, absl::Seconds(30)},
-        *transport::CreateLoopbackTransport(fabric_));
+    auto client = node_->NewClient();
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
   }
@@ -115,11 +99,7 @@ class PrefillerTest : public ::testing::Test {
   }
 
   const model::Model* model_ = nullptr;
-  std::filesystem::path dir_;
-  std::shared_ptr<transport::LoopbackFabric> fabric_;
-  std::unique_ptr<cache_node::CacheNodeService> node_;
-  std::unique_ptr<cache_node::CacheNodeGrpc> adapter_;
-  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<cache_node::testing::TestCacheNode> node_;
   std::unique_ptr<cache_client::CacheClient> prefill_cache_, decode_cache_;
   std::unique_ptr<transport::Transport> ship_;
   std::unique_ptr<worker::DeliveryInbox> inbox_;

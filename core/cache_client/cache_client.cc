@@ -71,23 +71,6 @@ void CacheClient::ReceiveLoop() {
   }
 }
 
-absl::StatusOr<transport::PeerId> CacheClient::PeerFor(const std::string& address) {
-  std::lock_guard<std::mutex> lock(peers_mu_);
-  auto it = peers_.find(address);
-  if (it != peers_.end()) return it->second;
-  ASSIGN_OR_RETURN(transport::PeerId peer, transport_->Connect(address));
-  peers_.emplace(address, peer);
-  return peer;
-}
-
-void CacheClient::ForgetPeer(const std::string& address) {
-  std::lock_guard<std::mutex> lock(peers_mu_);
-  auto it = peers_.find(address);
-  if (it == peers_.end()) return;
-  (void)transport_->Disconnect(it->second);
-  peers_.erase(it);
-}
-
 absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
                                            std::span<const int32_t> tokens,
                                            std::span<const std::span<const uint8_t>> pages) {
@@ -117,13 +100,13 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
     off += p.size();
   }
   const std::span<const uint8_t> bufs[] = {header, packed};
-  ASSIGN_OR_RETURN(transport::PeerId peer, PeerFor(ticket.transport_address()));
+  ASSIGN_OR_RETURN(transport::PeerId peer, peers_.Get(ticket.transport_address()));
   transport::SubmitOptions so;
   so.deadline = absl::Now() + options_.timeout;
   absl::StatusOr<transport::TransferId> id = transport_->Submit(peer, bufs, so);
   absl::Status sent = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
   if (!sent.ok()) {
-    ForgetPeer(ticket.transport_address());
+    peers_.Forget(ticket.transport_address());
     return absl::Status(sent.code(),
                         absl::StrCat("shipping the pages to the cache node: ", sent.message()));
   }

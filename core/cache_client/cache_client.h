@@ -102,8 +102,6 @@ class CacheClient {
   CacheClient(const CacheClientOptions& options, std::unique_ptr<transport::Transport> t,
               std::unique_ptr<v1::CacheNode::Stub> stub);
   void ReceiveLoop();
-  absl::StatusOr<transport::PeerId> PeerFor(const std::string& address);
-  void ForgetPeer(const std::string& address);
   absl::StatusOr<transport::ReceivedBatch> AwaitReply(uint64_t id, absl::Time deadline);
   uint64_t NewRequest();          // a request id whose reply batch the receive thread keeps
   void DropRequest(uint64_t id);  // after a failed RPC
@@ -121,8 +119,7 @@ class CacheClient {
   const std::unique_ptr<transport::Transport> transport_;
   const std::unique_ptr<v1::CacheNode::Stub> stub_;
 
-  std::mutex peers_mu_;
-  std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)
+  transport::PeerMap peers_{*transport_};
 
   std::mutex replies_mu_;
   std::condition_variable replies_cv_;

@@ -25,7 +25,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -161,6 +163,21 @@ class Transport {
   virtual absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) = 0;
 
   virtual Metrics GetMetrics() const = 0;
+};
+
+// A caller's endpoints by peer address: connected on first use and kept; Forget drops one (after
+// a failed transfer, so the next use connects again). Thread-safe.
+class PeerMap {
+ public:
+  explicit PeerMap(Transport& transport) : transport_(transport) {}
+
+  absl::StatusOr<PeerId> Get(const std::string& address);
+  void Forget(const std::string& address);
+
+ private:
+  Transport& transport_;
+  std::mutex mu_;
+  std::map<std::string, PeerId> peers_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace glimpse::transport

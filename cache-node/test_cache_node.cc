@@ -1,0 +1,39 @@
+#include "cache-node/test_cache_node.h"
+
+#include "core/common/clock.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::cache_node::testing {
+
+absl::StatusOr<std::unique_ptr<TestCacheNode>> TestCacheNode::Start(
+    const std::filesystem::path& dir) {
+  std::unique_ptr<TestCacheNode> t(new TestCacheNode());
+  t->dir_ = dir;
+  std::filesystem::remove_all(dir);
+  CacheNodeOptions o;
+  o.storage.path = dir.string();
+  o.storage.sync = false;
+  o.retention_sweep_interval = absl::ZeroDuration();
+  t->fabric_ = transport::NewLoopbackFabric();
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
+                   transport::CreateLoopbackTransport(t->fabric_));
+  ASSIGN_OR_RETURN(t->node_, CacheNodeService::Create(o, std::move(transport), Clock::Real()));
+  t->adapter_ = std::make_unique<CacheNodeGrpc>(t->node_.get());
+  ASSIGN_OR_RETURN(t->server_, GrpcServer::Start({}, {t->adapter_.get()}));
+  return t;
+}
+
+TestCacheNode::~TestCacheNode() {
+  if (server_) server_->Shutdown(absl::Now() + absl::Seconds(1));
+  if (node_) node_->Stop();
+  std::filesystem::remove_all(dir_);
+}
+
+absl::StatusOr<std::unique_ptr<cache_client::CacheClient>> TestCacheNode::NewClient() const {
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
+                   transport::CreateLoopbackTransport(fabric_));
+  return cache_client::CacheClient::Create({address(), {}, absl::Seconds(30)},
+                                           std::move(transport));
+}
+
+}  // namespace glimpse::cache_node::testing
