@@ -52,6 +52,8 @@ v1::DecodeEvent StartedEvent(const TurnStart& s) {
   t->set_reused_tokens(s.reused_tokens);
   t->set_prefilled_tokens(s.prefilled_tokens);
   t->set_kept_entries(s.kept_entries);
+  t->set_recall_candidates(s.recall_candidates);
+  t->set_recalled_entries(s.recalled_entries);
   t->set_total_entries(s.total_entries);
   t->set_load_seconds(s.load_seconds);
   t->set_prefill_seconds(s.prefill_seconds);

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r->hot = std::make_unique<HotSessions>(c.GetBytes("capacity"));
   TurnRunnerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
+  o.limits = r->base.limits;
   o.max_output_tokens = static_cast<int32_t>(c.GetInt("max_output_tokens"));
   o.lookahead_module = c.GetString("lookahead_module");
   o.delivery_timeout = c.GetDuration("delivery_timeout");

@@ -120,6 +120,20 @@ HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession
   return EmptySession(model_, pool_, r.namespace_key);
 }
 
+std::vector<model::KvHead> TurnRunner::ColdEntries(const TurnRequest& r, const HotSession& s,
+                                                   const eviction::Scorer* scorer,
+                                                   TurnStart* start) {
+  if (cache_ == nullptr || scorer == nullptr || s.tokens.empty() ||
+      options_.limits.recall_share <= 0.0) {
+    return {};
+  }
+  const auto t0 = Clock::now();
+  std::vector<model::KvHead> cold = worker::GatherColdEntries(
+      *cache_, model_, r.namespace_key, s.tokens, s.session->cache(), r.session_id);
+  start->load_seconds += SecondsSince(t0);
+  return cold;
+}
+
 absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallbacks& callbacks) {
   const auto t0 = r.received;
   if (r.tokens.empty()) return absl::InvalidArgumentError("tokens must not be empty");
@@ -144,12 +158,14 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
                                  r.tokens.size() - s.tokens.size());
   result.start.prefilled_tokens = static_cast<int32_t>(fresh.size());
 
-  // A prefill worker's delivery is evicted already; the rest (the last token) is only fed.
-  const auto t_prefill = Clock::now();
+  // A prefill worker's delivery is evicted already (and recalled); the rest (the last token) is
+  // only fed.
   const bool delivered = result.start.source == Source::kPrefillWorker;
+  if (delivered) scorer = nullptr;
+  const std::vector<model::KvHead> cold = ColdEntries(r, s, scorer, &result.start);
+  const auto t_prefill = Clock::now();
   absl::StatusOr<worker::PolicyPrefill> prefill =
-      worker::PrefillWithPolicy(session, fresh, delivered ? nullptr : scorer, r.policy,
-                                {.sinks = options_.sinks, .window = options_.window});
+      worker::PrefillWithPolicy(session, fresh, scorer, r.policy, options_.limits, cold);
   if (!prefill.ok()) {
     // A failed prefill may have reset the session (pipeline.h); nothing of it stays hot.
     hot_.Abandon(r.session_id);
@@ -159,6 +175,8 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   result.start.prefill_seconds = SecondsSince(t_prefill);
   result.start.total_entries = prefill->total_entries;
   result.start.kept_entries = session.cache().TotalEntries();
+  result.start.recall_candidates = prefill->recall_candidates;
+  result.start.recalled_entries = prefill->recalled;
   result.start.ttft_seconds = SecondsSince(t0);  // refined when the first token streams
   if (callbacks.started) callbacks.started(result.start);
 

@@ -72,9 +72,11 @@ struct TurnStart {
   int32_t prefilled_tokens = 0;
   int64_t kept_entries = 0;
   int64_t total_entries = 0;
-  double load_seconds = 0.0;
+  double load_seconds = 0.0;  // stored pages fetched and decoded, cold pages for recall included
   double prefill_seconds = 0.0;
   double ttft_seconds = 0.0;  // set when the first token is streamed
+  int64_t recall_candidates = 0;
+  int64_t recalled_entries = 0;
 };
 
 struct TurnResult {
@@ -100,8 +102,7 @@ struct TurnCallbacks {
 struct TurnRunnerOptions {
   int64_t page_tokens = 64;
   int32_t max_output_tokens = 4096;
-  int64_t sinks = 4;
-  int64_t window = 32;
+  worker::PrefillLimits limits;  // sinks, window, recall
   std::string lookahead_module;  // the LookaheadKV module for method "lookahead"
   absl::Duration delivery_timeout = absl::Seconds(10);  // wait for a prefill worker's delivery
 };
@@ -119,6 +120,10 @@ class TurnRunner {
   HotSession StartState(const TurnRequest& r, std::optional<HotSession> hot, TurnStart* start);
   std::optional<HotSession> LoadWarm(const TurnRequest& r, TurnStart* start);
   std::optional<HotSession> LoadDelivery(const TurnRequest& r, TurnStart* start);
+  // The session's cold tier for recall (worker::GatherColdEntries): empty without a cache node, a
+  // scorer or a history. Its time counts as load time.
+  std::vector<model::KvHead> ColdEntries(const TurnRequest& r, const HotSession& s,
+                                         const eviction::Scorer* scorer, TurnStart* start);
   absl::Status LoadDeliveryInto(const TurnRequest& r, HotSession* s);
   void Store(const TurnRequest& r, const HotSession& s, worker::TierScores tiers,
              TurnResult* result);

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "cache-node/test_cache_node.h"
@@ -161,6 +162,61 @@ TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
   EXPECT_LT(turn->state_bytes, turn->full_fp16_bytes);
   EXPECT_LT(turn->retained_bytes, turn->state_bytes);
   EXPECT_GT(turn->full_fp16_bytes, 4 * turn->retained_bytes);
+}
+
+// Turn 1 evicts under SnapKV; turn 2 (hot) is offered turn 1's evicted entries back (recall) and
+// still keeps its budget. Every position of the conversation is then either hot in the stored
+// state or in the cold tier GatherColdEntries assembles from the stored states, never both.
+TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConversation) {
+  std::string long_text;
+  for (int i = 0; i < 10; ++i) {
+    long_text += "Room " + std::to_string(i) + " has a blue door and a lamp. ";
+  }
+  std::vector<int32_t> conversation = Chat(long_text + "The code word is falcon. Say hello.");
+  std::vector<int32_t> ids;
+  auto t1 = Run(Request(conversation, "snapkv", 0.3), &ids);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  EXPECT_LT(t1->start.kept_entries, t1->start.total_entries);
+  EXPECT_EQ(t1->start.recall_candidates, 0);  // nothing was evicted before turn 1
+  conversation.insert(conversation.end(), ids.begin(), ids.end());
+  const auto more = Encode(
+      "<|im_end|>\n<|im_start|>user\nWhat was the code word?<|im_end|>\n<|im_start|>assistant\n");
+  conversation.insert(conversation.end(), more.begin(), more.end());
+  std::vector<int32_t> ids2;
+  auto t2 = Run(Request(conversation, "snapkv", 0.3), &ids2);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  EXPECT_EQ(t2->start.source, Source::kHot);
+  EXPECT_GT(t2->start.recall_candidates, 0);
+  EXPECT_GE(t2->start.recalled_entries, 0);
+  EXPECT_LE(t2->start.recalled_entries, t2->start.recall_candidates);
+  const int64_t heads = int64_t{model_->config().n_layers} * model_->config().n_kv_heads;
+  EXPECT_LE(t2->start.kept_entries, heads * static_cast<int64_t>(conversation.size()));
+
+  // The tiers of turn 2's stored state and of the states before it.
+  std::vector<int32_t> summarised = conversation;
+  summarised.insert(summarised.end(), ids2.begin(), ids2.end() - 1);
+  ASSERT_EQ(static_cast<int64_t>(summarised.size()), t2->kv_tokens);
+  const TurnRequest r = Request(summarised, "snapkv", 0.3);
+  auto stored = worker::LoadStoredPrefix(*cache_, *model_, model::testing::SharedPool(),
+                                         r.namespace_key, summarised, "s1");
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_EQ(stored->token_count, t2->kv_tokens);
+  const model::KvCache& hot = stored->session->cache();
+  const std::vector<model::KvHead> cold =
+      worker::GatherColdEntries(*cache_, *model_, r.namespace_key, summarised, hot, "s1");
+  ASSERT_EQ(static_cast<int64_t>(cold.size()), heads);
+  int64_t cold_entries = 0;
+  for (int64_t i = 0; i < heads; ++i) {
+    const model::KvHead& h = hot.head(i / hot.n_kv_heads(), i % hot.n_kv_heads());
+    std::vector<int32_t> all = h.positions;
+    all.insert(all.end(), cold[i].positions.begin(), cold[i].positions.end());
+    std::sort(all.begin(), all.end());
+    ASSERT_EQ(static_cast<int64_t>(all.size()), t2->kv_tokens) << "head " << i;
+    for (int32_t p = 0; p < t2->kv_tokens; ++p) ASSERT_EQ(all[p], p) << "head " << i;
+    EXPECT_TRUE(std::is_sorted(cold[i].positions.begin(), cold[i].positions.end()));
+    cold_entries += cold[i].size();
+  }
+  EXPECT_GT(cold_entries, 0);
 }
 
 TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {

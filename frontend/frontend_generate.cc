@@ -170,9 +170,13 @@ absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& ev
     if (event.started().source() == v1::STATE_SOURCE_PREFILL_WORKER) {
       out.set_prefill_worker_id(call.route.prefill_worker_id());
       *out.mutable_prefill() = call.prefill;
+      // The turn's recall happened on the prefill worker: one place for clients to read it.
+      v1::TurnStarted& started = *out.mutable_started();
+      started.set_recall_candidates(started.recall_candidates() + call.prefill.recall_candidates());
+      started.set_recalled_entries(started.recalled_entries() + call.prefill.recalled_entries());
     }
-    call.started = event.started();
-    metrics_->TurnStarted(event.started());
+    call.started = out.started();
+    metrics_->TurnStarted(out.started());
   } else if (event.has_tokens()) {
     *out.mutable_tokens() = event.tokens();
     metrics_->Streamed(event.tokens());

@@ -31,6 +31,10 @@ FrontendMetrics::FrontendMetrics(metrics::MetricsRegistry& r)
                                   "Prefix tokens whose KV came from a hot copy or a cache node.")),
       prefilled_tokens_(r.AddCounter("glimpse_frontend_prefilled_tokens_total",
                                      "Tokens prefilled by decode workers.")),
+      recall_candidates_(r.AddCounter("glimpse_frontend_recall_candidates_total",
+                                      "Cold KV entries offered back to turns by recall.")),
+      recalled_entries_(r.AddCounter("glimpse_frontend_recalled_entries_total",
+                                     "Cold KV entries recall put back into turns' hot KV.")),
       state_bytes_(r.AddCounter("glimpse_frontend_state_bytes_total",
                                 "Encoded KV state bytes written to cache nodes at turn end.")),
       full_fp16_bytes_(r.AddCounter("glimpse_frontend_full_fp16_bytes_total",
@@ -56,6 +60,10 @@ void FrontendMetrics::TurnStarted(const v1::TurnStarted& started) {
       .Increment();
   reused_tokens_.Increment(std::max(0, started.reused_tokens()));
   prefilled_tokens_.Increment(std::max(0, started.prefilled_tokens()));
+  recall_candidates_.Increment(
+      static_cast<double>(std::max<int64_t>(0, started.recall_candidates())));
+  recalled_entries_.Increment(
+      static_cast<double>(std::max<int64_t>(0, started.recalled_entries())));
 }
 
 void FrontendMetrics::Streamed(const v1::TokenChunk& chunk) {

@@ -40,6 +40,8 @@ class FrontendMetrics {
   metrics::Counter& text_bytes_;
   metrics::Counter& reused_tokens_;
   metrics::Counter& prefilled_tokens_;
+  metrics::Counter& recall_candidates_;
+  metrics::Counter& recalled_entries_;
   metrics::Counter& state_bytes_;
   metrics::Counter& full_fp16_bytes_;
   metrics::Counter& worker_failures_;

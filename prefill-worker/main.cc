@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   ASSIGN_OR_RETURN(r->ship, transport::CreateUcxTransport(r->base.transport));
   PrefillerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
+  o.limits = r->base.limits;
   o.lookahead_module = c.GetString("lookahead_module");
   o.ship_timeout = c.GetDuration("ship_timeout");
   r->prefiller =

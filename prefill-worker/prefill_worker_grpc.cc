@@ -23,6 +23,8 @@ void ToProto(const PrefillOutcome& o, v1::PrefillResponse* r) {
   r->set_ship_seconds(o.ship_seconds);
   r->set_shipped_bytes(o.shipped_bytes);
   r->set_stored_bytes(o.stored_bytes);
+  r->set_recall_candidates(o.recall_candidates);
+  r->set_recalled_entries(o.recalled_entries);
 }
 
 }  // namespace

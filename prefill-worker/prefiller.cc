@@ -61,19 +61,30 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
     }
   }
   if (session == nullptr) session = std::make_unique<model::Session>(model_, pool_);
+  const std::span<const int32_t> fresh = prefix.subspan(out.reused_tokens);
+  std::vector<model::KvHead> cold;  // the history's cold tier, for recall
+  if (cache_ != nullptr && scorer != nullptr && out.reused_tokens > 0 && !fresh.empty() &&
+      options_.limits.recall_share > 0.0) {
+    const auto t_cold = Clock::now();
+    cold = worker::GatherColdEntries(*cache_, model_, job.namespace_key,
+                                     prefix.first(out.reused_tokens), session->cache(),
+                                     job.session_id);
+    out.load_seconds += SecondsSince(t_cold);
+  }
 
   const auto t_prefill = Clock::now();
-  const std::span<const int32_t> fresh = prefix.subspan(out.reused_tokens);
   worker::PolicyPrefill prefill;  // nothing to prefill when the whole prefix was stored
   prefill.total_entries = session->cache().TotalEntries();
   if (!fresh.empty()) {
-    ASSIGN_OR_RETURN(
-        prefill, worker::PrefillWithPolicy(*session, fresh, scorer, job.policy, options_.limits));
+    ASSIGN_OR_RETURN(prefill, worker::PrefillWithPolicy(*session, fresh, scorer, job.policy,
+                                                        options_.limits, cold));
   }
   out.prefilled_tokens = static_cast<int32_t>(fresh.size());
   out.delivered_tokens = static_cast<int32_t>(prefix.size());
   out.total_entries = prefill.total_entries;
   out.kept_entries = session->cache().TotalEntries();
+  out.recall_candidates = prefill.recall_candidates;
+  out.recalled_entries = prefill.recalled;
   out.prefill_seconds = SecondsSince(t_prefill);
 
   const auto t_ship = Clock::now();

@@ -53,6 +53,8 @@ struct PrefillOutcome {
   double ship_seconds = 0.0;
   uint64_t shipped_bytes = 0;
   uint64_t stored_bytes = 0;  // 0: not stored
+  int64_t recall_candidates = 0;
+  int64_t recalled_entries = 0;
 };
 
 struct PrefillerOptions {

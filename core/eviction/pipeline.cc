@@ -39,6 +39,7 @@
 #include "core/common/status_macros.h"
 #include "core/eviction/lookahead_module.h"
 #include "core/eviction/lookahead_pass.h"
+#include "core/eviction/recall.h"
 #include "kernels/attention_stats.h"
 
 namespace glimpse::eviction {
@@ -50,12 +51,25 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Queries of the turn's last tokens that recall scores cold pages with when the scorer has no
+// window of its own (LookaheadKV): as many as the pipeline's default recent window.
+constexpr int64_t kRecallQueryTokens = 32;
+
 // The turn: N new tokens at positions first … first + N − 1.
 struct Turn {
-  int32_t first = 0;   // P0 = next_position() before the call
-  int64_t n_new = 0;   // N
-  int64_t window = 0;  // the scorer's W (0 = none)
+  int32_t first = 0;                      // P0 = next_position() before the call
+  int64_t n_new = 0;                      // N
+  int64_t window = 0;                     // the scorer's W (0 = none)
+  const RecallRequest* recall = nullptr;  // cold entries to recall from, or none
   bool history() const { return first > 0; }
+  bool recalls() const { return recall != nullptr && recall->candidate_tokens > 0; }
+  // Rows of window queries captured per query head: the scorer's W, else recall's.
+  int64_t query_window() const {
+    return window > 0 ? window : (recalls() ? kRecallQueryTokens : 0);
+  }
+  bool captures_window_queries(uint32_t needs) const {
+    return (needs & kWindowQueries) != 0 || recalls();
+  }
 };
 
 // One layer's captured inputs; each is empty unless its Need bit is set.
@@ -78,13 +92,13 @@ class CaptureObserver : public model::LayerObserver {
         needs_(needs),
         turn_(turn),
         layers_(c_.n_layers) {
-    const int64_t hd = c_.head_dim, H = c_.n_heads, N = turn.n_new, W = turn.window;
+    const int64_t hd = c_.head_dim, H = c_.n_heads, N = turn.n_new, W = turn.query_window();
     const int64_t group = c_.n_heads / c_.n_kv_heads;
     for (int32_t layer = 0; layer < c_.n_layers; ++layer) {
       LayerCapture& l = layers_[layer];
       if (needs & kHiddenStates) l.hidden.resize(N * c_.hidden);
       // Rows of absent queries (N < W) stay NaN: window_attention.h gives them zero attention.
-      if (needs & kWindowQueries) l.window_q.assign(H * W * hd, std::nanf(""));
+      if (turn.captures_window_queries(needs)) l.window_q.assign(H * W * hd, std::nanf(""));
       if (needs & kPreRopeQueries) l.pre_rope_q.resize(N * H * hd);
       if (needs & kAccumulatedAttention) {
         l.row.resize(H);
@@ -112,7 +126,7 @@ class CaptureObserver : public model::LayerObserver {
     }
     if (!l.window_q.empty()) {
       // New token r goes to window row r − w0 with w0 = N − W (negative when N < W).
-      const int64_t W = turn_.window, w0 = turn_.n_new - W;
+      const int64_t W = turn_.query_window(), w0 = turn_.n_new - W;
       for (int64_t t = std::max<int64_t>(0, w0 - first); t < a.n_tokens; ++t) {
         for (int64_t h = 0; h < H; ++h) {
           std::memcpy(&l.window_q[(h * W + first + t - w0) * hd], &a.q[(t * H + h) * hd],
@@ -431,6 +445,92 @@ absl::Status CheckTurn(const model::Session& session, const Turn& turn, const Sc
   return absl::OkStatus();
 }
 
+// A recall request's cold entries: one head per (layer, kv-head), each in increasing position
+// order, before the turn and not in the cache; the scorer must score from what exists after the
+// prefill (accumulated attention was paid during it, to entries the cold ones were not among).
+absl::Status CheckRecall(const model::Session& session, const Turn& turn, const Scorer& scorer) {
+  if (!turn.recalls()) return absl::OkStatus();
+  if ((scorer.needs() & kAccumulatedAttention) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "scorer '", std::string(scorer.name()),
+        "' scores by the attention the prefill paid, which cold entries did not receive; it "
+        "cannot recall them"));
+  }
+  const model::KvCache& cache = session.cache();
+  const size_t heads = static_cast<size_t>(cache.n_layers()) * cache.n_kv_heads();
+  if (turn.recall->cold.size() != heads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recall has cold entries for ", turn.recall->cold.size(),
+                     " heads; the model has ", heads, " (layer, kv-head) pairs"));
+  }
+  for (size_t i = 0; i < heads; ++i) {
+    const model::KvHead& cold = turn.recall->cold[i];
+    const model::KvHead& hot = cache.head(i / cache.n_kv_heads(), i % cache.n_kv_heads());
+    const std::string where = absl::StrCat("cold entries of layer ", i / cache.n_kv_heads(),
+                                           " kv-head ", i % cache.n_kv_heads());
+    if (cold.keys.size() != cold.positions.size() * cache.head_dim() ||
+        cold.values.size() != cold.keys.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", cold.size(), " positions but ",
+                                                     cold.keys.size(), " key floats"));
+    }
+    int64_t h = 0;
+    for (int64_t j = 0; j < cold.size(); ++j) {
+      const int32_t p = cold.positions[j];
+      if (p < 0 || p >= turn.first || (j > 0 && p <= cold.positions[j - 1])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": position ", p, " is out of order or outside the history of ", turn.first));
+      }
+      while (h < hot.size() && hot.positions[h] < p) ++h;
+      if (h < hot.size() && hot.positions[h] == p) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": position ", p, " is in the cache already"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Puts each head's best cold pages (recall.h), chosen with the window queries of the head's GQA
+// group, into the cache beside its entries. Returns the positions added, per layer · Hkv + head.
+std::vector<std::vector<int32_t>> AddRecallCandidates(model::Session& session,
+                                                      const CaptureObserver& capture,
+                                                      const Turn& turn) {
+  model::KvCache& cache = session.cache();
+  const int32_t Hkv = cache.n_kv_heads();
+  const int64_t hd = cache.head_dim(), W = turn.query_window();
+  const int64_t group = session.model().config().n_heads / Hkv;
+  std::vector<std::vector<int32_t>> added(turn.recall->cold.size());
+  session.pool().ParallelFor(
+      static_cast<int64_t>(added.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const int32_t layer = static_cast<int32_t>(i / Hkv), h = static_cast<int32_t>(i % Hkv);
+          const RecallQueries queries{
+              .data = capture.layer(layer).window_q.data() + h * group * W * hd,
+              .rows = group * W,
+              .head_dim = hd};
+          const model::KvHead& cold = turn.recall->cold[i];
+          const std::vector<int64_t> rows = PickCandidates(
+              cold, queries, turn.recall->candidate_tokens, turn.recall->page_tokens);
+          const model::KvHead picked = Rows(cold, rows);
+          AddMissingEntries(cache.head(layer, h), picked);
+          added[i] = picked.positions;
+        }
+      });
+  return added;
+}
+
+// How many of the added candidates selection kept, and how many there were.
+void CountRecalled(const std::vector<std::vector<int32_t>>& added, EvictionResult& result) {
+  const size_t Hkv = result.kept_positions.empty() ? 1 : result.kept_positions[0].size();
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::vector<int32_t>& kept = result.kept_positions[i / Hkv][i % Hkv];
+    result.recall_candidates += static_cast<int64_t>(added[i].size());
+    for (int32_t p : added[i]) {
+      result.recalled += std::binary_search(kept.begin(), kept.end(), p) ? 1 : 0;
+    }
+  }
+}
+
 // With history a ratio budget counts the session's tokens (pipeline.h).
 SelectionOptions EffectiveOptions(const Turn& turn, SelectionOptions options) {
   if (turn.window > 0) options.window = turn.window;
@@ -455,6 +555,8 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
   result.prefill_seconds = SecondsSince(prefill_start);
 
   const auto scoring_start = std::chrono::steady_clock::now();
+  std::vector<std::vector<int32_t>> candidates;  // positions recall added, per head
+  if (turn.recalls()) candidates = AddRecallCandidates(session, capture, turn);
   std::vector<std::vector<float>> lookahead;  // [layer][Hkv · P] by position
   if (lookahead_module != nullptr) {
     ASSIGN_OR_RETURN(lookahead, LookaheadByPosition(session, *lookahead_module));
@@ -469,6 +571,7 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
   ASSIGN_OR_RETURN(result.scores, ScoreAll(session, capture, scorer, turn, lookahead, preferences));
   ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options, preferences));
   RETURN_IF_ERROR(ApplyKept(session.cache(), result));
+  CountRecalled(candidates, result);
   result.scoring_seconds = SecondsSince(scoring_start);
   return result;
 }
@@ -478,11 +581,14 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
 absl::StatusOr<EvictionResult> PrefillAndEvict(model::Session& session,
                                                std::span<const int32_t> tokens,
                                                const Scorer& scorer,
-                                               const SelectionOptions& options) {
+                                               const SelectionOptions& options,
+                                               const RecallRequest* recall) {
   const Turn turn{.first = session.next_position(),
                   .n_new = static_cast<int64_t>(tokens.size()),
-                  .window = scorer.window()};
+                  .window = scorer.window(),
+                  .recall = recall};
   RETURN_IF_ERROR(CheckTurn(session, turn, scorer, options));
+  RETURN_IF_ERROR(CheckRecall(session, turn, scorer));
   ASSIGN_OR_RETURN(const LookaheadModule* lookahead_module, CheckLookahead(session, scorer));
   absl::StatusOr<EvictionResult> result =
       Run(session, tokens, scorer, turn, EffectiveOptions(turn, options), lookahead_module);

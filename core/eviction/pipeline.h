@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/eviction/recall.h"
 #include "core/eviction/scorer.h"
 #include "core/eviction/selection.h"
 #include "core/model/kv_cache.h"
@@ -31,6 +32,8 @@ struct EvictionResult {
   double prefill_seconds = 0.0;    // forward pass including capture
   double scoring_seconds = 0.0;    // scorer + selection + cache compaction
   double lookahead_seconds = 0.0;  // LookaheadKV's second pass (part of scoring_seconds)
+  int64_t recall_candidates = 0;   // cold entries recall put beside the heads' entries
+  int64_t recalled = 0;            // ... of which selection kept (now in the cache)
 };
 
 // Runs `tokens` (N >= 1, else InvalidArgument) at positions P0 = session.next_position() … P0+N−1
@@ -71,12 +74,23 @@ struct EvictionResult {
 // A scorer needing kLookaheadAttention (LookaheadKV) gets its module checked against the model
 // before the prefill (FailedPrecondition for another model's module) and its pass run after it.
 //
+// Recall (recall.h; `recall` may be null): after the prefill, each head's best cold pages by key
+// summary against the turn's last queries (the scorer's window queries, else the last 32 new
+// tokens') join the head's entries as candidates, before the lookahead pass and the scoring, so
+// they are scored and selected like any entry: kept candidates stay in the cache (and
+// kept_positions), the others come back in `evicted` with this turn's evictions. The turn's new
+// tokens attended only over the history the session held. A scorer needing kAccumulatedAttention
+// is FailedPrecondition with a recall request (cold entries received none); cold entries that are
+// not one head per (layer, kv-head), out of position order, at or after P0, or in the cache are
+// InvalidArgument.
+//
 // Errors before the prefill (arguments, scorer checks, the session's own token and context
 // checks) leave the session unchanged. Any later error (scorer, selection) resets the session to
 // empty — its history too: the caller reloads it (from the decode worker or the cache node).
 absl::StatusOr<EvictionResult> PrefillAndEvict(model::Session& session,
                                                std::span<const int32_t> tokens,
                                                const Scorer& scorer,
-                                               const SelectionOptions& options);
+                                               const SelectionOptions& options,
+                                               const RecallRequest* recall = nullptr);
 
 }  // namespace glimpse::eviction

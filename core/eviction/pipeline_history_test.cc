@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,6 +108,13 @@ model::KvHead Pick(const model::KvHead& head, const std::vector<int64_t>& indice
   return out;
 }
 
+// Turn 1 evicted by SnapKV (W = 8, budget 20 of 40): the session and, per layer · Hkv + head, the
+// entries it evicted (the cold tier recall draws on).
+struct ColdSession {
+  std::unique_ptr<model::Session> session;
+  std::vector<model::KvHead> cold;
+};
+
 class PipelineHistoryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -131,6 +139,18 @@ class PipelineHistoryTest : public ::testing::Test {
                         {.budget_tokens = 20, .sinks = 2, .granularity = Granularity::kPerLayer});
     EXPECT_TRUE(r.ok()) << r.status();
     return session;
+  }
+
+  ColdSession AfterTurnOneWithCold() {
+    ColdSession out{.session = NewSession()};
+    const auto snapkv = MustCreate("snapkv", 8);
+    auto r =
+        PrefillAndEvict(*out.session, Tokens(40, 1), *snapkv, {.budget_tokens = 20, .sinks = 2});
+    EXPECT_TRUE(r.ok()) << r.status();
+    for (auto& layer : r->evicted) {
+      for (model::KvHead& head : layer) out.cold.push_back(std::move(head));
+    }
+    return out;
   }
 
   int32_t Hkv() const { return model_->config().n_kv_heads; }
@@ -442,6 +462,117 @@ TEST_F(PipelineHistoryTest, LookaheadOverARaggedHistory) {
     }
   }
   EXPECT_EQ(session->next_position(), P);
+}
+
+// (h) Recall with every cold entry a candidate and room for all: every head holds every position
+// again, cold entries with the very keys and values turn 1 evicted.
+TEST_F(PipelineHistoryTest, RecallWithRoomForEverythingBringsEveryColdEntryBack) {
+  ColdSession s = AfterTurnOneWithCold();
+  const std::vector<int32_t> turn = Tokens(12, 9);
+  const auto snapkv = MustCreate("snapkv", 8);
+  const RecallRequest recall{.cold = s.cold, .candidate_tokens = 1000, .page_tokens = 4};
+  auto r = PrefillAndEvict(*s.session, turn, *snapkv, {.budget_tokens = 1000, .sinks = 2}, &recall);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int64_t cold_entries = 0;
+  for (const model::KvHead& c : s.cold) cold_entries += c.size();
+  EXPECT_GT(cold_entries, 0);
+  EXPECT_EQ(r->recall_candidates, cold_entries);
+  EXPECT_EQ(r->recalled, cold_entries);
+  for (int32_t l = 0; l < L(); ++l) {
+    for (int32_t h = 0; h < Hkv(); ++h) {
+      const model::KvHead& head = s.session->cache().head(l, h);
+      ASSERT_EQ(head.size(), 52);
+      for (int32_t p = 0; p < 52; ++p) EXPECT_EQ(head.positions[p], p);
+      const model::KvHead& cold = s.cold[l * Hkv() + h];
+      for (int64_t j = 0; j < cold.size(); ++j) {
+        const int32_t p = cold.positions[j];
+        EXPECT_TRUE(std::equal(cold.keys.begin() + j * Hd(), cold.keys.begin() + (j + 1) * Hd(),
+                               head.keys.begin() + p * Hd()));
+        EXPECT_TRUE(std::equal(cold.values.begin() + j * Hd(), cold.values.begin() + (j + 1) * Hd(),
+                               head.values.begin() + p * Hd()));
+      }
+    }
+  }
+}
+
+// (i) Recall under a budget: candidates are whole pages of the cold entries, scored and selected
+// with the head's own: kept ∪ evicted = history ∪ new ∪ candidates, the budget holds, and the
+// counts add up.
+TEST_F(PipelineHistoryTest, RecallCandidatesCompeteForTheBudget) {
+  ColdSession s = AfterTurnOneWithCold();
+  auto plain = AfterTurnOneWithCold();
+  const std::vector<int32_t> turn = Tokens(12, 9);
+  ASSERT_TRUE(plain.session->Forward(turn).ok());
+  const Cache before = Snapshot(*plain.session);  // history + new, without candidates
+  const auto snapkv = MustCreate("snapkv", 8);
+  constexpr int64_t kBudget = 24, kPage = 4;
+  const RecallRequest recall{.cold = s.cold, .candidate_tokens = 6, .page_tokens = kPage};
+  auto r =
+      PrefillAndEvict(*s.session, turn, *snapkv, {.budget_tokens = kBudget, .sinks = 2}, &recall);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int64_t candidates = 0, recalled = 0;
+  for (int32_t l = 0; l < L(); ++l) {
+    for (int32_t h = 0; h < Hkv(); ++h) {
+      const std::string where = "layer " + std::to_string(l) + " kv-head " + std::to_string(h);
+      const model::KvHead& cold = s.cold[l * Hkv() + h];
+      std::vector<int32_t> all = s.session->cache().head(l, h).positions;
+      all.insert(all.end(), r->evicted[l][h].positions.begin(), r->evicted[l][h].positions.end());
+      std::sort(all.begin(), all.end());
+      ASSERT_EQ(r->scores[l][h].size(), all.size()) << where;
+      EXPECT_EQ(s.session->cache().head(l, h).size(), kBudget) << where;
+      // The extra entries are cold ones, two whole pages of 4 (6 asked for, 8 taken).
+      std::vector<int32_t> added;
+      std::set_difference(all.begin(), all.end(), before[l][h].positions.begin(),
+                          before[l][h].positions.end(), std::back_inserter(added));
+      EXPECT_EQ(static_cast<int64_t>(added.size()), std::min<int64_t>(cold.size(), 2 * kPage))
+          << where;
+      EXPECT_TRUE(
+          std::includes(cold.positions.begin(), cold.positions.end(), added.begin(), added.end()))
+          << where;
+      EXPECT_TRUE(std::includes(all.begin(), all.end(), before[l][h].positions.begin(),
+                                before[l][h].positions.end()))
+          << where;
+      candidates += static_cast<int64_t>(added.size());
+      for (int32_t p : added) {
+        const auto& kept = s.session->cache().head(l, h).positions;
+        recalled += std::binary_search(kept.begin(), kept.end(), p) ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(r->recall_candidates, candidates);
+  EXPECT_EQ(r->recalled, recalled);
+}
+
+// (j) Bad recall requests fail before the prefill; the session is unchanged.
+TEST_F(PipelineHistoryTest, BadRecallRequestsLeaveTheSessionUnchanged) {
+  ColdSession s = AfterTurnOneWithCold();
+  const Cache before = Snapshot(*s.session);
+  const std::vector<int32_t> turn = Tokens(10, 6);
+  const SelectionOptions options{.budget_tokens = 20, .sinks = 2};
+  const auto h2o = MustCreate("h2o");
+  RecallRequest recall{.cold = s.cold, .candidate_tokens = 8};
+  auto r = PrefillAndEvict(*s.session, turn, *h2o, options, &recall);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("h2o"), std::string_view::npos) << r.status();
+
+  const auto snapkv = MustCreate("snapkv", 8);
+  std::vector<model::KvHead> few(s.cold.begin(), s.cold.begin() + 1);
+  recall.cold = few;
+  r = PrefillAndEvict(*s.session, turn, *snapkv, options, &recall);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+
+  std::vector<model::KvHead> held = s.cold;  // a position the cache holds
+  held[0] = Pick(s.session->cache().head(0, 0), {0}, false, Hd());
+  recall.cold = held;
+  r = PrefillAndEvict(*s.session, turn, *snapkv, options, &recall);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("in the cache already"), std::string_view::npos);
+
+  EXPECT_EQ(s.session->next_position(), 40);
+  const Cache after = Snapshot(*s.session);
+  for (int32_t l = 0; l < L(); ++l) {
+    for (int32_t h = 0; h < Hkv(); ++h) ExpectSameHead(after[l][h], before[l][h], "unchanged");
+  }
 }
 
 }  // namespace

@@ -285,7 +285,15 @@ absl::StatusOr<model::KvHead> MergeRuns(std::vector<Run> runs, int64_t hd,
 }
 
 bool Wanted(Tier tier, LoadTiers tiers) {
-  return tiers == LoadTiers::kAll || tier == Tier::kRetained;
+  switch (tiers) {
+    case LoadTiers::kRetained:
+      return tier == Tier::kRetained;
+    case LoadTiers::kEvicted:
+      return tier == Tier::kEvicted;
+    case LoadTiers::kAll:
+      return true;
+  }
+  return false;
 }
 
 }  // namespace

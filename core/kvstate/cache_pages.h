@@ -65,7 +65,7 @@ absl::StatusOr<EncodedState> EncodeState(const StateContent& content, const Stat
                                          const EncodeStateOptions& options = {});
 
 // Which pages LoadPages appends.
-enum class LoadTiers { kRetained, kAll };
+enum class LoadTiers { kRetained, kEvicted, kAll };
 
 // Merges the entries of the manifest's pages of the chosen tiers into `cache`. `pages[i]` holds
 // manifest.pages[i] (the manifest may list a subset of a stored state's pages).

@@ -9,6 +9,7 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/pipeline.h"
+#include "core/eviction/recall.h"
 
 namespace glimpse::worker {
 namespace {
@@ -47,6 +48,11 @@ int64_t MaxEntriesAfter(const model::KvCache& cache, int64_t new_tokens) {
     }
   }
   return most;
+}
+
+bool HasEntries(std::span<const model::KvHead> heads) {
+  return std::any_of(heads.begin(), heads.end(),
+                     [](const model::KvHead& h) { return h.size() > 0; });
 }
 
 kvstate::Fingerprint FingerprintOf(const model::Model& model) {
@@ -108,10 +114,50 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
   return out;
 }
 
+std::vector<model::KvHead> GatherColdEntries(
+    cache_client::CacheClient& cache, const model::Model& model, const kvstate::NamespaceKey& ns,
+    std::span<const int32_t> history, const model::KvCache& hot, std::string_view session_id) {
+  const std::string session(session_id);
+  auto failed = [&](std::string_view what, const absl::Status& status) {
+    log::Warning(absl::StrCat("cold pages unavailable (", std::string(what), "); no recall"),
+                 {{"session", session}, {"error", status.ToString()}});
+    return std::vector<model::KvHead>();
+  };
+  // The states of shorter and shorter prefixes: each lookup asks below the last match.
+  std::vector<cache_client::GetSpec> states;
+  for (size_t n = history.size(); n > 0 && states.size() < kMaxColdStates;) {
+    absl::StatusOr<cache_client::LookupMatch> match = cache.Lookup(ns, history.first(n));
+    if (!match.ok()) return failed("lookup", match.status());
+    if (!match->found || match->token_count == 0) break;
+    states.push_back({.key = match->key, .model = FingerprintOf(model)});
+    n = match->token_count - 1;
+  }
+  if (states.empty()) return {};
+  absl::StatusOr<std::vector<cache_client::State>> got = cache.GetMany(states);
+  if (!got.ok()) return failed("get", got.status());
+  const int32_t hkv = hot.n_kv_heads();
+  std::vector<model::KvHead> cold(static_cast<size_t>(hot.n_layers()) * hkv);
+  for (const cache_client::State& state : *got) {  // newest first: its copy of an entry wins
+    model::KvCache evicted(hot.n_layers(), hkv, hot.head_dim());
+    if (absl::Status st =
+            kvstate::LoadPages(state.manifest, state.pages, kvstate::LoadTiers::kEvicted, &evicted);
+        !st.ok()) {
+      failed("a stored state", st);
+      continue;
+    }
+    for (size_t i = 0; i < cold.size(); ++i) {
+      eviction::AddMissingEntries(cold[i], evicted.head(i / hkv, i % hkv),
+                                  hot.head(i / hkv, i % hkv));
+    }
+  }
+  return cold;
+}
+
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
                                                 const eviction::Scorer* scorer,
-                                                const Policy& policy, const PrefillLimits& limits) {
+                                                const Policy& policy, const PrefillLimits& limits,
+                                                std::span<const model::KvHead> cold) {
   const model::KvCache& cache = session.cache();
   PolicyPrefill out;
   const int64_t n_new = static_cast<int64_t>(fresh.size());
@@ -124,11 +170,21 @@ absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
     selection.budget_tokens =
         std::max<int64_t>(static_cast<int64_t>(std::ceil(policy.budget_ratio * total_tokens)),
                           selection.sinks + selection.window);
-    if (MaxEntriesAfter(cache, n_new) > selection.budget_tokens) {
+    const bool recalls = limits.recall_share > 0.0 && HasEntries(cold) &&
+                         (scorer->needs() & eviction::kAccumulatedAttention) == 0;
+    const eviction::RecallRequest recall{
+        .cold = cold,
+        .candidate_tokens = static_cast<int64_t>(
+            std::ceil(limits.recall_share * static_cast<double>(selection.budget_tokens))),
+        .page_tokens = limits.recall_page_tokens};
+    if (recalls || MaxEntriesAfter(cache, n_new) > selection.budget_tokens) {
       ASSIGN_OR_RETURN(eviction::EvictionResult ev,
-                       eviction::PrefillAndEvict(session, fresh, *scorer, selection));
+                       eviction::PrefillAndEvict(session, fresh, *scorer, selection,
+                                                 recalls ? &recall : nullptr));
       out.logits = std::move(ev.last_logits);
       out.tiers = SplitScores(ev);
+      out.recall_candidates = ev.recall_candidates;
+      out.recalled = ev.recalled;
       return out;
     }
   }

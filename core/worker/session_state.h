@@ -58,21 +58,41 @@ struct TierScores {
 struct PrefillLimits {
   int64_t sinks = 4;    // first tokens every head keeps
   int64_t window = 32;  // last tokens every head keeps (a scorer's own window wins)
+  // Cold-page recall (core/eviction/recall.h): cold entries offered per head as candidates, as a
+  // share of the head's budget (0: no recall), in summarised pages of recall_page_tokens entries.
+  double recall_share = 0.5;
+  int64_t recall_page_tokens = 16;
 };
+
+// The cold tier of the conversation `history` (the tokens `hot` summarises): the evicted pages of
+// the stored states of its prefixes, newest first (at most kMaxColdStates states; one GetMany),
+// without the positions `hot` holds, as one KvHead per (layer, kv-head) in position order. Empty
+// when nothing is stored; a node that fails or a state that cannot be used is logged and adds
+// nothing (the turn goes on without recall).
+inline constexpr int kMaxColdStates = 16;
+std::vector<model::KvHead> GatherColdEntries(
+    cache_client::CacheClient& cache, const model::Model& model, const kvstate::NamespaceKey& ns,
+    std::span<const int32_t> history, const model::KvCache& hot, std::string_view session_id);
 
 struct PolicyPrefill {
   std::vector<float> logits;  // the last token's
   TierScores tiers;
-  int64_t total_entries = 0;  // entries the heads would hold without eviction
+  int64_t total_entries = 0;      // entries the heads would hold without eviction
+  int64_t recall_candidates = 0;  // cold entries offered back (pipeline.h)
+  int64_t recalled = 0;           // ... and kept
 };
 
 // Prefills `fresh` into `session`. With a scorer, the budget per (layer, kv-head) is
-// max(ceil(ratio × tokens), sinks + window) and eviction runs when a head would hold more. A
-// failed prefill may have reset the session (pipeline.h).
+// max(ceil(ratio × tokens), sinks + window) and eviction runs when a head would hold more or
+// `cold` (GatherColdEntries; may be empty) has entries to recall: up to recall_share × budget of
+// them per head compete for the budget (not with a scorer that needs the prefill's accumulated
+// attention, e.g. H2O: it gets no recall). A failed prefill may have reset the session
+// (pipeline.h).
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
                                                 const eviction::Scorer* scorer,
-                                                const Policy& policy, const PrefillLimits& limits);
+                                                const Policy& policy, const PrefillLimits& limits,
+                                                std::span<const model::KvHead> cold = {});
 
 // The state of `tokens` (the session's cache holds their KV after eviction): retained pages from
 // `cache`, evicted pages from `tiers`. Entries without a score (decoded after the prefill) rank

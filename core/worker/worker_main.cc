@@ -40,6 +40,11 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "Deadline of each cache node call; an unreachable node costs a turn at most this before "
        "it recomputes (lookups), or before its state goes unstored (stores)."},
       {"page_tokens", ConfigType::kInt, "64", "Tokens per KV page."},
+      {"recall_share", ConfigType::kDouble, "0.5",
+       "Cold-page recall: entries earlier turns evicted that are offered back to each (layer, "
+       "kv-head) per turn, as a share of its budget, best pages by key summary first (0: off)."},
+      {"recall_page_tokens", ConfigType::kInt, "16",
+       "Cold entries per summarised page when choosing what to recall."},
       {"lookahead_module", ConfigType::kString, "",
        "LookaheadKV module (.safetensors) for policy method \"lookahead\"."},
       {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
@@ -52,6 +57,14 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
 absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   WorkerBase w;
   ASSIGN_OR_RETURN(const TlsFiles tls, ClientTlsFromConfig(c));
+  w.limits.recall_share = c.GetDouble("recall_share");
+  w.limits.recall_page_tokens = c.GetInt("recall_page_tokens");
+  if (!(w.limits.recall_share >= 0.0 && w.limits.recall_share <= 4.0) ||
+      w.limits.recall_page_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recall_share must be in [0, 4] and recall_page_tokens >= 1; got ",
+                     w.limits.recall_share, " and ", w.limits.recall_page_tokens));
+  }
   std::string path = c.GetString("model");
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());

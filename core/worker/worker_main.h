@@ -15,6 +15,7 @@
 #include "core/model/model.h"
 #include "core/transport/transport.h"
 #include "core/worker/coordinator_link.h"
+#include "core/worker/session_state.h"
 
 namespace glimpse::worker {
 
@@ -29,6 +30,7 @@ struct WorkerBase {
   std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node
   transport::Options transport;                      // for the worker's own engines
   CoordinatorLinkOptions link;  // all but ucx_address and capacity_bytes; grpc_address is the host
+  PrefillLimits limits;         // recall settings from the config; sinks and window as default
 };
 
 // Loads the model (the default model, fetched if missing, when `model` is empty), makes the pool

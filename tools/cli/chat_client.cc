@@ -119,6 +119,10 @@ absl::Status Chat::Turn(const std::string& user, const std::string& next_tool, s
     reused = prefill.reused_tokens();
     prefilled += prefill.prefilled_tokens();
   }
+  if (started.recall_candidates() > 0) {
+    source = absl::StrFormat("%s · recalled %d of %d cold entries", source,
+                             started.recalled_entries(), started.recall_candidates());
+  }
   const double ratio = done.retained_bytes() > 0
                            ? static_cast<double>(done.full_fp16_bytes()) / done.retained_bytes()
                            : 0.0;
