@@ -170,6 +170,9 @@ TEST_F(PrefillerTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
   EXPECT_TRUE(p2->warm);
   EXPECT_EQ(p2->reused_tokens, t1->kv_tokens);
   EXPECT_EQ(p2->prefilled_tokens, static_cast<int32_t>(conversation.size()) - 1 - t1->kv_tokens);
+  // Turn 1 was shorter than SnapKV's 64-token window plus the sinks: nothing was evicted, so
+  // there is nothing to recall.
+  EXPECT_EQ(p2->recall_candidates, 0);
   std::vector<int32_t> ids2;
   absl::StatusOr<TurnResult> t2 = RunDecode(Decode("s1", conversation, 2), &ids2);
   ASSERT_TRUE(t2.ok()) << t2.status();

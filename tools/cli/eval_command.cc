@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
+#include "core/eviction/eval/recall_eval.h"
 #include "core/eviction/eval/report.h"
 #include "core/eviction/eval/runner.h"
 #include "core/eviction/eval/tasks.h"
@@ -50,6 +51,11 @@ const std::vector<FlagSpec>& EvalFlags() {
       {"tasks", "tasks per kind (4 kinds; lengths cycle 512/1024/1536/2048 tokens)", false,
        absl::StrCat(kDefaultTasksPerKind)},
       {"quick", "one 512-token task per kind (a smoke run); overrides --tasks", true, ""},
+      {"recall",
+       "run the multi-turn recall task instead: two-turn QA with turn 2 prefilled over the "
+       "evicted cache, without and with cold-page recall (--methods defaults to snapkv); writes "
+       "recall.md",
+       true, ""},
       {"seed", "seed of the task generator", false, "1"},
       {"out", "directory for eval.md, eval.json and eval.png", false, "eval-out"},
       {"threads", "worker threads", false, "the number of cores"},
@@ -63,6 +69,7 @@ struct EvalOptions {
   eviction::eval::RunOptions run;
   eviction::eval::SuiteOptions suite;
   bool quick = false;
+  bool recall = false;
   std::string out_dir;
   int32_t threads = 0;
 };
@@ -83,8 +90,9 @@ absl::StatusOr<std::vector<double>> ParseBudgets(const std::string& list) {
 absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   EvalOptions o;
   o.model_path = args.GetString("model");
-  o.run.methods =
-      absl::StrSplit(args.GetString("methods", kDefaultMethods), ',', absl::SkipWhitespace());
+  o.recall = args.Has("recall");
+  o.run.methods = absl::StrSplit(args.GetString("methods", o.recall ? "snapkv" : kDefaultMethods),
+                                 ',', absl::SkipWhitespace());
   ASSIGN_OR_RETURN(o.run.budgets, ParseBudgets(args.GetString("budgets", kDefaultBudgets)));
   o.run.lookahead_module = args.GetString("module");
   RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
@@ -177,6 +185,46 @@ bool Plot(const std::filesystem::path& json, const std::filesystem::path& png) {
   return false;
 }
 
+// The multi-turn recall task (recall_eval.h) on the suite's two-turn QA tasks, per method.
+absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels::ThreadPool& pool) {
+  std::vector<eviction::eval::Task> suite;
+  for (eviction::eval::Task& t : eviction::eval::GenerateSuite(o.suite)) {
+    if (t.kind == eviction::eval::TaskKind::kTwoTurnQa) suite.push_back(std::move(t));
+  }
+  ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.methods.size()));
+  int64_t done = 0;
+  std::string markdown = absl::StrFormat(
+      "# Cold-page recall\n\n`glimpse eval --recall%s --seed %d --methods %s --budgets %s`, %s, "
+      "model fingerprint %s.\n",
+      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), o.suite.seed,
+      absl::StrJoin(o.run.methods, ","), absl::StrJoin(o.run.budgets, ","), Today(),
+      model.fingerprint());
+  for (const std::string& method : o.run.methods) {
+    eviction::eval::RecallEvalOptions options;
+    options.method = method;
+    options.budgets = o.run.budgets;
+    options.lookahead_module = o.run.lookahead_module;
+    std::vector<eviction::eval::RecallTaskScores> scores;
+    for (const eviction::eval::Task& task : suite) {
+      ASSIGN_OR_RETURN(eviction::eval::RecallTaskScores s,
+                       eviction::eval::RunRecallTask(model, pool, task, options));
+      scores.push_back(std::move(s));
+      progress.Update(++done);
+    }
+    absl::StrAppend(&markdown, "\n## ", method, "\n\n", eviction::eval::RecallReport(scores));
+  }
+  progress.Done();
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
+  }
+  const std::filesystem::path file = std::filesystem::path(o.out_dir) / "recall.md";
+  RETURN_IF_ERROR(WriteFile(file, markdown));
+  std::printf("%s\nwrote %s\n", markdown.c_str(), file.string().c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run(const EvalOptions& o) {
   std::string path = o.model_path;
   if (path.empty()) {
@@ -184,6 +232,7 @@ absl::Status Run(const EvalOptions& o) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
   kernels::ThreadPool pool(o.threads);
+  if (o.recall) return RunRecall(o, *model, pool);
   const std::vector<eviction::eval::Task> suite = eviction::eval::GenerateSuite(o.suite);
   const int64_t runs_per_task =
       1 + static_cast<int64_t>(o.run.methods.size() * o.run.budgets.size());
@@ -225,7 +274,7 @@ int EvalCommand(int argc, char** argv) {
   return RunSubcommand<EvalOptions>(
       "eval",
       "[--model PATH] [--methods LIST] [--budgets LIST] [--module FILE] [--tasks N] "
-      "[--quick] [--seed S] [--out DIR]",
+      "[--quick] [--recall] [--seed S] [--out DIR]",
       EvalFlags(), argc, argv, &ParseOptions, &Run);
 }
 

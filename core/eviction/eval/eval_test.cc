@@ -4,6 +4,7 @@
 
 #include "core/eviction/eval/cache_contents.h"
 #include "core/eviction/eval/laq.h"
+#include "core/eviction/eval/recall_eval.h"
 #include "core/eviction/eval/report.h"
 #include "core/eviction/eval/runner.h"
 #include "core/eviction/eval/tasks.h"
@@ -138,6 +139,38 @@ TEST(EvalTest, LaqScoresAreDraftAttentionOverTheFullCache) {
       EXPECT_EQ(session.cache().head(l, h).positions, full[l * Hkv + h].positions);
     }
   }
+}
+
+// The multi-turn recall task: a budget of 1 evicts nothing (so it answers exactly as the full
+// cache and has nothing to recall); at 20 % turn 2 is offered turn 1's evictions only with recall.
+TEST(EvalTest, RecallTaskAtFullBudgetIsTheFullCacheAndOffersColdEntriesOnlyWithRecall) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const Task task = GenerateTask(TaskKind::kTwoTurnQa, 5, 512);
+  RecallEvalOptions options;
+  options.budgets = {1.0, 0.2};
+  auto scores = RunRecallTask(*model, model::testing::SharedPool(), task, options);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->runs.size(), 4u);
+  for (const RecallRun& run : scores->runs) {
+    SCOPED_TRACE(std::to_string(run.budget) + (run.recall ? " with recall" : " without"));
+    if (run.budget == 1.0) {
+      EXPECT_EQ(run.answer, scores->full_answer);
+      EXPECT_EQ(run.correct, scores->full_correct);
+      EXPECT_EQ(run.candidates, 0);
+      continue;
+    }
+    if (!run.recall) {
+      EXPECT_EQ(run.candidates, 0);
+      continue;
+    }
+    EXPECT_GT(run.candidates, 0);
+    EXPECT_LE(run.recalled, run.candidates);
+  }
+  EXPECT_NE(RecallReport({*scores}).find("| 20% |"), std::string::npos);
+  const Task single = GenerateTask(TaskKind::kNeedleSingle, 5, 512);
+  EXPECT_EQ(RunRecallTask(*model, model::testing::SharedPool(), single, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

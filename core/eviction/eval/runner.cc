@@ -118,15 +118,6 @@ class MultiScorer : public Scorer {
 // Answers of earlier runs of a task, per turn (drafts for the next runs' decoding).
 using Answers = std::vector<std::vector<std::vector<int32_t>>>;
 
-// The rows fed before turn t's answer: the assistant header, or the close of the previous answer
-// and the next user turn.
-std::vector<int32_t> TurnRows(const model::Tokenizer& tok, const Task& task, size_t t,
-                              bool previous_ended) {
-  if (t == 0) return tok.Encode("<|im_start|>assistant\n");
-  return tok.Encode(absl::StrCat(previous_ended ? "\n" : "<|im_end|>\n", "<|im_start|>user\n",
-                                 task.turns[t].question, "<|im_end|>\n<|im_start|>assistant\n"));
-}
-
 // The full cache's greedy answers, turn by turn, as the reference script: incremental decode in
 // `session`, which holds the plain prefill of the prompt (and keeps what it decodes).
 absl::StatusOr<Script> ReferenceScript(model::Session& session, const Task& task,
@@ -219,6 +210,13 @@ absl::StatusOr<Script> PlainPrefill(const model::Model& model, kernels::ThreadPo
 }
 
 }  // namespace
+
+std::vector<int32_t> TurnRows(const model::Tokenizer& tok, const Task& task, size_t t,
+                              bool previous_ended) {
+  if (t == 0) return tok.Encode("<|im_start|>assistant\n");
+  return tok.Encode(absl::StrCat(previous_ended ? "\n" : "<|im_end|>\n", "<|im_start|>user\n",
+                                 task.turns[t].question, "<|im_end|>\n<|im_start|>assistant\n"));
+}
 
 absl::Status ValidateRunOptions(const RunOptions& options) {
   if (options.methods.empty()) return absl::InvalidArgumentError("no methods to evaluate");

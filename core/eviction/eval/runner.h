@@ -69,6 +69,11 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
                                    const Task& task, const RunOptions& options,
                                    const std::function<void()>& on_run = {});
 
+// The rows fed before turn t's answer: the assistant header (t = 0), or the close of the previous
+// answer (its end-of-generation token already fed when `previous_ended`) and the next user turn.
+std::vector<int32_t> TurnRows(const model::Tokenizer& tok, const Task& task, size_t t,
+                              bool previous_ended);
+
 // Checks the methods and budgets without running anything.
 absl::Status ValidateRunOptions(const RunOptions& options);
 
