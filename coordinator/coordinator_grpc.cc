@@ -112,6 +112,7 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext*, const v1::EndTurnReq
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
   r.turn_failed = req->turn_failed();
   r.turn_index = req->turn_index();
+  r.summarised_tokens = req->summarised_tokens();
   if (req->has_reload_us()) {
     r.reload = absl::Microseconds(req->reload_us());
     r.reload_tokens = req->reload_tokens();
@@ -158,6 +159,7 @@ grpc::Status CoordinatorGrpc::GetSession(grpc::ServerContext*, const v1::GetSess
   p->set_tier(TierToProto(s->tier));
   p->set_decode_worker_id(s->decode_worker);
   p->set_kv_tokens(s->kv_tokens);
+  p->set_summarised_tokens(s->summarised_tokens);
   p->set_reserved_bytes(s->reserved_bytes);
   p->set_turns(s->turns);
   p->set_tool_name(s->tool);

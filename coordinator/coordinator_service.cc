@@ -262,6 +262,12 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r)
     return absl::InvalidArgumentError(absl::StrFormat("EndTurn %s: kv_tokens %d is outside [0, %d]",
                                                       r.session, r.kv_tokens, options_.max_tokens));
   }
+  const int64_t summarised = r.summarised_tokens == 0 ? r.kv_tokens : r.summarised_tokens;
+  if (summarised < r.kv_tokens || summarised > options_.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("EndTurn %s: summarised_tokens %d is outside [kv_tokens %d, %d]", r.session,
+                        r.summarised_tokens, r.kv_tokens, options_.max_tokens));
+  }
   if (r.expected_duration.has_value() &&
       (*r.expected_duration < absl::ZeroDuration() || *r.expected_duration > options_.max_hint)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -293,6 +299,7 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r)
     return absl::FailedPreconditionError(
         absl::StrFormat("EndTurn %s: no turn is running (route the turn first)", r.session));
   }
+  s.summarised_tokens = summarised;
   if (r.turn_failed) return EndFailedTurnLocked(s, r, now);
   if (r.reload.has_value()) {
     estimator_.ObserveReload(r.reload_tokens, *r.reload);

@@ -107,6 +107,8 @@ struct EndTurnRequest {
   int64_t reload_tokens = 0;
   // RouteResult::turn_index of the turn being ended; 0: the latest. An older turn is refused.
   int turn_index = 0;
+  // Conversation tokens the session's state summarises, >= kv_tokens; 0: kv_tokens.
+  int64_t summarised_tokens = 0;
 };
 
 struct LeaseResult {

@@ -150,6 +150,27 @@ TEST_F(CoordinatorServiceTest, AFailedTurnGetsNoLeaseAndNoToolSample) {
 
 // A caller that gave up on turn 1 and sent turn 2 before turn 1's end reached the coordinator:
 // turn 1's late (failed) end is refused and turn 2 runs on and ends normally.
+// The tokens a session's state summarises (which the next turn's new tokens count from) are kept
+// beside the KV tokens it holds, survive a restart, and are never fewer than those.
+TEST_F(CoordinatorServiceTest, EndTurnKeepsTheSummarisedTokens) {
+  AddCluster(10'000);
+  ASSERT_TRUE(svc_->RouteTurn(Turn("s1", 0, 500, 100)).ok());
+  EndTurnRequest end{"s1", 150, "grep", std::nullopt, std::nullopt};
+  end.summarised_tokens = 149;  // fewer than it holds
+  absl::StatusOr<LeaseResult> l = svc_->EndTurn(end);
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument) << l.status();
+  EXPECT_EQ(svc_->GetSession("s1")->tier, SessionTier::kActive);  // nothing changed
+  end.summarised_tokens = 590;
+  ASSERT_TRUE(svc_->EndTurn(end).ok());
+  EXPECT_EQ(svc_->GetSession("s1")->kv_tokens, 150);
+  EXPECT_EQ(svc_->GetSession("s1")->summarised_tokens, 590);
+  Start(TestOptions());  // a restarted coordinator reads it back
+  EXPECT_EQ(svc_->GetSession("s1")->summarised_tokens, 590);
+  ASSERT_TRUE(svc_->RouteTurn(Turn("s2", 0, 50, 10)).ok());
+  ASSERT_TRUE(svc_->EndTurn({"s2", 60, "", std::nullopt, std::nullopt}).ok());
+  EXPECT_EQ(svc_->GetSession("s2")->summarised_tokens, 60);  // 0: the KV tokens
+}
+
 TEST_F(CoordinatorServiceTest, ALateEndOfASupersededTurnLeavesTheNewerTurnRunning) {
   AddCluster(10'000);
   absl::StatusOr<RouteResult> first = svc_->RouteTurn(Turn("s1", 0, 50, 10));

@@ -53,6 +53,7 @@ std::string EncodeSession(const SessionState& s) {
                       {"tier", static_cast<int>(s.tier)},
                       {"decode_worker", s.decode_worker},
                       {"kv_tokens", s.kv_tokens},
+                      {"summarised_tokens", s.summarised_tokens},
                       {"reserved_bytes", s.reserved_bytes},
                       {"turns", s.turns},
                       {"tool", s.tool},
@@ -75,6 +76,8 @@ absl::StatusOr<SessionState> DecodeSession(const std::string& text) {
     s.tier = static_cast<SessionTier>(j.at("tier").get<int>());
     s.decode_worker = j.at("decode_worker").get<std::string>();
     s.kv_tokens = j.at("kv_tokens").get<int64_t>();
+    // Records written before summarised_tokens existed: kv_tokens was all the coordinator knew.
+    s.summarised_tokens = j.value("summarised_tokens", s.kv_tokens);
     s.reserved_bytes = j.at("reserved_bytes").get<int64_t>();
     s.turns = j.at("turns").get<int32_t>();
     s.tool = j.at("tool").get<std::string>();

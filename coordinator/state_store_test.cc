@@ -1,7 +1,10 @@
+#include "coordinator/state_store.h"
+
 #include <filesystem>
 
 #include "coordinator/rocks_state_store.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "rocksdb/db.h"
 
 namespace glimpse::coordinator {
@@ -12,6 +15,21 @@ std::string TempDir(const std::string& name) {
              ("glimpse_coord_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
+}
+
+// A session record written before summarised_tokens existed reads back with the KV tokens there.
+TEST(SessionRecordTest, AnOlderRecordWithoutSummarisedTokensReadsTheKvTokens) {
+  SessionState s;
+  s.id = "old";
+  s.kv_tokens = 321;
+  s.summarised_tokens = 999;
+  nlohmann::json j = nlohmann::json::parse(EncodeSession(s));
+  ASSERT_TRUE(j.contains("summarised_tokens"));
+  EXPECT_EQ(DecodeSession(j.dump())->summarised_tokens, 999);
+  j.erase("summarised_tokens");
+  absl::StatusOr<SessionState> old = DecodeSession(j.dump());
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->summarised_tokens, 321);
 }
 
 TEST(RocksStateStoreTest, RecordsSurviveReopen) {

@@ -48,11 +48,12 @@ struct SessionState {
   std::string id;
   std::string tenant;
   SessionTier tier = SessionTier::kWarm;
-  std::string decode_worker;   // where it is (or was last) hot
-  int64_t kv_tokens = 0;       // KV tokens held after the last turn
-  int64_t reserved_bytes = 0;  // bytes in the worker and tenant budgets (0 when warm)
-  int32_t turns = 0;           // turns routed so far
-  std::string tool;            // tool named at the last EndTurn
+  std::string decode_worker;      // where it is (or was last) hot
+  int64_t kv_tokens = 0;          // KV tokens held after the last turn
+  int64_t summarised_tokens = 0;  // conversation tokens its state summarises (>= kv_tokens)
+  int64_t reserved_bytes = 0;     // bytes in the worker and tenant budgets (0 when warm)
+  int32_t turns = 0;              // turns routed so far
+  std::string tool;               // tool named at the last EndTurn
   absl::Time turn_started = absl::InfinitePast();
   absl::Time turn_ended = absl::InfinitePast();  // InfinitePast while no turn has ended
   absl::Duration ttl = absl::ZeroDuration();

@@ -25,7 +25,8 @@ struct FrontendService::Call {
   std::string scoped;  // ScopedSessionId(tenant, req.session_id())
   Turn turn;
   kvstate::NamespaceKey ns{};
-  int64_t history_tokens = 0;
+  int64_t history_tokens = 0;     // KV tokens the session holds (after eviction)
+  int64_t summarised_tokens = 0;  // conversation tokens its state summarises
   v1::RouteTurnResponse route;
   bool first_token_sent = false;
   v1::TurnStarted started;   // as the decode worker reported it
@@ -62,7 +63,12 @@ absl::Status FrontendService::RunGenerate(grpc::ServerContext* ctx, const v1::Ge
   ASSIGN_OR_RETURN(std::optional<v1::SessionInfo> session,
                    FindSession(ctx, call.tenant, req.session_id()));
   const int64_t n = static_cast<int64_t>(call.turn.tokens.size());
-  call.history_tokens = session.has_value() ? std::min(session->kv_tokens(), n - 1) : 0;
+  if (session.has_value()) {
+    call.history_tokens = std::min(session->kv_tokens(), n - 1);
+    // Eviction keeps fewer tokens than the state summarises: new tokens count from the latter.
+    const int64_t summarised = std::max(session->summarised_tokens(), session->kv_tokens());
+    call.summarised_tokens = std::min(summarised, n - 1);
+  }
   RETURN_IF_ERROR(Route(call));
   if (!call.route.prefill_on_decode()) PrefillOnWorker(call);
   absl::StatusOr<v1::TurnDone> done = RunOnWorker(call);
@@ -78,7 +84,7 @@ absl::Status FrontendService::Route(Call& call) {
   req.set_session_id(call.scoped);
   req.set_tenant(call.tenant);
   req.set_history_tokens(call.history_tokens);
-  req.set_new_tokens(static_cast<int64_t>(call.turn.tokens.size()) - call.history_tokens);
+  req.set_new_tokens(static_cast<int64_t>(call.turn.tokens.size()) - call.summarised_tokens);
   req.set_max_output_tokens(call.turn.sampling.max_tokens());
   // tool_name stays empty: the tool whose result this turn carries is the one named at the last
   // EndTurn (the request's tool_name is the pause after this turn).
@@ -237,6 +243,7 @@ absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
   v1::EndTurnRequest req;
   req.set_session_id(call.scoped);
   req.set_kv_tokens(done.hot_tokens());
+  req.set_summarised_tokens(std::max(done.kv_tokens(), done.hot_tokens()));
   req.set_turn_index(call.route.turn_index());
   req.set_tool_name(call.req.tool_name());
   req.set_expected_duration_ms(call.req.expected_tool_ms());
