@@ -69,7 +69,27 @@ std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* 
   return s;
 }
 
-absl::Status TurnRunner::LoadDeliveryInto(const TurnRequest& r, HotSession* s) {
+absl::Status TurnRunner::ApplyDeltaTo(const TurnRequest& r, const worker::Delivery& d,
+                                      std::optional<HotSession>& hot, HotSession* s) {
+  if (!hot || hot->namespace_key != r.namespace_key ||
+      kvstate::MakeStateKey(r.namespace_key, hot->tokens) != d.delta->base_key) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "delivery ", r.delivery_id, " is a delta against a hot copy this worker does not hold"));
+  }
+  RETURN_IF_ERROR(worker::ApplyDelta(*d.delta, d.manifest, d.pages, hot->session->cache()));
+  if (absl::Status st = hot->session->Resume(static_cast<int32_t>(d.manifest.token_count));
+      !st.ok()) {
+    hot.reset();  // the delta is in, its position is not: the copy matches no token sequence
+    return st;
+  }
+  *s = std::move(*hot);
+  hot.reset();
+  s->tokens.assign(r.tokens.begin(), r.tokens.begin() + d.manifest.token_count);
+  return absl::OkStatus();
+}
+
+absl::Status TurnRunner::LoadDeliveryInto(const TurnRequest& r, std::optional<HotSession>& hot,
+                                          HotSession* s) {
   if (inbox_ == nullptr) {
     return absl::FailedPreconditionError("this worker has no prefill delivery inbox");
   }
@@ -83,6 +103,7 @@ absl::Status TurnRunner::LoadDeliveryInto(const TurnRequest& r, HotSession* s) {
         "delivery ", r.delivery_id, " summarises ", n,
         " tokens that are not a proper prefix of this conversation under its namespace"));
   }
+  if (d.delta) return ApplyDeltaTo(r, d, hot, s);
   RETURN_IF_ERROR(
       kvstate::LoadPages(d.manifest, d.pages, kvstate::LoadTiers::kRetained, &s->session->cache()));
   RETURN_IF_ERROR(s->session->Resume(static_cast<int32_t>(n)));
@@ -90,10 +111,12 @@ absl::Status TurnRunner::LoadDeliveryInto(const TurnRequest& r, HotSession* s) {
   return absl::OkStatus();
 }
 
-std::optional<HotSession> TurnRunner::LoadDelivery(const TurnRequest& r, TurnStart* start) {
+std::optional<HotSession> TurnRunner::LoadDelivery(const TurnRequest& r,
+                                                   std::optional<HotSession>& hot,
+                                                   TurnStart* start) {
   const auto t0 = Clock::now();
   HotSession s = EmptySession(model_, pool_, r.namespace_key);
-  if (absl::Status st = LoadDeliveryInto(r, &s); !st.ok()) {
+  if (absl::Status st = LoadDeliveryInto(r, hot, &s); !st.ok()) {
     log::Warning("prefill delivery unusable; starting without it",
                  {{"session", r.session_id}, {"error", st.ToString()}});
     return std::nullopt;
@@ -106,7 +129,9 @@ std::optional<HotSession> TurnRunner::LoadDelivery(const TurnRequest& r, TurnSta
 HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession> hot,
                                   TurnStart* start) {
   if (r.delivery_id != 0) {
-    if (std::optional<HotSession> delivered = LoadDelivery(r, start)) return std::move(*delivered);
+    if (std::optional<HotSession> delivered = LoadDelivery(r, hot, start)) {
+      return std::move(*delivered);
+    }
   }
   const bool extends = hot && hot->namespace_key == r.namespace_key &&
                        hot->tokens.size() < r.tokens.size() &&

@@ -119,12 +119,18 @@ class TurnRunner {
  private:
   HotSession StartState(const TurnRequest& r, std::optional<HotSession> hot, TurnStart* start);
   std::optional<HotSession> LoadWarm(const TurnRequest& r, TurnStart* start);
-  std::optional<HotSession> LoadDelivery(const TurnRequest& r, TurnStart* start);
+  // A delta delivery applies to `hot` (which it then empties into the result); a whole one
+  // seeds a fresh session.
+  std::optional<HotSession> LoadDelivery(const TurnRequest& r, std::optional<HotSession>& hot,
+                                         TurnStart* start);
   // The session's cold tier for recall (worker::GatherColdEntries): empty without a cache node, a
   // scorer or a history. Its time counts as load time.
   std::vector<model::KvHead> ColdEntries(const TurnRequest& r, const HotSession& s,
                                          const eviction::Scorer* scorer, TurnStart* start);
-  absl::Status LoadDeliveryInto(const TurnRequest& r, HotSession* s);
+  absl::Status LoadDeliveryInto(const TurnRequest& r, std::optional<HotSession>& hot,
+                                HotSession* s);
+  absl::Status ApplyDeltaTo(const TurnRequest& r, const worker::Delivery& d,
+                            std::optional<HotSession>& hot, HotSession* s);
   void Store(const TurnRequest& r, const HotSession& s, worker::TierScores tiers,
              TurnResult* result);
 

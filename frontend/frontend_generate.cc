@@ -107,6 +107,8 @@ void FrontendService::PrefillOnWorker(Call& call) {
   req.mutable_tokens()->Assign(call.turn.tokens.begin(), call.turn.tokens.end());
   *req.mutable_policy() = call.turn.policy;
   req.set_decode_ucx_address(call.route.decode_ucx_address());
+  // The decode worker holds the session's state of the last turn: a delta against it suffices.
+  if (call.route.hot_hit()) req.set_hot_tokens(static_cast<int32_t>(call.summarised_tokens));
   thread_local absl::BitGen bitgen;  // ids only need to be unlikely to collide
   req.set_delivery_id(absl::Uniform<uint64_t>(bitgen, 1, std::numeric_limits<uint64_t>::max()));
   grpc::Status st = channel.ok() ? grpc::Status::OK : ToGrpcStatus(channel.status());

@@ -25,6 +25,7 @@ void ToProto(const PrefillOutcome& o, v1::PrefillResponse* r) {
   r->set_stored_bytes(o.stored_bytes);
   r->set_recall_candidates(o.recall_candidates);
   r->set_recalled_entries(o.recalled_entries);
+  r->set_delta(o.delta);
 }
 
 }  // namespace
@@ -38,6 +39,11 @@ absl::StatusOr<PrefillJob> FromProto(const v1::PrefillRequest& request) {
   ASSIGN_OR_RETURN(job.policy, worker::PolicyFromProto(request.policy()));
   job.decode_address = request.decode_ucx_address();
   job.delivery_id = request.delivery_id();
+  if (request.hot_tokens() < 0 || request.hot_tokens() >= request.tokens_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hot_tokens must be in [0, ", request.tokens_size(), "), got ", request.hot_tokens()));
+  }
+  job.hot_tokens = request.hot_tokens();
   return job;
 }
 

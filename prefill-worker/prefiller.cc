@@ -1,6 +1,7 @@
 #include "prefill-worker/prefiller.h"
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
@@ -52,8 +53,12 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
   std::unique_ptr<model::Session> session;
   if (cache_ != nullptr) {
+    // With the session hot on the decode worker, start from the state it holds (stored at the end
+    // of its last turn), so that only a delta ships.
+    const std::span<const int32_t> start =
+        job.hot_tokens > 0 ? prefix.first(job.hot_tokens) : prefix;
     if (std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
-            *cache_, model_, pool_, job.namespace_key, prefix, job.session_id)) {
+            *cache_, model_, pool_, job.namespace_key, start, job.session_id)) {
       session = std::move(stored->session);
       out.warm = true;
       out.reused_tokens = stored->token_count;
@@ -61,6 +66,11 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
     }
   }
   if (session == nullptr) session = std::make_unique<model::Session>(model_, pool_);
+  // The decode worker holds exactly the state this prefill starts from: ship a delta against it.
+  std::optional<std::vector<std::vector<int32_t>>> base;
+  if (job.hot_tokens > 0 && out.reused_tokens == job.hot_tokens) {
+    base = worker::HeadPositions(session->cache());
+  }
   const std::span<const int32_t> fresh = prefix.subspan(out.reused_tokens);
   std::vector<model::KvHead> cold;  // the history's cold tier, for recall
   if (cache_ != nullptr && scorer != nullptr && out.reused_tokens > 0 && !fresh.empty() &&
@@ -100,14 +110,29 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
                  {{"session", job.session_id}, {"error", st.ToString()}});
     }
   }
-  RETURN_IF_ERROR(Ship(job, state, &out));
+  ASSIGN_OR_RETURN(const worker::OutgoingDelivery delivery,
+                   MakeDelivery(job, state, session->cache(), base ? &*base : nullptr));
+  out.delta = base.has_value();
+  RETURN_IF_ERROR(Ship(job, delivery, &out));
   out.ship_seconds = SecondsSince(t_ship);
   return out;
 }
 
-absl::Status Prefiller::Ship(const PrefillJob& job, const kvstate::EncodedState& state,
+absl::StatusOr<worker::OutgoingDelivery> Prefiller::MakeDelivery(
+    const PrefillJob& job, const kvstate::EncodedState& state, const model::KvCache& cache,
+    const std::vector<std::vector<int32_t>>* base) const {
+  if (base == nullptr) return worker::MakeDelivery(job.delivery_id, state);
+  const std::span<const int32_t> tokens(job.tokens.data(), job.tokens.size() - 1);
+  worker::Delta delta = worker::MakeDelta(
+      *base, kvstate::MakeStateKey(job.namespace_key, tokens.first(job.hot_tokens)), cache);
+  ASSIGN_OR_RETURN(const kvstate::EncodedState added,
+                   worker::EncodeSessionState(model_, delta.added, {}, job.namespace_key, tokens,
+                                              job.policy.codec, options_.page_tokens));
+  return worker::MakeDelivery(job.delivery_id, added, worker::EncodeDeltaBase(delta.base));
+}
+
+absl::Status Prefiller::Ship(const PrefillJob& job, const worker::OutgoingDelivery& delivery,
                              PrefillOutcome* out) {
-  const worker::OutgoingDelivery delivery = worker::MakeDelivery(job.delivery_id, state);
   const std::vector<std::span<const uint8_t>> buffers = delivery.buffers();
   auto failed = [&](const absl::Status& st) {
     peers_.Forget(job.decode_address);

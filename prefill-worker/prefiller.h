@@ -1,8 +1,9 @@
 // One prefill job on a prefill worker (DESIGN.md §1, the prefill side):
 //
-//   1. Start state: the longest prefix of the conversation's first n − 1 tokens stored on the
-//      cache node, its retained pages loaded (warm); else nothing (recompute). A cache node that
-//      fails is logged and counts as a miss.
+//   1. Start state: the longest prefix of the conversation's first n − 1 tokens (of its first
+//      hot_tokens when the job names the decode worker's hot copy) stored on the cache node, its
+//      retained pages loaded (warm); else nothing (recompute). A cache node that fails is logged
+//      and counts as a miss.
 //   2. Prefill tokens [reused, n − 1) under the session's eviction policy (every entry, history
 //      and new, scored; the budget kept per layer and kv-head). The last token is the decode
 //      worker's: it prefills it for the logits it samples from.
@@ -11,7 +12,9 @@
 //      store that fails is logged; the delivery still goes (the decode worker stores its state
 //      at turn end).
 //   4. Ship the retained pages to the decode worker as one delivery (prefill_delivery.h) and wait
-//      until its transport has them.
+//      until its transport has them. When the job names the decode worker's hot copy
+//      (hot_tokens) and step 1 loaded exactly that state, ship only a delta against it
+//      (prefill_delta.h): the entries it lacks and the positions it drops.
 // Errors before the prefill (fewer than 2 tokens, ids outside the vocabulary, no room in the
 // context, an unknown or unusable scorer, no decode address or delivery id) are InvalidArgument /
 // FailedPrecondition; a delivery that cannot be shipped is the transport's error, prefixed with
@@ -28,6 +31,7 @@
 #include "core/model/model.h"
 #include "core/transport/transport.h"
 #include "core/worker/policy.h"
+#include "core/worker/prefill_delivery.h"
 #include "core/worker/session_state.h"
 
 namespace glimpse::prefill_worker {
@@ -39,6 +43,9 @@ struct PrefillJob {
   worker::Policy policy;
   std::string decode_address;  // the decode worker's transport address
   uint64_t delivery_id = 0;
+  // Tokens the decode worker's hot copy of the session summarises (0: none), the base a delta
+  // is shipped against.
+  int32_t hot_tokens = 0;
 };
 
 struct PrefillOutcome {
@@ -55,6 +62,7 @@ struct PrefillOutcome {
   uint64_t stored_bytes = 0;  // 0: not stored
   int64_t recall_candidates = 0;
   int64_t recalled_entries = 0;
+  bool delta = false;  // shipped as a delta against the decode worker's hot copy
 };
 
 struct PrefillerOptions {
@@ -75,7 +83,13 @@ class Prefiller {
 
  private:
   absl::Status Check(const PrefillJob& job) const;
-  absl::Status Ship(const PrefillJob& job, const kvstate::EncodedState& state, PrefillOutcome* out);
+  // The delivery: the state's retained pages, or (with `base`, the hot copy's positions per
+  // head) the delta against it.
+  absl::StatusOr<worker::OutgoingDelivery> MakeDelivery(
+      const PrefillJob& job, const kvstate::EncodedState& state, const model::KvCache& cache,
+      const std::vector<std::vector<int32_t>>* base) const;
+  absl::Status Ship(const PrefillJob& job, const worker::OutgoingDelivery& delivery,
+                    PrefillOutcome* out);
 
   const model::Model& model_;
   kernels::ThreadPool& pool_;

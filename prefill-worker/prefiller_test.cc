@@ -179,6 +179,56 @@ TEST_F(PrefillerTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
   EXPECT_EQ(t2->start.source, Source::kPrefillWorker);  // the delivery wins over the hot copy
 }
 
+// A session hot on the decode worker gets only a delta: the prefill starts from the state the
+// decode worker stored, ships what it lacks and what to drop, and the decode worker's hot copy
+// ends holding the same entries a whole delivery of the same prefill gives a fresh session.
+TEST_F(PrefillerTest, AHotSessionGetsADeltaThatEndsWhereAWholeDeliveryDoes) {
+  std::string long_text;
+  for (int i = 0; i < 12; ++i) long_text += "Shelf " + std::to_string(i) + " holds red books. ";
+  std::vector<int32_t> conversation = Chat(long_text + "Which shelf is first?");
+  ASSERT_TRUE(prefiller_->Run(Job(conversation, 1)).ok());
+  std::vector<int32_t> ids;
+  absl::StatusOr<TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  conversation.insert(conversation.end(), ids.begin(), ids.end());
+  const std::vector<int32_t> more = model_->tokenizer().Encode(
+      "<|im_end|>\n<|im_start|>user\nAnd which shelf is last? Answer with its number and say "
+      "why.<|im_end|>\n<|im_start|>assistant\n");
+  conversation.insert(conversation.end(), more.begin(), more.end());
+
+  PrefillJob whole_job = Job(conversation, 2);
+  absl::StatusOr<PrefillOutcome> whole = prefiller_->Run(whole_job);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_FALSE(whole->delta);
+  std::vector<int32_t> whole_ids;
+  absl::StatusOr<TurnResult> fresh = RunDecode(Decode("s2", conversation, 2), &whole_ids);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->start.source, Source::kPrefillWorker);
+
+  PrefillJob delta_job = Job(conversation, 3);
+  delta_job.hot_tokens = static_cast<int32_t>(t1->kv_tokens);
+  absl::StatusOr<PrefillOutcome> delta = prefiller_->Run(delta_job);
+  ASSERT_TRUE(delta.ok()) << delta.status();
+  EXPECT_TRUE(delta->delta);
+  EXPECT_EQ(delta->reused_tokens, t1->kv_tokens);
+  EXPECT_LT(delta->shipped_bytes, whole->shipped_bytes);
+  std::vector<int32_t> delta_ids;
+  absl::StatusOr<TurnResult> hot = RunDecode(Decode("s1", conversation, 3), &delta_ids);
+  ASSERT_TRUE(hot.ok()) << hot.status();
+  EXPECT_EQ(hot->start.source, Source::kPrefillWorker);
+  EXPECT_EQ(hot->start.kept_entries, fresh->start.kept_entries);
+  EXPECT_EQ(hot->start.reused_tokens, fresh->start.reused_tokens);
+
+  // A delta for a session this decode worker does not hold: logged, and the turn goes on without.
+  PrefillJob stray = Job(conversation, 4);
+  stray.hot_tokens = static_cast<int32_t>(t1->kv_tokens);
+  ASSERT_TRUE(prefiller_->Run(stray).ok());
+  std::vector<int32_t> stray_ids;
+  absl::StatusOr<TurnResult> other = RunDecode(Decode("s3", conversation, 4), &stray_ids);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->start.source, Source::kPrefillWorker);
+}
+
 TEST_F(PrefillerTest, ADeliveryThatNeverComesOrDoesNotFitLeavesTheTurnToStartWithoutIt) {
   const std::vector<int32_t> prompt = Chat("Hello there!");
   std::vector<int32_t> ids;

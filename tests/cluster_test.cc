@@ -227,6 +227,22 @@ TEST_F(ClusterTest, ALongPromptPrefillsOnThePrefillWorkerAndTheDecodeWorkerConti
   ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
   EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_HOT);  // a short turn: on the decode worker
 
+  // A long turn while the session is hot: the prefill worker starts from the state the decode
+  // worker holds and ships only a delta against it.
+  std::string more;
+  for (int i = 0; i < 16; ++i) more += "The Loire flows through Tours to the ocean. ";
+  Turn t3 = Generate("s1", NextTurn(NextTurn({long_prompt}, t1, "And then?"), t2,
+                                    more + "Which river is longer?"));
+  ASSERT_TRUE(t3.status.ok()) << t3.status.error_message();
+  EXPECT_EQ(t3.started.source(), v1::STATE_SOURCE_PREFILL_WORKER);
+  EXPECT_TRUE(t3.prefill.delta());
+  EXPECT_EQ(t3.prefill.source(), v1::STATE_SOURCE_WARM);
+  // Turn 1 shipped every kept entry; turn 3 only those the hot copy lacked.
+  auto bytes_per_kept_entry = [](const Turn& t) {
+    return static_cast<double>(t.prefill.shipped_bytes()) / t.prefill.kept_entries();
+  };
+  EXPECT_LT(bytes_per_kept_entry(t3), 0.9 * bytes_per_kept_entry(t1));
+
   // The first turn replayed in another session: the prefill worker starts from its stored state.
   Turn replay = Generate("s2", {long_prompt});
   ASSERT_TRUE(replay.status.ok()) << replay.status.error_message();

@@ -9,16 +9,20 @@
 namespace glimpse::worker {
 
 std::vector<std::span<const uint8_t>> OutgoingDelivery::buffers() const {
-  return {
+  std::vector<std::span<const uint8_t>> out = {
       std::span<const uint8_t>(header),
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()),
       std::span<const uint8_t>(pages)};
+  if (!delta.empty()) out.push_back(std::span<const uint8_t>(delta));
+  return out;
 }
 
-OutgoingDelivery MakeDelivery(uint64_t id, const kvstate::EncodedState& state) {
+OutgoingDelivery MakeDelivery(uint64_t id, const kvstate::EncodedState& state,
+                              std::vector<uint8_t> delta) {
   kvstate::Manifest retained = state.manifest;
   retained.pages.clear();
   OutgoingDelivery out;
+  out.delta = std::move(delta);
   const std::vector<std::span<const uint8_t>> pages = state.pages();
   for (size_t i = 0; i < pages.size(); ++i) {
     if (state.manifest.pages[i].tier != kvstate::Tier::kRetained) continue;
@@ -34,9 +38,9 @@ OutgoingDelivery MakeDelivery(uint64_t id, const kvstate::EncodedState& state) {
 
 absl::StatusOr<Delivery> ParseDelivery(transport::ReceivedBatch batch) {
   const std::vector<std::span<const uint8_t>>& bufs = batch.buffers();
-  if (bufs.size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a delivery has 3 buffers (header, manifest, pages), got ", bufs.size()));
+  if (bufs.size() != 3 && bufs.size() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a delivery has 3 buffers (header, manifest, pages) and a delta base, got ", bufs.size()));
   }
   ASSIGN_OR_RETURN(kvstate::BatchHeader h, kvstate::DecodeBatchHeader(bufs[0]));
   if (h.kind != kvstate::BatchKind::kPrefillDelivery) {
@@ -54,7 +58,10 @@ absl::StatusOr<Delivery> ParseDelivery(transport::ReceivedBatch batch) {
   }
   std::vector<uint32_t> sizes;
   for (const kvstate::PageRef& p : d.manifest.pages) sizes.push_back(p.bytes);
-  ASSIGN_OR_RETURN(d.pages, kvstate::UnpackPages(h, std::span(bufs).subspan(2), sizes));
+  ASSIGN_OR_RETURN(d.pages, kvstate::UnpackPages(h, std::span(bufs).subspan(2, 1), sizes));
+  if (bufs.size() == 4) {
+    ASSIGN_OR_RETURN(d.delta, DecodeDeltaBase(bufs[3]));
+  }
   d.bytes = batch.total_bytes();
   d.batch = std::make_shared<const transport::ReceivedBatch>(std::move(batch));
   return d;

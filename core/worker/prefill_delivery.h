@@ -4,6 +4,8 @@
 //   buffer 0  kvstate::BatchHeader{kind kPrefillDelivery, id = delivery id, page_count, packed}
 //   buffer 1  the manifest (kvstate::EncodeManifest) listing the retained pages alone
 //   buffer 2  those pages back to back, in manifest order
+//   buffer 3  only in a delta (prefill_delta.h): the DeltaBase; the pages are then the added
+//             entries alone
 //
 // The delivery id is chosen by the caller of the prefill (the frontend: 64 random bits) and named
 // again in the decode request. The decode worker checks the manifest's state key against the
@@ -22,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -32,6 +35,7 @@
 #include "core/kvstate/cache_pages.h"
 #include "core/kvstate/transfer_header.h"
 #include "core/transport/transport.h"
+#include "core/worker/prefill_delta.h"
 
 namespace glimpse::worker {
 
@@ -40,13 +44,16 @@ struct OutgoingDelivery {
   std::array<uint8_t, kvstate::kBatchHeaderBytes> header{};
   std::string manifest;
   std::vector<uint8_t> pages;
+  std::vector<uint8_t> delta;  // EncodeDeltaBase, or empty for a whole state
 
   std::vector<std::span<const uint8_t>> buffers() const;
-  uint64_t bytes() const { return header.size() + manifest.size() + pages.size(); }
+  uint64_t bytes() const { return header.size() + manifest.size() + pages.size() + delta.size(); }
 };
 
-// The retained pages of `state` (which lists both tiers) as delivery `id`.
-OutgoingDelivery MakeDelivery(uint64_t id, const kvstate::EncodedState& state);
+// The retained pages of `state` (which lists both tiers) as delivery `id`; with `delta` (an
+// encoded DeltaBase) the pages are the entries added to that base.
+OutgoingDelivery MakeDelivery(uint64_t id, const kvstate::EncodedState& state,
+                              std::vector<uint8_t> delta = {});
 
 struct Delivery {
   uint64_t id = 0;
@@ -54,6 +61,7 @@ struct Delivery {
   std::vector<std::span<const uint8_t>> pages;  // pages[i] is manifest.pages[i]; owned by batch
   std::shared_ptr<const transport::ReceivedBatch> batch;
   uint64_t bytes = 0;
+  std::optional<DeltaBase> delta;  // set: the pages are added to the decode worker's hot copy
 };
 
 // InvalidArgument / DataLoss naming what is wrong when `batch` is not a well-formed delivery
