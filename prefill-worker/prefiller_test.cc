@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cache-node/test_cache_node.h"
+#include "core/common/status_macros.h"
 #include "core/model/test_model.h"
 #include "core/transport/loopback/loopback_transport.h"
 #include "decode-worker/turn_runner.h"
@@ -98,6 +99,21 @@ class PrefillerTest : public ::testing::Test {
     return runner_->Run(r, cb);
   }
 
+  // Turn 1 of session s1, prefilled here (delivery 1) and decoded; `conversation` then also holds
+  // its answer and the user's `next` message, ready for turn 2.
+  absl::StatusOr<TurnResult> FirstTurn(std::vector<int32_t>& conversation,
+                                       const std::string& next) {
+    RETURN_IF_ERROR(prefiller_->Run(Job(conversation, 1)).status());
+    std::vector<int32_t> ids;
+    absl::StatusOr<TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
+    if (!t1.ok()) return t1;
+    conversation.insert(conversation.end(), ids.begin(), ids.end());
+    const std::vector<int32_t> more = model_->tokenizer().Encode(
+        "<|im_end|>\n<|im_start|>user\n" + next + "<|im_end|>\n<|im_start|>assistant\n");
+    conversation.insert(conversation.end(), more.begin(), more.end());
+    return t1;
+  }
+
   const model::Model* model_ = nullptr;
   std::unique_ptr<cache_node::testing::TestCacheNode> node_;
   std::unique_ptr<cache_client::CacheClient> prefill_cache_, decode_cache_;
@@ -157,14 +173,8 @@ TEST_F(PrefillerTest, TheDecodeWorkerContinuesFromTheDeliveryAsFromTheSameStateL
 
 TEST_F(PrefillerTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
   std::vector<int32_t> conversation = Chat("Name three colours of the rainbow.");
-  ASSERT_TRUE(prefiller_->Run(Job(conversation, 1)).ok());
-  std::vector<int32_t> ids;
-  absl::StatusOr<TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
+  absl::StatusOr<TurnResult> t1 = FirstTurn(conversation, "And two more?");
   ASSERT_TRUE(t1.ok()) << t1.status();
-  conversation.insert(conversation.end(), ids.begin(), ids.end());
-  const std::vector<int32_t> more = model_->tokenizer().Encode(
-      "<|im_end|>\n<|im_start|>user\nAnd two more?<|im_end|>\n<|im_start|>assistant\n");
-  conversation.insert(conversation.end(), more.begin(), more.end());
   absl::StatusOr<PrefillOutcome> p2 = prefiller_->Run(Job(conversation, 2));
   ASSERT_TRUE(p2.ok()) << p2.status();
   EXPECT_TRUE(p2->warm);
@@ -186,15 +196,9 @@ TEST_F(PrefillerTest, AHotSessionGetsADeltaThatEndsWhereAWholeDeliveryDoes) {
   std::string long_text;
   for (int i = 0; i < 12; ++i) long_text += "Shelf " + std::to_string(i) + " holds red books. ";
   std::vector<int32_t> conversation = Chat(long_text + "Which shelf is first?");
-  ASSERT_TRUE(prefiller_->Run(Job(conversation, 1)).ok());
-  std::vector<int32_t> ids;
-  absl::StatusOr<TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
+  absl::StatusOr<TurnResult> t1 =
+      FirstTurn(conversation, "And which shelf is last? Answer with its number and say why.");
   ASSERT_TRUE(t1.ok()) << t1.status();
-  conversation.insert(conversation.end(), ids.begin(), ids.end());
-  const std::vector<int32_t> more = model_->tokenizer().Encode(
-      "<|im_end|>\n<|im_start|>user\nAnd which shelf is last? Answer with its number and say "
-      "why.<|im_end|>\n<|im_start|>assistant\n");
-  conversation.insert(conversation.end(), more.begin(), more.end());
 
   PrefillJob whole_job = Job(conversation, 2);
   absl::StatusOr<PrefillOutcome> whole = prefiller_->Run(whole_job);
