@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/transport/ucx/ucx_transport.h"
@@ -195,6 +196,16 @@ bool UcxEngine::DrainForShutdown() {
   return Drained();
 }
 
+bool UcxEngine::HandOffToReceiver(std::unique_lock<std::mutex>& l) {
+  if (receivers_.load(std::memory_order_relaxed) == 0 || (ready_.empty() && landed_.empty())) {
+    return false;
+  }
+  l.unlock();
+  absl::SleepFor(kHandOffPause);
+  l.lock();
+  return true;
+}
+
 void UcxEngine::Wake() {
   if (worker_ != nullptr) ucp_worker_signal(worker_);
 }
@@ -210,6 +221,7 @@ void UcxEngine::ProgressLoop() {
     std::unique_lock l(mu_);
     worked |= ucp_worker_progress(worker_) > 0;
     PollHeaders();
+    worked |= HandOffToReceiver(l);
     for (EndpointState* e : to_close_) TearDown(e, e->error, CloseMode::kForce);
     to_close_.clear();
     std::erase_if(closing_, [](void* r) {

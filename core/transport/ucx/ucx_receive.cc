@@ -4,6 +4,7 @@
 // UcxEngine::landed_), so the checksum runs beside the progress thread's copies and over bytes
 // still in cache; a batch is ready when every buffer has landed and been checksummed. Receive()
 // then combines the per-buffer values (Crc32cCombine) and compares them with the header's CRC.
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/kvpage/crc32c.h"
@@ -228,6 +229,8 @@ void UcxEngine::MaybeRetireInbound(Inbound* in) {
 }
 
 absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
+  receivers_.fetch_add(1, std::memory_order_relaxed);
+  absl::Cleanup done = [this] { receivers_.fetch_sub(1, std::memory_order_relaxed); };
   std::unique_lock l(mu_);
   for (;;) {
     if (!WaitUntil(cv_, l, deadline, [this] { return !ready_.empty() || !landed_.empty(); })) {
