@@ -53,13 +53,15 @@ TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool,
       options_(std::move(options)),
       scorers_(options_.lookahead_module) {}
 
-std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* start) {
+std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* start,
+                                               std::vector<model::KvHead>* cold) {
   if (cache_ == nullptr) return std::nullopt;
   // The last token must be prefilled for its logits: look up at most n − 1 tokens.
   std::span<const int32_t> prefix(r.tokens.data(), r.tokens.size() - 1);
-  std::optional<worker::StoredPrefix> stored =
-      worker::LoadStoredPrefix(*cache_, model_, pool_, r.namespace_key, prefix, r.session_id);
+  std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
+      *cache_, model_, pool_, r.namespace_key, prefix, r.session_id, cold != nullptr);
   if (!stored) return std::nullopt;
+  if (cold != nullptr) *cold = std::move(stored->cold);
   HotSession s;
   s.session = std::move(stored->session);
   s.namespace_key = r.namespace_key;
@@ -127,7 +129,7 @@ std::optional<HotSession> TurnRunner::LoadDelivery(const TurnRequest& r,
 }
 
 HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession> hot,
-                                  TurnStart* start) {
+                                  TurnStart* start, std::vector<model::KvHead>* cold) {
   if (r.delivery_id != 0) {
     if (std::optional<HotSession> delivered = LoadDelivery(r, hot, start)) {
       return std::move(*delivered);
@@ -140,21 +142,23 @@ HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession
     start->source = Source::kHot;
     return std::move(*hot);
   }
-  if (std::optional<HotSession> warm = LoadWarm(r, start)) return std::move(*warm);
+  if (std::optional<HotSession> warm = LoadWarm(r, start, cold)) return std::move(*warm);
   start->source = Source::kRecompute;
   return EmptySession(model_, pool_, r.namespace_key);
 }
 
+bool TurnRunner::Recalls(const eviction::Scorer* scorer) const {
+  return cache_ != nullptr && scorer != nullptr && options_.limits.recall_share > 0.0;
+}
+
 std::vector<model::KvHead> TurnRunner::ColdEntries(const TurnRequest& r, const HotSession& s,
-                                                   const eviction::Scorer* scorer,
+                                                   std::vector<model::KvHead> newest,
                                                    TurnStart* start) {
-  if (cache_ == nullptr || scorer == nullptr || s.tokens.empty() ||
-      options_.limits.recall_share <= 0.0) {
-    return {};
-  }
+  if (s.tokens.empty()) return {};
   const auto t0 = Clock::now();
-  std::vector<model::KvHead> cold = worker::GatherColdEntries(
-      *cache_, model_, r.namespace_key, s.tokens, s.session->cache(), r.session_id);
+  std::vector<model::KvHead> cold =
+      worker::GatherColdEntries(*cache_, model_, r.namespace_key, s.tokens, s.session->cache(),
+                                r.session_id, std::move(newest));
   start->load_seconds += SecondsSince(t0);
   return cold;
 }
@@ -176,7 +180,9 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
 
   ASSIGN_OR_RETURN(std::optional<HotSession> checked_out, hot_.Checkout(r.session_id));
   TurnResult result;
-  HotSession s = StartState(r, std::move(checked_out), &result.start);
+  std::vector<model::KvHead> newest_cold;  // a warm start's evicted entries, fetched with it
+  HotSession s = StartState(r, std::move(checked_out), &result.start,
+                            Recalls(scorer) ? &newest_cold : nullptr);
   model::Session& session = *s.session;
   result.start.reused_tokens = static_cast<int32_t>(s.tokens.size());
   std::span<const int32_t> fresh(r.tokens.data() + s.tokens.size(),
@@ -187,7 +193,9 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   // only fed.
   const bool delivered = result.start.source == Source::kPrefillWorker;
   if (delivered) scorer = nullptr;
-  const std::vector<model::KvHead> cold = ColdEntries(r, s, scorer, &result.start);
+  const std::vector<model::KvHead> cold =
+      Recalls(scorer) ? ColdEntries(r, s, std::move(newest_cold), &result.start)
+                      : std::vector<model::KvHead>();
   const auto t_prefill = Clock::now();
   absl::StatusOr<worker::PolicyPrefill> prefill =
       worker::PrefillWithPolicy(session, fresh, scorer, r.policy, options_.limits, cold);

@@ -117,16 +117,21 @@ class TurnRunner {
   absl::StatusOr<TurnResult> Run(const TurnRequest& request, const TurnCallbacks& callbacks);
 
  private:
-  HotSession StartState(const TurnRequest& r, std::optional<HotSession> hot, TurnStart* start);
-  std::optional<HotSession> LoadWarm(const TurnRequest& r, TurnStart* start);
+  // `cold` (may be null): where a warm start leaves its state's evicted entries, fetched with it.
+  HotSession StartState(const TurnRequest& r, std::optional<HotSession> hot, TurnStart* start,
+                        std::vector<model::KvHead>* cold);
+  std::optional<HotSession> LoadWarm(const TurnRequest& r, TurnStart* start,
+                                     std::vector<model::KvHead>* cold);
   // A delta delivery applies to `hot` (which it then empties into the result); a whole one
   // seeds a fresh session.
   std::optional<HotSession> LoadDelivery(const TurnRequest& r, std::optional<HotSession>& hot,
                                          TurnStart* start);
-  // The session's cold tier for recall (worker::GatherColdEntries): empty without a cache node, a
-  // scorer or a history. Its time counts as load time.
+  // Whether this turn recalls: a scorer, a cache node and recall_share > 0.
+  bool Recalls(const eviction::Scorer* scorer) const;
+  // The session's cold tier for recall (worker::GatherColdEntries, `newest` the warm start's
+  // share): empty without recall or a history. Its time counts as load time.
   std::vector<model::KvHead> ColdEntries(const TurnRequest& r, const HotSession& s,
-                                         const eviction::Scorer* scorer, TurnStart* start);
+                                         std::vector<model::KvHead> newest, TurnStart* start);
   absl::Status LoadDeliveryInto(const TurnRequest& r, std::optional<HotSession>& hot,
                                 HotSession* s);
   absl::Status ApplyDeltaTo(const TurnRequest& r, const worker::Delivery& d,

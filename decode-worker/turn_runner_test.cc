@@ -198,7 +198,7 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
   ASSERT_EQ(static_cast<int64_t>(summarised.size()), t2->kv_tokens);
   const TurnRequest r = Request(summarised, "snapkv", 0.3);
   auto stored = worker::LoadStoredPrefix(*cache_, *model_, model::testing::SharedPool(),
-                                         r.namespace_key, summarised, "s1");
+                                         r.namespace_key, summarised, "s1", /*with_cold=*/true);
   ASSERT_TRUE(stored.has_value());
   ASSERT_EQ(stored->token_count, t2->kv_tokens);
   const model::KvCache& hot = stored->session->cache();
@@ -217,6 +217,14 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
     cold_entries += cold[i].size();
   }
   EXPECT_GT(cold_entries, 0);
+  // The newest state's share, decoded with the warm load, stands in for fetching it again.
+  const std::vector<model::KvHead> reused = worker::GatherColdEntries(
+      *cache_, *model_, r.namespace_key, summarised, hot, "s1", std::move(stored->cold));
+  ASSERT_EQ(reused.size(), cold.size());
+  for (size_t i = 0; i < cold.size(); ++i) {
+    EXPECT_EQ(reused[i].positions, cold[i].positions) << "head " << i;
+    EXPECT_EQ(reused[i].keys, cold[i].keys) << "head " << i;
+  }
 }
 
 TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {

@@ -51,15 +51,18 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   }
   PrefillOutcome out;
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
+  const bool recalls = cache_ != nullptr && scorer != nullptr && options_.limits.recall_share > 0.0;
   std::unique_ptr<model::Session> session;
+  std::vector<model::KvHead> newest_cold;  // the stored state's evicted entries, fetched with it
   if (cache_ != nullptr) {
     // With the session hot on the decode worker, start from the state it holds (stored at the end
     // of its last turn), so that only a delta ships.
     const std::span<const int32_t> start =
         job.hot_tokens > 0 ? prefix.first(job.hot_tokens) : prefix;
     if (std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
-            *cache_, model_, pool_, job.namespace_key, start, job.session_id)) {
+            *cache_, model_, pool_, job.namespace_key, start, job.session_id, recalls)) {
       session = std::move(stored->session);
+      newest_cold = std::move(stored->cold);
       out.warm = true;
       out.reused_tokens = stored->token_count;
       out.load_seconds = stored->load_seconds;
@@ -73,12 +76,11 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   }
   const std::span<const int32_t> fresh = prefix.subspan(out.reused_tokens);
   std::vector<model::KvHead> cold;  // the history's cold tier, for recall
-  if (cache_ != nullptr && scorer != nullptr && out.reused_tokens > 0 && !fresh.empty() &&
-      options_.limits.recall_share > 0.0) {
+  if (recalls && out.reused_tokens > 0 && !fresh.empty()) {
     const auto t_cold = Clock::now();
     cold = worker::GatherColdEntries(*cache_, model_, job.namespace_key,
                                      prefix.first(out.reused_tokens), session->cache(),
-                                     job.session_id);
+                                     job.session_id, std::move(newest_cold));
     out.load_seconds += SecondsSince(t_cold);
   }
 

@@ -55,6 +55,19 @@ bool HasEntries(std::span<const model::KvHead> heads) {
                      [](const model::KvHead& h) { return h.size() > 0; });
 }
 
+// The evicted pages of `state`, decoded, one KvHead per (layer, kv-head) of `shape`.
+absl::StatusOr<std::vector<model::KvHead>> EvictedEntries(const cache_client::State& state,
+                                                          const model::KvCache& shape) {
+  model::KvCache evicted(shape.n_layers(), shape.n_kv_heads(), shape.head_dim());
+  RETURN_IF_ERROR(
+      kvstate::LoadPages(state.manifest, state.pages, kvstate::LoadTiers::kEvicted, &evicted));
+  std::vector<model::KvHead> out;
+  for (int32_t l = 0; l < shape.n_layers(); ++l) {
+    for (int32_t h = 0; h < shape.n_kv_heads(); ++h) out.push_back(std::move(evicted.head(l, h)));
+  }
+  return out;
+}
+
 kvstate::Fingerprint FingerprintOf(const model::Model& model) {
   // Model::fingerprint() is always 32 hex digits (weight_loader.cc).
   return *kvstate::FingerprintFromHex(model.fingerprint());
@@ -83,7 +96,7 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                                              const model::Model& model, kernels::ThreadPool& pool,
                                              const kvstate::NamespaceKey& ns,
                                              std::span<const int32_t> prefix,
-                                             std::string_view session_id) {
+                                             std::string_view session_id, bool with_cold) {
   const auto t0 = Clock::now();
   const std::string session(session_id);
   absl::StatusOr<cache_client::LookupMatch> match = cache.Lookup(ns, prefix);
@@ -109,45 +122,70 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                  {{"session", session}, {"error", loaded.ToString()}});
     return std::nullopt;
   }
+  if (with_cold) {
+    absl::StatusOr<std::vector<model::KvHead>> cold = EvictedEntries(*state, out.session->cache());
+    if (cold.ok()) {
+      out.cold = *std::move(cold);
+    } else {
+      log::Warning("evicted pages unusable; they are fetched again for recall",
+                   {{"session", session}, {"error", cold.status().ToString()}});
+    }
+  }
   out.token_count = static_cast<int32_t>(match->token_count);
   out.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return out;
 }
 
-std::vector<model::KvHead> GatherColdEntries(
-    cache_client::CacheClient& cache, const model::Model& model, const kvstate::NamespaceKey& ns,
-    std::span<const int32_t> history, const model::KvCache& hot, std::string_view session_id) {
+std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
+                                             const model::Model& model,
+                                             const kvstate::NamespaceKey& ns,
+                                             std::span<const int32_t> history,
+                                             const model::KvCache& hot, std::string_view session_id,
+                                             std::vector<model::KvHead> newest) {
   const std::string session(session_id);
   auto failed = [&](std::string_view what, const absl::Status& status) {
-    log::Warning(absl::StrCat("cold pages unavailable (", std::string(what), "); no recall"),
+    log::Warning(absl::StrCat("cold pages unavailable (", std::string(what),
+                              "); recall goes on without them"),
                  {{"session", session}, {"error", status.ToString()}});
-    return std::vector<model::KvHead>();
   };
+  const int32_t hkv = hot.n_kv_heads();
+  std::vector<model::KvHead> cold(static_cast<size_t>(hot.n_layers()) * hkv);
+  auto add = [&](const std::vector<model::KvHead>& evicted) {  // newer states first
+    for (size_t i = 0; i < cold.size(); ++i) {
+      eviction::AddMissingEntries(cold[i], evicted[i], hot.head(i / hkv, i % hkv));
+    }
+  };
+  size_t n = history.size();
+  size_t links = 0;  // states taken into the cold tier
+  if (newest.size() == cold.size()) {
+    add(newest);
+    n = history.size() - 1;
+    links = 1;
+  }
   // The states of shorter and shorter prefixes: each lookup asks below the last match.
   std::vector<cache_client::GetSpec> states;
-  for (size_t n = history.size(); n > 0 && states.size() < kMaxColdStates;) {
+  while (n > 0 && links + states.size() < kMaxColdStates) {
     absl::StatusOr<cache_client::LookupMatch> match = cache.Lookup(ns, history.first(n));
-    if (!match.ok()) return failed("lookup", match.status());
+    if (!match.ok()) {
+      failed("lookup", match.status());
+      break;
+    }
     if (!match->found || match->token_count == 0) break;
     states.push_back({.key = match->key, .model = FingerprintOf(model)});
     n = match->token_count - 1;
   }
-  if (states.empty()) return {};
+  if (states.empty()) return cold;
   absl::StatusOr<std::vector<cache_client::State>> got = cache.GetMany(states);
-  if (!got.ok()) return failed("get", got.status());
-  const int32_t hkv = hot.n_kv_heads();
-  std::vector<model::KvHead> cold(static_cast<size_t>(hot.n_layers()) * hkv);
+  if (!got.ok()) {
+    failed("get", got.status());
+    return cold;
+  }
   for (const cache_client::State& state : *got) {  // newest first: its copy of an entry wins
-    model::KvCache evicted(hot.n_layers(), hkv, hot.head_dim());
-    if (absl::Status st =
-            kvstate::LoadPages(state.manifest, state.pages, kvstate::LoadTiers::kEvicted, &evicted);
-        !st.ok()) {
-      failed("a stored state", st);
-      continue;
-    }
-    for (size_t i = 0; i < cold.size(); ++i) {
-      eviction::AddMissingEntries(cold[i], evicted.head(i / hkv, i % hkv),
-                                  hot.head(i / hkv, i % hkv));
+    absl::StatusOr<std::vector<model::KvHead>> evicted = EvictedEntries(state, hot);
+    if (evicted.ok()) {
+      add(*evicted);
+    } else {
+      failed("a stored state", evicted.status());
     }
   }
   return cold;

@@ -35,6 +35,10 @@ struct StoredPrefix {
   std::unique_ptr<model::Session> session;  // holds the prefix's retained KV
   int32_t token_count = 0;                  // tokens of the conversation it summarises
   double load_seconds = 0.0;                // lookup, fetch and decode
+  // With `with_cold`: the state's evicted entries, one KvHead per (layer, kv-head), decoded from
+  // the same fetch (the newest link of GatherColdEntries); empty otherwise or when they cannot
+  // be decoded (logged).
+  std::vector<model::KvHead> cold;
 };
 
 // The longest stored prefix of `prefix` under `ns`, loaded; nullopt on a miss. A cache node that
@@ -44,7 +48,7 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                                              const model::Model& model, kernels::ThreadPool& pool,
                                              const kvstate::NamespaceKey& ns,
                                              std::span<const int32_t> prefix,
-                                             std::string_view session_id);
+                                             std::string_view session_id, bool with_cold = false);
 
 // One prefill's scores split per head into the kept and the evicted entries, and the evicted
 // entries, in the layout kvstate::EncodeState takes (index layer · Hkv + kv_head). Empty when the
@@ -68,11 +72,16 @@ struct PrefillLimits {
 // the stored states of its prefixes, newest first (at most kMaxColdStates states; one GetMany),
 // without the positions `hot` holds, as one KvHead per (layer, kv-head) in position order. Empty
 // when nothing is stored; a node that fails or a state that cannot be used is logged and adds
-// nothing (the turn goes on without recall).
+// nothing (the turn goes on without recall). `newest`, when the caller has it (one KvHead per
+// head: StoredPrefix::cold of the state of all of `history`), is that state's share, and the
+// walk starts below it instead of fetching it again.
 inline constexpr int kMaxColdStates = 16;
-std::vector<model::KvHead> GatherColdEntries(
-    cache_client::CacheClient& cache, const model::Model& model, const kvstate::NamespaceKey& ns,
-    std::span<const int32_t> history, const model::KvCache& hot, std::string_view session_id);
+std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
+                                             const model::Model& model,
+                                             const kvstate::NamespaceKey& ns,
+                                             std::span<const int32_t> history,
+                                             const model::KvCache& hot, std::string_view session_id,
+                                             std::vector<model::KvHead> newest = {});
 
 struct PolicyPrefill {
   std::vector<float> logits;  // the last token's
