@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/kvstate/test_cache.h"
 #include "core/kvstate/test_state.h"
 #include "core/model/session.h"
 #include "core/model/test_model.h"
@@ -11,18 +12,11 @@
 namespace glimpse::kvstate {
 namespace {
 
-constexpr int32_t kLayers = 2, kHeads = 2, kDim = 8;
-
-// Values exactly representable in fp16, so an fp16 round trip is exact.
-float Value(int64_t seed) { return static_cast<float>(seed % 61 - 30) / 8.0f; }
-
-void AppendEntry(model::KvHead* head, int32_t position) {
-  head->positions.push_back(position);
-  for (int j = 0; j < kDim; ++j) {
-    head->keys.push_back(Value(position * 7 + j));
-    head->values.push_back(Value(position * 11 + 3 * j));
-  }
-}
+using testing::AppendTestEntry;
+using testing::ExpectSameCache;
+using testing::TestIdentity;
+constexpr int32_t kLayers = testing::kTestLayers, kHeads = testing::kTestKvHeads,
+                  kDim = testing::kTestHeadDim;
 
 // A session of `tokens` tokens after eviction: the retained cache and, per head, what was evicted.
 // Head (l, h) keeps every position p with (p + l + h) % 3 != 0; head (1, 1) keeps nothing.
@@ -38,38 +32,18 @@ Evicted MakeEvicted(int32_t tokens) {
     for (int32_t h = 0; h < kHeads; ++h) {
       for (int32_t p = 0; p < tokens; ++p) {
         const bool keep = (p + l + h) % 3 != 0 && !(l == 1 && h == 1);
-        AppendEntry(keep ? &e.retained.head(l, h) : &e.evicted[l * kHeads + h], p);
-        AppendEntry(&e.full.head(l, h), p);
+        AppendTestEntry(keep ? &e.retained.head(l, h) : &e.evicted[l * kHeads + h], p);
+        AppendTestEntry(&e.full.head(l, h), p);
       }
     }
   }
   return e;
 }
 
-StateIdentity Identity(uint32_t tokens) {
-  StateIdentity id;
-  id.namespace_key = testing::TestNamespace();
-  id.model = testing::TestModel();
-  id.state_key = MakeStateKey(id.namespace_key, std::vector<int32_t>(tokens, 5));
-  id.architecture = "llama";
-  id.token_count = tokens;
-  return id;
-}
-
-void ExpectSameCache(const model::KvCache& a, const model::KvCache& b) {
-  for (int32_t l = 0; l < kLayers; ++l) {
-    for (int32_t h = 0; h < kHeads; ++h) {
-      EXPECT_EQ(a.head(l, h).positions, b.head(l, h).positions) << l << "," << h;
-      EXPECT_EQ(a.head(l, h).keys, b.head(l, h).keys) << l << "," << h;
-      EXPECT_EQ(a.head(l, h).values, b.head(l, h).values) << l << "," << h;
-    }
-  }
-}
-
 TEST(CachePagesTest, RetainedAndEvictedRoundTripExactlyInFp16) {
   Evicted e = MakeEvicted(100);
   StateContent content{.retained = &e.retained, .evicted = e.evicted};
-  auto state = EncodeState(content, Identity(100), {.page_tokens = 16});
+  auto state = EncodeState(content, TestIdentity(100), {.page_tokens = 16});
   ASSERT_TRUE(state.ok()) << state.status();
   // Head (0,0) keeps 66 of 100 (5 pages) and evicted 34 (3 pages); every head is laid out
   // retained pages first, indices continuing into the evicted ones.
@@ -103,7 +77,7 @@ TEST(CachePagesTest, RetainedAndEvictedRoundTripExactlyInFp16) {
 
 TEST(CachePagesTest, RecalledColdPagesMergeIntoAHotCacheByPosition) {
   Evicted e = MakeEvicted(40);
-  auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, Identity(40),
+  auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, TestIdentity(40),
                            {.page_tokens = 8});
   ASSERT_TRUE(state.ok()) << state.status();
   // The hot cache is the retained one; recall only the evicted pages of the manifest.
@@ -124,15 +98,15 @@ TEST(CachePagesTest, RecalledColdPagesMergeIntoAHotCacheByPosition) {
 TEST(CachePagesTest, ImportanceIsTheMeanNormalisedScoreOfAPage) {
   model::KvCache cache(1, 1, kDim);
   std::vector<model::KvHead> evicted(1);
-  for (int32_t p : {1, 2, 3, 4}) AppendEntry(&cache.head(0, 0), p);
-  AppendEntry(&evicted[0], 0);
+  for (int32_t p : {1, 2, 3, 4}) AppendTestEntry(&cache.head(0, 0), p);
+  AppendTestEntry(&evicted[0], 0);
   const std::vector<std::vector<float>> kept_scores{{1, 2, 3, 4}};
   const std::vector<std::vector<float>> evicted_scores{{0}};
   StateContent content{.retained = &cache,
                        .evicted = evicted,
                        .retained_scores = kept_scores,
                        .evicted_scores = evicted_scores};
-  auto state = EncodeState(content, Identity(5), {.page_tokens = 2});
+  auto state = EncodeState(content, TestIdentity(5), {.page_tokens = 2});
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->manifest.pages.size(), 3u);
   // Scale over both tiers: lo 0, range 4.
@@ -143,18 +117,18 @@ TEST(CachePagesTest, ImportanceIsTheMeanNormalisedScoreOfAPage) {
 
 TEST(CachePagesTest, InfiniteScoresClampAndEqualScoresCountAsImportant) {
   model::KvCache cache(1, 1, kDim);
-  for (int32_t p : {0, 1, 2}) AppendEntry(&cache.head(0, 0), p);
+  for (int32_t p : {0, 1, 2}) AppendTestEntry(&cache.head(0, 0), p);
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<std::vector<float>> scores{{inf, 2, 2}};
-  auto state =
-      EncodeState({.retained = &cache, .retained_scores = scores}, Identity(3), {.page_tokens = 1});
+  auto state = EncodeState({.retained = &cache, .retained_scores = scores}, TestIdentity(3),
+                           {.page_tokens = 1});
   ASSERT_TRUE(state.ok()) << state.status();
   for (const PageRef& r : state->manifest.pages) EXPECT_FLOAT_EQ(r.importance, 1.0f);
 }
 
 TEST(CachePagesTest, KiviKeepsTheLastRetainedEntriesExact) {
   Evicted e = MakeEvicted(120);
-  auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, Identity(120),
+  auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, TestIdentity(120),
                            {.codec = kvpage::Codec::kKivi4, .page_tokens = 64});
   ASSERT_TRUE(state.ok()) << state.status();
   model::KvCache hot(kLayers, kHeads, kDim);
@@ -175,7 +149,7 @@ TEST(CachePagesTest, KiviKeepsTheLastRetainedEntriesExact) {
 
 TEST(CachePagesTest, BadPagesLeaveTheCacheUnchanged) {
   Evicted e = MakeEvicted(50);
-  auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, Identity(50),
+  auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, TestIdentity(50),
                            {.page_tokens = 16});
   ASSERT_TRUE(state.ok()) << state.status();
   model::KvCache hot = e.retained;
@@ -214,7 +188,7 @@ TEST(CachePagesTest, BadPagesLeaveTheCacheUnchanged) {
 
 TEST(CachePagesTest, MalformedContentIsRejected) {
   Evicted e = MakeEvicted(10);
-  const StateIdentity id = Identity(10);
+  const StateIdentity id = TestIdentity(10);
   EXPECT_EQ(EncodeState({}, id).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(EncodeState({.retained = &e.retained}, id, {.page_tokens = 0}).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -251,7 +225,7 @@ TEST(CachePagesModelTest, ASessionResumedFromPagesContinuesLikeTheOriginal) {
   model::Session original(*m, pool);
   ASSERT_TRUE(original.Forward(turn1).ok());
   const auto& cache = original.cache();
-  StateIdentity id = Identity(static_cast<uint32_t>(turn1.size()));
+  StateIdentity id = TestIdentity(static_cast<uint32_t>(turn1.size()));
   auto fingerprint = FingerprintFromHex(m->fingerprint());
   ASSERT_TRUE(fingerprint.ok()) << fingerprint.status();
   id.model = *fingerprint;

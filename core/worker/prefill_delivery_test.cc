@@ -1,24 +1,15 @@
 #include "core/worker/prefill_delivery.h"
 
-#include "core/kvstate/test_state.h"
+#include "core/kvstate/test_cache.h"
 #include "core/transport/loopback/loopback_transport.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::worker {
 namespace {
 
-constexpr int32_t kLayers = 2, kHeads = 2, kDim = 8;
-
-// Values exactly representable in fp16, so an fp16 round trip is exact.
-float Value(int64_t seed) { return static_cast<float>(seed % 61 - 30) / 8.0f; }
-
-void AppendEntry(model::KvHead* head, int32_t position) {
-  head->positions.push_back(position);
-  for (int j = 0; j < kDim; ++j) {
-    head->keys.push_back(Value(position * 7 + j));
-    head->values.push_back(Value(position * 11 + 3 * j));
-  }
-}
+using kvstate::testing::AppendTestEntry;
+constexpr int32_t kLayers = kvstate::testing::kTestLayers, kHeads = kvstate::testing::kTestKvHeads,
+                  kDim = kvstate::testing::kTestHeadDim;
 
 // 40 tokens; each head keeps the positions with (p + l + h) % 3 != 0, the rest is evicted.
 struct Prefilled {
@@ -32,19 +23,13 @@ Prefilled MakePrefilled() {
   for (int32_t l = 0; l < kLayers; ++l) {
     for (int32_t h = 0; h < kHeads; ++h) {
       for (int32_t pos = 0; pos < 40; ++pos) {
-        AppendEntry((pos + l + h) % 3 != 0 ? &p.retained.head(l, h) : &p.evicted[l * kHeads + h],
-                    pos);
+        AppendTestEntry(
+            (pos + l + h) % 3 != 0 ? &p.retained.head(l, h) : &p.evicted[l * kHeads + h], pos);
       }
     }
   }
-  kvstate::StateIdentity id;
-  id.namespace_key = kvstate::testing::TestNamespace();
-  id.model = kvstate::testing::TestModel();
-  id.state_key = kvstate::MakeStateKey(id.namespace_key, std::vector<int32_t>(40, 5));
-  id.architecture = "llama";
-  id.token_count = 40;
-  p.state = *kvstate::EncodeState({.retained = &p.retained, .evicted = p.evicted}, id,
-                                  {.page_tokens = 8});
+  p.state = *kvstate::EncodeState({.retained = &p.retained, .evicted = p.evicted},
+                                  kvstate::testing::TestIdentity(40), {.page_tokens = 8});
   return p;
 }
 
@@ -85,13 +70,7 @@ TEST_F(DeliveryTest, ShipsTheRetainedPagesAloneAndTheyLoadIntoTheSameCache) {
   EXPECT_LT(d->manifest.pages.size(), p.state.manifest.pages.size());
   model::KvCache loaded(kLayers, kHeads, kDim);
   ASSERT_TRUE(kvstate::LoadPages(d->manifest, d->pages, kvstate::LoadTiers::kAll, &loaded).ok());
-  for (int32_t l = 0; l < kLayers; ++l) {
-    for (int32_t h = 0; h < kHeads; ++h) {
-      EXPECT_EQ(loaded.head(l, h).positions, p.retained.head(l, h).positions);
-      EXPECT_EQ(loaded.head(l, h).keys, p.retained.head(l, h).keys);
-      EXPECT_EQ(loaded.head(l, h).values, p.retained.head(l, h).values);
-    }
-  }
+  kvstate::testing::ExpectSameCache(loaded, p.retained);
   EXPECT_EQ(inbox_->Stats().received, 1u);
   EXPECT_EQ(inbox_->Stats().held, 0u);
 }

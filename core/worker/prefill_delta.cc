@@ -25,6 +25,10 @@ void PutU32(std::vector<uint8_t>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
 
+uint32_t LoadU32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
 class Reader {
  public:
   explicit Reader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
@@ -32,8 +36,7 @@ class Reader {
     if (bytes_.size() - at_ < 4) {
       return absl::DataLossError(absl::StrCat("delta base truncated at ", what));
     }
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t{bytes_[at_ + i]} << (8 * i);
+    const uint32_t v = LoadU32(bytes_.data() + at_);
     at_ += 4;
     return v;
   }
@@ -93,9 +96,7 @@ std::vector<uint8_t> EncodeDeltaBase(const DeltaBase& base) {
 
 absl::StatusOr<DeltaBase> DecodeDeltaBase(std::span<const uint8_t> bytes) {
   if (bytes.size() < 4 ||
-      kvpage::Crc32c(bytes.first(bytes.size() - 4)) !=
-          (uint32_t{bytes[bytes.size() - 4]} | uint32_t{bytes[bytes.size() - 3]} << 8 |
-           uint32_t{bytes[bytes.size() - 2]} << 16 | uint32_t{bytes[bytes.size() - 1]} << 24)) {
+      kvpage::Crc32c(bytes.first(bytes.size() - 4)) != LoadU32(bytes.data() + bytes.size() - 4)) {
     return absl::DataLossError("delta base: checksum mismatch or truncated");
   }
   Reader r(bytes.first(bytes.size() - 4));
