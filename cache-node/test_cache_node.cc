@@ -1,12 +1,19 @@
 #include "cache-node/test_cache_node.h"
 
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
 #include "core/common/clock.h"
 #include "core/common/status_macros.h"
+#include "gtest/gtest.h"
 
 namespace glimpse::cache_node::testing {
 
-absl::StatusOr<std::unique_ptr<TestCacheNode>> TestCacheNode::Start(
-    const std::filesystem::path& dir) {
+absl::StatusOr<std::unique_ptr<TestCacheNode>> TestCacheNode::Start(std::string_view prefix) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      absl::StrCat(std::string(prefix), "_", ::getpid(), "_",
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::unique_ptr<TestCacheNode> t(new TestCacheNode());
   t->dir_ = dir;
   std::filesystem::remove_all(dir);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "cache-node/cache_node_grpc.h"
@@ -17,8 +18,9 @@ namespace glimpse::cache_node::testing {
 
 class TestCacheNode {
  public:
-  // Stores under `dir` (removed first and again on destruction).
-  static absl::StatusOr<std::unique_ptr<TestCacheNode>> Start(const std::filesystem::path& dir);
+  // Stores under a directory of the test temp dir named after `prefix`, the process and the
+  // running gtest test (removed first and again on destruction), so tests never share one.
+  static absl::StatusOr<std::unique_ptr<TestCacheNode>> Start(std::string_view prefix);
   ~TestCacheNode();
 
   std::string address() const { return "127.0.0.1:" + std::to_string(server_->port()); }

@@ -3,10 +3,7 @@
 // input that leaves the hot copy alone.
 #include "decode-worker/turn_runner.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <filesystem>
 
 #include "cache-node/test_cache_node.h"
 #include "core/common/clock.h"
@@ -24,10 +21,7 @@ class TurnRunnerTest : public ::testing::Test {
   void SetUp() override {
     model_ = model::testing::SharedDefaultModel();
     ASSERT_NE(model_, nullptr);
-    auto node = cache_node::testing::TestCacheNode::Start(
-        std::filesystem::path(::testing::TempDir()) /
-        ("turn_runner_" + std::to_string(::getpid()) + "_" +
-         ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    auto node = cache_node::testing::TestCacheNode::Start("turn_runner");
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
     auto client = node_->NewClient();

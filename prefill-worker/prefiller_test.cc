@@ -4,10 +4,7 @@
 // the decode worker's stored state; bad jobs are refused before any work.
 #include "prefill-worker/prefiller.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
 
 #include "cache-node/test_cache_node.h"
 #include "core/common/status_macros.h"
@@ -28,10 +25,7 @@ class PrefillerTest : public ::testing::Test {
   void SetUp() override {
     model_ = model::testing::SharedDefaultModel();
     ASSERT_NE(model_, nullptr);
-    auto node = cache_node::testing::TestCacheNode::Start(
-        std::filesystem::path(::testing::TempDir()) /
-        ("prefiller_" + std::to_string(::getpid()) + "_" +
-         ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    auto node = cache_node::testing::TestCacheNode::Start("prefiller");
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = *std::move(node);
     prefill_cache_ = NewCacheClient();
