@@ -148,7 +148,7 @@ HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession
 }
 
 bool TurnRunner::Recalls(const eviction::Scorer* scorer) const {
-  return cache_ != nullptr && scorer != nullptr && options_.limits.recall_share > 0.0;
+  return cache_ != nullptr && worker::Recalls(scorer, options_.limits);
 }
 
 std::vector<model::KvHead> TurnRunner::ColdEntries(const TurnRequest& r, const HotSession& s,

@@ -126,7 +126,7 @@ class TurnRunner {
   // seeds a fresh session.
   std::optional<HotSession> LoadDelivery(const TurnRequest& r, std::optional<HotSession>& hot,
                                          TurnStart* start);
-  // Whether this turn recalls: a scorer, a cache node and recall_share > 0.
+  // Whether this turn recalls: a cache node and worker::Recalls.
   bool Recalls(const eviction::Scorer* scorer) const;
   // The session's cold tier for recall (worker::GatherColdEntries, `newest` the warm start's
   // share): empty without recall or a history. Its time counts as load time.

@@ -51,7 +51,7 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   }
   PrefillOutcome out;
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
-  const bool recalls = cache_ != nullptr && scorer != nullptr && options_.limits.recall_share > 0.0;
+  const bool recalls = cache_ != nullptr && worker::Recalls(scorer, options_.limits);
   std::unique_ptr<model::Session> session;
   std::vector<model::KvHead> newest_cold;  // the stored state's evicted entries, fetched with it
   if (cache_ != nullptr) {

@@ -191,6 +191,11 @@ std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
   return cold;
 }
 
+bool Recalls(const eviction::Scorer* scorer, const PrefillLimits& limits) {
+  return scorer != nullptr && limits.recall_share > 0.0 &&
+         (scorer->needs() & eviction::kAccumulatedAttention) == 0;
+}
+
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
                                                 const eviction::Scorer* scorer,
@@ -208,8 +213,7 @@ absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
     selection.budget_tokens =
         std::max<int64_t>(static_cast<int64_t>(std::ceil(policy.budget_ratio * total_tokens)),
                           selection.sinks + selection.window);
-    const bool recalls = limits.recall_share > 0.0 && HasEntries(cold) &&
-                         (scorer->needs() & eviction::kAccumulatedAttention) == 0;
+    const bool recalls = Recalls(scorer, limits) && HasEntries(cold);
     const eviction::RecallRequest recall{
         .cold = cold,
         .candidate_tokens = static_cast<int64_t>(

@@ -83,6 +83,11 @@ std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
                                              const model::KvCache& hot, std::string_view session_id,
                                              std::vector<model::KvHead> newest = {});
 
+// Whether a turn prefilled with `scorer` recalls cold entries: a scorer, recall_share > 0, and a
+// scorer that does not score by the prefill's accumulated attention (pipeline.h). Callers fetch
+// the cold tier only then.
+bool Recalls(const eviction::Scorer* scorer, const PrefillLimits& limits);
+
 struct PolicyPrefill {
   std::vector<float> logits;  // the last token's
   TierScores tiers;
@@ -94,9 +99,8 @@ struct PolicyPrefill {
 // Prefills `fresh` into `session`. With a scorer, the budget per (layer, kv-head) is
 // max(ceil(ratio × tokens), sinks + window) and eviction runs when a head would hold more or
 // `cold` (GatherColdEntries; may be empty) has entries to recall: up to recall_share × budget of
-// them per head compete for the budget (not with a scorer that needs the prefill's accumulated
-// attention, e.g. H2O: it gets no recall). A failed prefill may have reset the session
-// (pipeline.h).
+// them per head compete for the budget when Recalls(scorer, limits). A failed prefill may have
+// reset the session (pipeline.h).
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
                                                 const eviction::Scorer* scorer,
