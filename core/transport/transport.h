@@ -98,6 +98,7 @@ struct Metrics {
   uint64_t inflight_bytes = 0;       // now
   uint64_t peak_inflight_bytes = 0;  // maximum ever observed
   uint64_t submits_rejected = 0;     // ResourceExhausted by back-pressure
+  uint64_t peers_refused = 0;        // Connects and batches refused by a PeerAllowlist
 };
 
 // One received batch. Owns its buffers (returned to the engine's pool on destruction).
@@ -108,17 +109,19 @@ class ReceivedBatch {
     virtual ~Storage() = default;
   };
   ReceivedBatch() = default;
-  ReceivedBatch(PeerId from, std::vector<std::span<const uint8_t>> buffers,
+  ReceivedBatch(std::string sender_address, std::vector<std::span<const uint8_t>> buffers,
                 std::unique_ptr<Storage> storage)
-      : from_(from), buffers_(std::move(buffers)), storage_(std::move(storage)) {}
+      : sender_address_(std::move(sender_address)),
+        buffers_(std::move(buffers)),
+        storage_(std::move(storage)) {}
 
-  // Sender's engine id (not a PeerId of the receiver; identifies the origin for logs).
-  uint64_t from() const { return from_; }
+  // The sending engine's LocalAddress(), as the sender states it in the batch.
+  const std::string& sender_address() const { return sender_address_; }
   const std::vector<std::span<const uint8_t>>& buffers() const { return buffers_; }
   size_t total_bytes() const;
 
  private:
-  uint64_t from_ = 0;
+  std::string sender_address_;
   std::vector<std::span<const uint8_t>> buffers_;
   std::unique_ptr<Storage> storage_;
 };

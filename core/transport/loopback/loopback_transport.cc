@@ -16,6 +16,7 @@ constexpr std::string_view kPrefix = "loopback:";
 
 struct Inbound {
   uint64_t from = 0;
+  std::string sender_address;
   uint32_t crc = 0;
   std::vector<std::vector<uint8_t>> buffers;
 };
@@ -110,6 +111,7 @@ class LoopbackTransport : public Transport {
     }
     Inbound in;
     in.from = id_;
+    in.sender_address = LocalAddress();
     uint64_t bytes = 0;
     for (auto b : buffers) {
       in.crc = kvpage::Crc32cExtend(in.crc, b.data(), b.size());
@@ -207,7 +209,7 @@ absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
   }
   ++metrics_.batches_received;
   for (auto s : spans) metrics_.bytes_received += s.size();
-  return ReceivedBatch(in.from, std::move(spans),
+  return ReceivedBatch(std::move(in.sender_address), std::move(spans),
                        std::make_unique<VectorStorage>(std::move(in.buffers)));
 }
 

@@ -260,7 +260,7 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
         in.header.seq, in.header.sender, spans.size(), in.header.total_bytes, crc, in.header.crc));
   }
   ++metrics_.batches_received;
-  return ReceivedBatch(in.header.sender, std::move(spans), std::move(storage));
+  return ReceivedBatch(in.header.sender_address, std::move(spans), std::move(storage));
 }
 
 }  // namespace glimpse::transport::ucx_internal

@@ -1,0 +1,39 @@
+// Which peers an engine exchanges batches with. In a cluster the coordinator's membership is the
+// list (core/cluster/coordinator_peers.h): an engine connects only to addresses a registered node
+// stated, and accepts batches only from them.
+//
+// A batch names its sender by the address the sender states (ReceivedBatch::sender_address);
+// UCX does not authenticate it. The allowlist therefore keeps out engines nobody registered (a
+// stray or misconfigured process, a caller naming an arbitrary reply address, an engine of
+// another cluster), not a peer that copies a registered address: that takes the network's own
+// isolation (RDMA partition keys, a private network), as in Mooncake and NIXL.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/transport/transport.h"
+
+namespace glimpse::transport {
+
+class PeerAllowlist {
+ public:
+  virtual ~PeerAllowlist() = default;
+  // Whether `address` (an engine's LocalAddress()) belongs to an allowed peer. May block for a
+  // bounded time to refresh the list. Thread-safe.
+  virtual bool Allows(std::string_view address) = 0;
+};
+
+// `inner`, restricted to the peers `allowlist` allows: Connect to any other address is
+// PermissionDenied, and a batch from any other sender is dropped (its buffers are released) and
+// reported by Receive as PermissionDenied naming the sender. Both count in
+// Metrics::peers_refused. A null `allowlist` returns `inner` as it is (accepts any peer).
+std::unique_ptr<Transport> RestrictToPeers(std::unique_ptr<Transport> inner,
+                                           std::shared_ptr<PeerAllowlist> allowlist);
+
+// A short printable name of a transport address for messages and logs ("UCX engine 01a2b3c",
+// "loopback:3", "a 412-byte address", "no address").
+std::string DescribeAddress(std::string_view address);
+
+}  // namespace glimpse::transport

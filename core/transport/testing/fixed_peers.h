@@ -1,0 +1,29 @@
+// A PeerAllowlist whose members a test names, for tests of engines restricted to peers without a
+// coordinator (the coordinator's own is core/cluster/coordinator_peers.h).
+#pragma once
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "core/transport/peer_allowlist.h"
+
+namespace glimpse::transport::testing {
+
+class FixedPeers final : public PeerAllowlist {
+ public:
+  bool Allows(std::string_view address) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return members_.contains(address);
+  }
+  void Add(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    members_.insert(address);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string, std::less<>> members_;
+};
+
+}  // namespace glimpse::transport::testing
