@@ -199,10 +199,11 @@ class Cluster {
                             {"--store.path=" + (c->dir_ / "coordinator").string(),
                              "--membership.heartbeat_interval=300ms", "--lease.fixed_ttl=1h",
                              "--lease.max_ttl=2h"}));
-    ASSIGN_OR_RETURN(const ServiceProcess* cache,
-                     c->Add("cache-node", GLIMPSE_CACHE_NODE_BINARY,
-                            {"--storage.path=" + (c->dir_ / "cache").string(),
-                             "--storage.sync_every_put=false"}));
+    ASSIGN_OR_RETURN(
+        const ServiceProcess* cache,
+        c->Add("cache-node", GLIMPSE_CACHE_NODE_BINARY,
+               {"--storage.path=" + (c->dir_ / "cache").string(), "--storage.sync_every_put=false",
+                "--coordinator=" + coordinator->grpc_address()}));
     RETURN_IF_ERROR(c->Add("decode-worker", GLIMPSE_DECODE_WORKER_BINARY,
                            {"--coordinator=" + coordinator->grpc_address(),
                             "--cache_node=" + cache->grpc_address(), "--node_id=d1",

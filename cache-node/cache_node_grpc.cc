@@ -30,7 +30,8 @@ grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext*, const v1::CacheBeginP
   absl::StatusOr<kvstate::Manifest> m = cache_client::ManifestFromProto(req->manifest());
   if (!m.ok()) return Fail(m);
   absl::StatusOr<PutTicket> t = service_->BeginPut(
-      *std::move(m), std::span<const int32_t>(req->tokens().data(), req->tokens().size()));
+      *std::move(m), std::span<const int32_t>(req->tokens().data(), req->tokens().size()),
+      req->sender_address());
   if (!t.ok()) return Fail(t);
   resp->set_ticket(t->ticket);
   resp->set_transport_address(t->transport_address);

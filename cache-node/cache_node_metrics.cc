@@ -57,6 +57,9 @@ void RegisterMetrics(metrics::MetricsRegistry& registry, CacheNodeService* servi
             s.transport.bytes_sent);
     counter("glimpse_cache_node_transport_checksum_errors_total",
             "Transport batches with a CRC32C mismatch.", s.transport.checksum_errors);
+    counter("glimpse_cache_node_transport_peers_refused_total",
+            "Connects and batches refused because the peer is not registered with the coordinator.",
+            s.transport.peers_refused);
     for (size_t m = 0; m < s.errors.size(); ++m) {
       for (size_t c = 0; c < s.errors[m].size(); ++c) {
         if (s.errors[m][c] == 0) continue;

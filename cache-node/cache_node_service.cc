@@ -179,10 +179,17 @@ void CacheNodeService::RetentionLoop() {
   }
 }
 
-absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const int32_t> tokens) {
+absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const int32_t> tokens,
+                                                     std::string_view sender_address) {
   absl::StatusOr<PutTicket> result = [&]() -> absl::StatusOr<PutTicket> {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+    if (options_.peers != nullptr && !options_.peers->Allows(sender_address)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("put from ", transport::DescribeAddress(sender_address),
+                       ", which is not a registered peer (the sending node must register its "
+                       "transport addresses with the coordinator)"));
+    }
     RETURN_IF_ERROR(kvstate::ValidateManifest(m, options_.limits));
     if (tokens.size() > options_.max_tokens) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -60,6 +60,7 @@
 #include "cache-node/warm_tier.h"
 #include "core/common/clock.h"
 #include "core/kvstate/manifest.h"
+#include "core/transport/peer_allowlist.h"
 #include "core/transport/transport.h"
 
 namespace glimpse::cache_node {
@@ -71,8 +72,11 @@ struct CacheNodeOptions {
   RetentionLimits retention;
   absl::Duration retention_sweep_interval = absl::Seconds(10);  // zero: no background sweep
   kvstate::ManifestLimits limits;
-  size_t max_tokens = size_t{1} << 22;                  // per BeginPut / Lookup
-  absl::Duration ticket_timeout = absl::Seconds(30);    // BeginPut → pages → CommitPut
+  size_t max_tokens = size_t{1} << 22;                // per BeginPut / Lookup
+  absl::Duration ticket_timeout = absl::Seconds(30);  // BeginPut → pages → CommitPut
+  // The peers the node's transport is restricted to (transport/peer_allowlist.h), checked again
+  // at BeginPut for a clear error; null: any peer.
+  std::shared_ptr<transport::PeerAllowlist> peers;
   absl::Duration transfer_timeout = absl::Seconds(30);  // shipping a Get reply
   size_t max_pending_puts = 4096;
 };
@@ -153,7 +157,9 @@ class CacheNodeService {
   // Stops the threads and closes the store; further calls fail with Unavailable. Idempotent.
   void Stop();
 
-  absl::StatusOr<PutTicket> BeginPut(kvstate::Manifest manifest, std::span<const int32_t> tokens);
+  // `sender_address`: the client engine's transport address (checked against options.peers).
+  absl::StatusOr<PutTicket> BeginPut(kvstate::Manifest manifest, std::span<const int32_t> tokens,
+                                     std::string_view sender_address = {});
   absl::StatusOr<CommitResult> CommitPut(uint64_t ticket, absl::Time deadline);
   absl::StatusOr<GetResult> Get(const GetRequest& request, absl::Time deadline);
   // Results in request order.

@@ -7,6 +7,7 @@
 #include "core/kvstate/test_state.h"
 #include "core/kvstate/transfer_header.h"
 #include "core/transport/loopback/loopback_transport.h"
+#include "core/transport/testing/fixed_peers.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::cache_node {
@@ -41,7 +42,8 @@ class CacheNodeServiceTest : public ::testing::Test {
     node_.reset();
     auto t = transport::CreateLoopbackTransport(fabric_);
     ASSERT_TRUE(t.ok());
-    auto n = CacheNodeService::Create(options_, *std::move(t), &clock_);
+    auto n = CacheNodeService::Create(
+        options_, transport::RestrictToPeers(*std::move(t), options_.peers), &clock_);
     ASSERT_TRUE(n.ok()) << n.status();
     node_ = *std::move(n);
     peer_.reset();
@@ -49,7 +51,7 @@ class CacheNodeServiceTest : public ::testing::Test {
 
   absl::StatusOr<CommitResult> Put(const TestState& s,
                                    std::vector<std::span<const uint8_t>> pages = {}) {
-    auto ticket = node_->BeginPut(s.manifest, s.tokens);
+    auto ticket = node_->BeginPut(s.manifest, s.tokens, client_->LocalAddress());
     if (!ticket.ok()) return ticket.status();
     if (!peer_) {
       auto p = client_->Connect(ticket->transport_address);
@@ -152,6 +154,36 @@ class CacheNodeServiceTest : public ::testing::Test {
   std::unique_ptr<CacheNodeService> node_;
   uint64_t request_id_ = 0;
 };
+
+// Restricted to registered peers (options.peers, as glimpse-cache-node wires it), the node refuses
+// a put from an unregistered sender at BeginPut and a get whose reply address is unregistered:
+// nothing stored, nothing shipped. A registered client is served.
+TEST_F(CacheNodeServiceTest, UnregisteredPeersAreRefusedBeforeAnythingMoves) {
+  auto members = std::make_shared<transport::testing::FixedPeers>();
+  members->Add(client_->LocalAddress());
+  options_.peers = members;
+  Start();
+  std::unique_ptr<transport::Transport> outsider = *transport::CreateLoopbackTransport(fabric_);
+  const TestState s = State(1);
+
+  absl::StatusOr<PutTicket> refused =
+      node_->BeginPut(s.manifest, s.tokens, outsider->LocalAddress());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("not a registered peer"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(node_->BeginPut(s.manifest, s.tokens).status().code(),
+            absl::StatusCode::kPermissionDenied);  // no sender named
+  EXPECT_EQ(node_->Stats().pending_puts, 0u);
+
+  ASSERT_TRUE(Put(s).ok());
+  GetRequest req{s.manifest.state_key, s.manifest.model, {}, outsider->LocalAddress(), 7};
+  EXPECT_EQ(node_->Get(req, absl::Now() + absl::Seconds(10)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(outsider->Receive(absl::Now() + absl::Milliseconds(50)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  ExpectState(s);
+  EXPECT_EQ(node_->Stats().transport.peers_refused, 1u);  // the get's Connect
+}
 
 TEST_F(CacheNodeServiceTest, PutGetRoundTripWarmThenColdAfterRestart) {
   Start();

@@ -1,20 +1,25 @@
 // glimpse-cache-node: flags and wiring only (README "Cache node"; cache_node_service.h).
+#include <sys/statvfs.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 #include "cache-node/cache_node_grpc.h"
 #include "cache-node/cache_node_metrics.h"
 #include "cache-node/cache_node_service.h"
+#include "core/cluster/membership_config.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
 #include "core/common/status_macros.h"
+#include "core/transport/peer_allowlist.h"
 #include "core/transport/ucx/ucx_transport.h"
 
 namespace glimpse::cache_node {
 namespace {
 
 std::vector<ConfigKey> Keys() {
-  return {
+  std::vector<ConfigKey> keys = {
       {"storage.path", ConfigType::kString, "", "RocksDB directory (created if missing).", true},
       {"storage.sync_every_put", ConfigType::kBool, "true",
        "fsync the WAL before acknowledging each put (false: WAL written, not synced)."},
@@ -41,6 +46,9 @@ std::vector<ConfigKey> Keys() {
       {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
        "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
   };
+  for (ConfigKey& k : cluster::MembershipKeys("cache")) keys.push_back(k);
+  for (ConfigKey& k : ClientTlsKeys("the coordinator")) keys.push_back(k);
+  return keys;
 }
 
 class Running final : public RunningService {
@@ -48,13 +56,30 @@ class Running final : public RunningService {
   explicit Running(std::unique_ptr<CacheNodeService> s)
       : service_(std::move(s)), grpc_(service_.get()) {}
   std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
-  void Stop() override { service_->Stop(); }
+  void Stop() override {
+    link_.reset();
+    service_->Stop();
+  }
   CacheNodeService* service() { return service_.get(); }
+
+  cluster::CoordinatorLinkOptions link;  // all but the gRPC port
+  std::unique_ptr<cluster::CoordinatorLink> link_;
 
  private:
   std::unique_ptr<CacheNodeService> service_;
   CacheNodeGrpc grpc_;
 };
+
+// Filled by Start, read by the on_serving hook (which knows the bound port).
+Running* g_running = nullptr;
+
+// What the node offers the cluster: its cold tier's limit, else the size of the disk under it.
+int64_t CapacityBytes(const CacheNodeOptions& o) {
+  if (o.retention.max_bytes > 0) return static_cast<int64_t>(o.retention.max_bytes);
+  struct statvfs fs {};
+  if (statvfs(o.storage.path.c_str(), &fs) != 0) return 1;
+  return std::max<int64_t>(1, static_cast<int64_t>(fs.f_blocks) * fs.f_frsize);
+}
 
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
@@ -77,13 +102,37 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   t.max_inflight_bytes = c.GetBytes("transport.max_inflight");
   t.receive_pool_bytes = c.GetBytes("transport.receive_pool");
   t.allow_no_peer_failure_detection = c.GetBool("transport.allow_no_peer_failure_detection");
+  ASSIGN_OR_RETURN(const TlsFiles tls, ClientTlsFromConfig(c));
+  ASSIGN_OR_RETURN(o.peers, cluster::PeerAllowlistFromConfig(c, tls));
   ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
                    transport::CreateUcxTransport(t));
+  transport = transport::RestrictToPeers(std::move(transport), o.peers);
+  const std::string address = transport->LocalAddress();
   ASSIGN_OR_RETURN(std::unique_ptr<CacheNodeService> service,
                    CacheNodeService::Create(o, std::move(transport), Clock::Real()));
   auto running = std::make_unique<Running>(std::move(service));
   RegisterMetrics(registry, running->service());
+  running->link = cluster::LinkOptionsFromConfig(c, v1::NODE_ROLE_CACHE, tls);
+  running->link.ucx_address = address;
+  running->link.capacity_bytes = CapacityBytes(o);
+  g_running = running.get();
   return running;
+}
+
+// Registers once the gRPC port is known; heartbeats report stored bytes and pending puts.
+void OnServing(int grpc_port, int) {
+  Running* r = g_running;
+  if (r == nullptr) return;
+  CacheNodeService* service = r->service();
+  auto load = [service] {
+    const CacheNodeStats s = service->Stats();
+    v1::NodeLoad l;
+    l.set_queue_length(s.pending_puts);
+    l.set_used_bytes(s.stored_bytes);
+    return l;
+  };
+  // A cache node holds no leases: nothing to release.
+  r->link_ = cluster::RegisterWhenServing(r->link, grpc_port, load, [](const std::string&) {});
 }
 
 }  // namespace
@@ -97,5 +146,6 @@ int main(int argc, char** argv) {
       "in-memory tier; gRPC for control, UCX for page bytes (UCX_TLS picks the transports).";
   spec.keys = glimpse::cache_node::Keys();
   spec.start = glimpse::cache_node::Start;
+  spec.on_serving = glimpse::cache_node::OnServing;
   return glimpse::RunServiceMain(spec, argc, argv);
 }

@@ -38,9 +38,13 @@ std::optional<absl::Duration> Hint(int64_t ms) {
 
 grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
-  NodeSpec spec{req->node_id(),        static_cast<NodeRole>(req->role()),
-                req->grpc_address(),   req->ucx_address(),
-                req->capacity_bytes(), req->incarnation()};
+  NodeSpec spec{req->node_id(),
+                static_cast<NodeRole>(req->role()),
+                req->grpc_address(),
+                req->ucx_address(),
+                req->capacity_bytes(),
+                req->incarnation(),
+                {req->client_ucx_addresses().begin(), req->client_ucx_addresses().end()}};
   absl::StatusOr<CoordinatorService::Registered> again = service_->RegisterNode(spec);
   if (!again.ok()) return ToGrpcStatus(again.status());
   resp->set_heartbeat_interval_ms(Ms(service_->options().membership.heartbeat_interval));
@@ -178,6 +182,7 @@ grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext*, const v1::ListNode
     p->set_role(static_cast<v1::NodeRole>(n.state.spec.role));
     p->set_grpc_address(n.state.spec.grpc_address);
     p->set_ucx_address(n.state.spec.ucx_address);
+    for (const std::string& a : n.state.spec.client_ucx_addresses) p->add_client_ucx_addresses(a);
     p->set_capacity_bytes(n.state.spec.capacity_bytes);
     ToProto(n.state.load, p->mutable_load());
     p->set_alive(n.state.alive);

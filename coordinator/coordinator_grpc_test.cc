@@ -2,7 +2,10 @@
 // channel, FakeClock time.
 #include "coordinator/coordinator_grpc.h"
 
+#include "core/cluster/coordinator_peers.h"
 #include "core/common/grpc/server.h"
+#include "core/transport/loopback/loopback_transport.h"
+#include "core/transport/peer_allowlist.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::coordinator {
@@ -30,12 +33,15 @@ class CoordinatorGrpcTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(absl::Now()); }
 
   grpc::Status Register(const std::string& id, v1::NodeRole role, const std::string& addr,
-                        int64_t capacity, v1::RegisterNodeResponse* resp = nullptr) {
+                        int64_t capacity, v1::RegisterNodeResponse* resp = nullptr,
+                        const std::string& ucx = std::string("\x01\x02", 2),
+                        const std::vector<std::string>& clients = {}) {
     v1::RegisterNodeRequest req;
     req.set_node_id(id);
     req.set_role(role);
     req.set_grpc_address(addr);
-    req.set_ucx_address(std::string("\x01\x02", 2));
+    req.set_ucx_address(ucx);
+    for (const std::string& c : clients) req.add_client_ucx_addresses(c);
     req.set_capacity_bytes(capacity);
     v1::RegisterNodeResponse local;
     grpc::ClientContext ctx;
@@ -174,6 +180,15 @@ TEST_F(CoordinatorGrpcTest, BadRequestsGetClearStatusesAndChangeNothing) {
   EXPECT_NE(st.error_message().find("127.0.0.1:7001"), std::string::npos) << st.error_message();
   st = Register("x", v1::NODE_ROLE_UNSPECIFIED, "127.0.0.1:1", 5);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = Register("x", v1::NODE_ROLE_PREFILL, "127.0.0.1:1", 0, nullptr, "u",
+                std::vector<std::string>(9, "c"));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("9 client_ucx_addresses (at most 8)"), std::string::npos)
+      << st.error_message();
+  st = Register("x", v1::NODE_ROLE_PREFILL, "127.0.0.1:1", 0, nullptr, "u", {"c", ""});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("client_ucx_addresses[1] is 0 bytes"), std::string::npos)
+      << st.error_message();
   st = EndTurn("ghost", 1, "grep", 0, &l);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(st.error_message().find("ghost"), std::string::npos);
@@ -223,6 +238,73 @@ TEST_F(CoordinatorGrpcTest, BadRequestsGetClearStatusesAndChangeNothing) {
   ASSERT_TRUE(stub_->ListNodes(&lctx, v1::ListNodesRequest(), &nodes).ok());
   EXPECT_EQ(nodes.nodes(0).grpc_address(), "127.0.0.1:7001");
   EXPECT_EQ(nodes.nodes(0).capacity_bytes(), 100'000);
+}
+
+// The coordinator's members as the allowlist of transport engines (core/cluster): the addresses
+// registered nodes stated, a node that registers later at its first batch, none after it leaves.
+TEST_F(CoordinatorGrpcTest, RegisteredTransportAddressesAreTheOnlyPeersEnginesDealWith) {
+  auto fabric = transport::NewLoopbackFabric();
+  auto engine = [&] { return *transport::CreateLoopbackTransport(fabric); };
+  std::unique_ptr<transport::Transport> inbox = engine(), cache_client = engine(), ship = engine(),
+                                        outsider = engine();
+  ASSERT_TRUE(Register("d1", v1::NODE_ROLE_DECODE, "127.0.0.1:7001", 100'000, nullptr,
+                       inbox->LocalAddress(), {cache_client->LocalAddress()})
+                  .ok());
+  {
+    v1::ListNodesResponse nodes;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ListNodes(&ctx, v1::ListNodesRequest(), &nodes).ok());
+    ASSERT_EQ(nodes.nodes(0).client_ucx_addresses_size(), 1);
+    EXPECT_EQ(nodes.nodes(0).client_ucx_addresses(0), cache_client->LocalAddress());
+  }
+  cluster::CoordinatorPeersOptions o;
+  o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
+  o.refresh = absl::Milliseconds(20);
+  o.min_miss_gap = absl::ZeroDuration();
+  absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
+      cluster::CoordinatorPeers::Start(o);
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  EXPECT_TRUE((*peers)->Allows(inbox->LocalAddress()));
+  EXPECT_TRUE((*peers)->Allows(cache_client->LocalAddress()));
+  EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
+  EXPECT_FALSE((*peers)->Allows(""));
+
+  // An engine restricted to the members takes batches from the registered cache client only.
+  std::unique_ptr<transport::Transport> guarded = transport::RestrictToPeers(engine(), *peers);
+  auto ship_one = [&](transport::Transport& from) {
+    absl::StatusOr<transport::PeerId> to = from.Connect(guarded->LocalAddress());
+    ASSERT_TRUE(to.ok()) << to.status();
+    std::vector<uint8_t> bytes(64, 1);
+    std::vector<std::span<const uint8_t>> batch = {bytes};
+    ASSERT_TRUE(from.Submit(*to, batch).ok());
+  };
+  ship_one(*outsider);
+  EXPECT_EQ(guarded->Receive(absl::Now() + absl::Seconds(5)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ship_one(*cache_client);
+  EXPECT_TRUE(guarded->Receive(absl::Now() + absl::Seconds(5)).ok());
+  EXPECT_EQ(guarded->Connect(outsider->LocalAddress()).status().code(),
+            absl::StatusCode::kPermissionDenied);
+
+  // A prefill worker that registers now is accepted at once (a miss refreshes the list).
+  ASSERT_TRUE(
+      Register("p1", v1::NODE_ROLE_PREFILL, "127.0.0.1:7101", 0, nullptr, ship->LocalAddress())
+          .ok());
+  EXPECT_TRUE((*peers)->Allows(ship->LocalAddress()));
+
+  // A node that deregisters is dropped at a later refresh.
+  v1::DeregisterRequest dr;
+  dr.set_node_id("d1");
+  v1::DeregisterResponse dresp;
+  grpc::ClientContext dctx;
+  ASSERT_TRUE(stub_->Deregister(&dctx, dr, &dresp).ok());
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while ((*peers)->Allows(inbox->LocalAddress()) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_FALSE((*peers)->Allows(inbox->LocalAddress()));
+  EXPECT_FALSE((*peers)->Allows(cache_client->LocalAddress()));
+  EXPECT_TRUE((*peers)->Allows(ship->LocalAddress()));
 }
 
 }  // namespace

@@ -47,6 +47,28 @@ absl::Status Membership::ValidateId(std::string_view what, const std::string& id
   return absl::OkStatus();
 }
 
+absl::Status Membership::ValidateUcxAddresses(const NodeSpec& spec) {
+  if (spec.ucx_address.size() > kMaxUcxAddressBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %s: ucx_address is %d bytes (at most %d)", spec.id,
+                        spec.ucx_address.size(), kMaxUcxAddressBytes));
+  }
+  if (spec.client_ucx_addresses.size() > kMaxClientUcxAddresses) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("node %s: %d client_ucx_addresses (at most %d)", spec.id,
+                        spec.client_ucx_addresses.size(), kMaxClientUcxAddresses));
+  }
+  for (size_t i = 0; i < spec.client_ucx_addresses.size(); ++i) {
+    const size_t n = spec.client_ucx_addresses[i].size();
+    if (n == 0 || n > kMaxUcxAddressBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("node %s: client_ucx_addresses[%d] is %d bytes (1 to %d)", spec.id, i, n,
+                          kMaxUcxAddressBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
   if (absl::Status s = ValidateId("node_id", spec.id); !s.ok()) return s;
   if (spec.role != NodeRole::kPrefill && spec.role != NodeRole::kDecode &&
@@ -60,6 +82,7 @@ absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "node %s: grpc_address \"%s\" is not host:port", spec.id, spec.grpc_address));
   }
+  if (absl::Status s = ValidateUcxAddresses(spec); !s.ok()) return s;
   if (spec.capacity_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("node %s: capacity_bytes %d is negative", spec.id, spec.capacity_bytes));

@@ -50,6 +50,7 @@ class Membership {
   const MembershipOptions& options() const { return options_; }
 
   static absl::Status ValidateSpec(const NodeSpec& spec);
+  static absl::Status ValidateUcxAddresses(const NodeSpec& spec);
   static absl::Status ValidateId(std::string_view what, const std::string& id);
 
  private:

@@ -26,6 +26,11 @@ std::string EncodeNode(const NodeSpec& n) {
       {"ucx_address", std::vector<uint8_t>(n.ucx_address.begin(), n.ucx_address.end())},
       {"capacity_bytes", n.capacity_bytes},
       {"incarnation", n.incarnation}};
+  nlohmann::json clients = nlohmann::json::array();
+  for (const std::string& a : n.client_ucx_addresses) {
+    clients.push_back(std::vector<uint8_t>(a.begin(), a.end()));
+  }
+  j["client_ucx_addresses"] = std::move(clients);
   return j.dump();
 }
 
@@ -41,6 +46,11 @@ absl::StatusOr<NodeSpec> DecodeNode(const std::string& text) {
     n.ucx_address.assign(ucx.begin(), ucx.end());
     n.capacity_bytes = j.at("capacity_bytes").get<int64_t>();
     n.incarnation = j.value("incarnation", "");
+    // Absent in records written before the allowlist.
+    for (const auto& a : j.value("client_ucx_addresses", nlohmann::json::array())) {
+      std::vector<uint8_t> bytes = a.get<std::vector<uint8_t>>();
+      n.client_ucx_addresses.emplace_back(bytes.begin(), bytes.end());
+    }
     return n;
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrFormat("node record: %s", e.what()));

@@ -32,6 +32,22 @@ TEST(SessionRecordTest, AnOlderRecordWithoutSummarisedTokensReadsTheKvTokens) {
   EXPECT_EQ(old->summarised_tokens, 321);
 }
 
+// Client transport addresses round-trip byte for byte; a node record written before they existed
+// reads back with none.
+TEST(NodeRecordTest, ClientUcxAddressesRoundTripAndAreOptional) {
+  NodeSpec n{"d1", NodeRole::kDecode, "h:1", "inbox", 5, "boot"};
+  n.client_ucx_addresses = {std::string("\0\xff\1", 3), "cache-client"};
+  absl::StatusOr<NodeSpec> back = DecodeNode(EncodeNode(n));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->client_ucx_addresses, n.client_ucx_addresses);
+  nlohmann::json j = nlohmann::json::parse(EncodeNode(n));
+  j.erase("client_ucx_addresses");
+  absl::StatusOr<NodeSpec> old = DecodeNode(j.dump());
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->client_ucx_addresses.empty());
+  EXPECT_EQ(old->ucx_address, "inbox");
+}
+
 TEST(RocksStateStoreTest, RecordsSurviveReopen) {
   std::string dir = TempDir("store");
   SessionState s;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -23,7 +24,14 @@ struct NodeSpec {
   // Changes whenever the node's process starts; "" when the node does not say. A re-registration
   // with another incarnation means the node restarted and lost its hot KV.
   std::string incarnation;
+  // Addresses of the node's other transport engines (a worker's cache client): members of the
+  // UCX peer allowlist, never routed to.
+  std::vector<std::string> client_ucx_addresses;
 };
+
+// Bounds on a node's stated transport addresses.
+inline constexpr size_t kMaxClientUcxAddresses = 8;
+inline constexpr size_t kMaxUcxAddressBytes = 64 * 1024;
 
 // What a node reports with each heartbeat.
 struct NodeLoad {

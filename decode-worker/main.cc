@@ -5,7 +5,6 @@
 #include "core/common/grpc/service_main.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
-#include "core/transport/ucx/ucx_transport.h"
 #include "core/worker/worker_main.h"
 #include "decode-worker/decode_worker_grpc.h"
 
@@ -33,7 +32,7 @@ class Running final : public RunningService {
   std::unique_ptr<HotSessions> hot;
   std::unique_ptr<TurnRunner> runner;
   std::unique_ptr<DecodeWorkerGrpc> grpc_;
-  std::unique_ptr<worker::CoordinatorLink> link_;
+  std::unique_ptr<cluster::CoordinatorLink> link_;
 };
 
 // Filled by Start, read by the on_serving hook (which knows the bound port).
@@ -44,9 +43,22 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   auto r = std::make_unique<Running>();
   ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_DECODE));
   // Prefill workers ship to the inbox's own transport (the address the coordinator hands out).
-  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> inbox,
-                   transport::CreateUcxTransport(r->base.transport));
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> inbox, r->base.NewEngine());
   r->inbox = std::make_unique<worker::DeliveryInbox>(std::move(inbox));
+  registry.AddCollector([inbox = r->inbox.get()](metrics::SampleWriter& w) {
+    const worker::DeliveryInboxStats s = inbox->Stats();
+    for (const auto& [outcome, n] :
+         {std::pair{"received", s.received}, std::pair{"rejected", s.rejected},
+          std::pair{"dropped", s.dropped}}) {
+      w.Counter("glimpse_decode_worker_deliveries_total",
+                "Prefill deliveries by outcome: received, rejected (malformed or from an "
+                "unregistered peer), dropped (no turn took them in time).",
+                {{"outcome", outcome}}, static_cast<double>(n));
+    }
+    w.Counter("glimpse_decode_worker_transport_peers_refused_total",
+              "Batches refused because the sender is not registered with the coordinator.", {},
+              static_cast<double>(s.peers_refused));
+  });
   r->hot = std::make_unique<HotSessions>(c.GetBytes("capacity"));
   TurnRunnerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
@@ -81,7 +93,7 @@ void OnServing(int grpc_port, int) {
     log::Info("session released by the coordinator",
               {{"session", session}, {"freed_bytes", static_cast<long long>(freed)}});
   };
-  r->link_ = worker::RegisterWhenServing(r->base.link, grpc_port, load, release);
+  r->link_ = cluster::RegisterWhenServing(r->base.link, grpc_port, load, release);
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include "core/common/grpc/service_main.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
-#include "core/transport/ucx/ucx_transport.h"
 #include "core/worker/worker_main.h"
 #include "prefill-worker/prefill_worker_grpc.h"
 
@@ -27,7 +26,7 @@ class Running final : public RunningService {
   std::unique_ptr<transport::Transport> ship;
   std::unique_ptr<Prefiller> prefiller;
   std::unique_ptr<PrefillWorkerGrpc> grpc_;
-  std::unique_ptr<worker::CoordinatorLink> link_;
+  std::unique_ptr<cluster::CoordinatorLink> link_;
 };
 
 // Filled by Start, read by the on_serving hook (which knows the bound port).
@@ -37,7 +36,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
   auto r = std::make_unique<Running>();
   ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_PREFILL));
-  ASSIGN_OR_RETURN(r->ship, transport::CreateUcxTransport(r->base.transport));
+  ASSIGN_OR_RETURN(r->ship, r->base.NewEngine());
   PrefillerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
@@ -62,7 +61,7 @@ void OnServing(int grpc_port, int) {
     return l;
   };
   auto release = [](const std::string&) {};  // a prefill worker holds no session
-  r->link_ = worker::RegisterWhenServing(r->base.link, grpc_port, load, release);
+  r->link_ = cluster::RegisterWhenServing(r->base.link, grpc_port, load, release);
 }
 
 }  // namespace

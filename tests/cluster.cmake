@@ -2,7 +2,8 @@
 # decode worker, prefill worker and frontend binaries on loopback with the default model, through the Frontend API.
 add_executable(glimpse_cluster_test ${CMAKE_CURRENT_LIST_DIR}/cluster_test.cc)
 target_link_libraries(glimpse_cluster_test PRIVATE
-  glimpse_proto glimpse_common_grpc glimpse_service_process GTest::gtest GTest::gtest_main)
+  glimpse_proto glimpse_common_grpc glimpse_common glimpse_transport glimpse_service_process
+  GTest::gtest GTest::gtest_main)
 add_dependencies(glimpse_cluster_test
   glimpse-coordinator glimpse-cache-node glimpse-decode-worker glimpse-prefill-worker
   glimpse-frontend)

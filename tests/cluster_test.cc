@@ -5,7 +5,8 @@
 // replayed
 // conversation reuses the stored state; a decode worker killed mid-session leaves the session to
 // continue warm on another worker; a cache node killed and restarted still serves every state it
-// acknowledged; one tenant cannot hit another's stored state.
+// acknowledged; one tenant cannot hit another's stored state; UCX engines nobody registered are
+// refused.
 #include <signal.h>
 
 #include <filesystem>
@@ -13,7 +14,9 @@
 #include <thread>
 
 #include "core/common/grpc/server.h"
+#include "core/common/http_server.h"
 #include "core/common/service_process.h"
+#include "core/transport/ucx/ucx_transport.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -58,7 +61,7 @@ class ClusterTest : public ::testing::Test {
     auto coordinator_channel = ClientChannel(coordinator_->grpc_address());
     ASSERT_TRUE(coordinator_channel.ok());
     coordinator_stub_ = v1::Coordinator::NewStub(*coordinator_channel);
-    ASSERT_TRUE(AwaitDecodeWorkers(1));
+    ASSERT_TRUE(AwaitNodes(1));
   }
   void TearDown() override {
     if (HasFailure()) {
@@ -90,7 +93,8 @@ class ClusterTest : public ::testing::Test {
   }
   std::unique_ptr<ServiceProcess> StartCacheNode() {
     return Start("cache-node", GLIMPSE_CACHE_NODE_BINARY,
-                 {"--storage.path=" + (dir_ / "cache").string(), "--listen=" + cache_address_});
+                 {"--storage.path=" + (dir_ / "cache").string(), "--listen=" + cache_address_,
+                  "--coordinator=" + coordinator_->grpc_address()});
   }
   std::unique_ptr<ServiceProcess> StartDecodeWorker(const std::string& id) {
     return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY,
@@ -105,7 +109,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   // Waits until the coordinator sees `n` live nodes of `role`.
-  bool AwaitDecodeWorkers(int n, v1::NodeRole role = v1::NODE_ROLE_DECODE) {
+  bool AwaitNodes(int n, v1::NodeRole role = v1::NODE_ROLE_DECODE) {
     for (int i = 0; i < 400; ++i) {
       grpc::ClientContext ctx;
       v1::ListNodesRequest req;
@@ -207,7 +211,7 @@ TEST_F(ClusterTest, TurnsAreRecomputedThenHotThenWarmAndReplaysReuseState) {
 TEST_F(ClusterTest, ALongPromptPrefillsOnThePrefillWorkerAndTheDecodeWorkerContinuesFromIt) {
   auto p1 = StartPrefillWorker("p1");
   ASSERT_NE(p1, nullptr);
-  ASSERT_TRUE(AwaitDecodeWorkers(1, v1::NODE_ROLE_PREFILL));
+  ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
   std::string long_prompt;
   for (int i = 0; i < 12; ++i) long_prompt += "The Seine flows through Paris to the sea. ";
   long_prompt += "Where does the river flow?";
@@ -266,7 +270,7 @@ TEST_F(ClusterTest, ADecodeWorkerKilledMidSessionLeavesTheSessionToContinueWarm)
   auto d2 = StartDecodeWorker("d2");
   ASSERT_NE(d2, nullptr);
   // d1 is declared dead after 3 missed heartbeats (0.9 s); then only d2 is alive.
-  ASSERT_TRUE(AwaitDecodeWorkers(1));
+  ASSERT_TRUE(AwaitNodes(1));
   const auto conversation2 = NextTurn(kTurn1, t1, "Name one museum there.");
   Turn t2 = Generate("s1", conversation2);
   if (!t2.status.ok()) {
@@ -322,6 +326,40 @@ TEST_F(ClusterTest, ATenantCannotHitAnotherTenantsStoredState) {
   Turn again = Generate("s2", conversation, stub.get(), "tok-acme");
   ASSERT_TRUE(again.status.ok()) << again.status.error_message();
   EXPECT_EQ(again.started.source(), v1::STATE_SOURCE_WARM);  // acme's own state
+}
+
+// The UCX peer allowlist end to end: the decode worker's inbox refuses a batch from an engine
+// nobody registered; registered nodes' traffic flows (every other test here). The cache node's
+// refusals are cache_node_service_test's.
+TEST_F(ClusterTest, EnginesNobodyRegisteredAreRefused) {
+  ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_CACHE));
+  v1::ListNodesRequest lr;
+  lr.set_role(v1::NODE_ROLE_DECODE);
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext lctx;
+  ASSERT_TRUE(coordinator_stub_->ListNodes(&lctx, lr, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).client_ucx_addresses_size(), 1);  // its cache client's engine
+
+  absl::StatusOr<std::unique_ptr<transport::Transport>> outsider =
+      transport::CreateUcxTransport(transport::Options{});
+  ASSERT_TRUE(outsider.ok()) << outsider.status();
+  absl::StatusOr<transport::PeerId> inbox = (*outsider)->Connect(nodes.nodes(0).ucx_address());
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  std::vector<uint8_t> bytes(4096, 7);
+  std::vector<std::span<const uint8_t>> batch = {bytes};
+  absl::StatusOr<transport::TransferId> id = (*outsider)->Submit(*inbox, batch);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE((*outsider)->Wait(*id, absl::Now() + absl::Seconds(10)).ok());
+  const std::string refused = "glimpse_decode_worker_transport_peers_refused_total 1";
+  std::string metrics;
+  for (int i = 0; i < 200 && metrics.find(refused) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    metrics = HttpGet("127.0.0.1", decode_->metrics_port(), "/metrics").value_or("");
+  }
+  EXPECT_NE(metrics.find(refused), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("glimpse_decode_worker_deliveries_total{outcome=\"rejected\"} 1"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -270,7 +270,8 @@ def inner(args: argparse.Namespace) -> int:
             f"--listen={addr['coordinator']}", f"--store.path={work / 'coordinator'}",
             "--membership.heartbeat_interval=300ms", "--lease.fixed_ttl=10m"])
         cache = start_service("cache", "b", args.cache_node, [
-            f"--listen={addr['cache']}", f"--storage.path={work / 'cache'}"])
+            f"--listen={addr['cache']}", f"--storage.path={work / 'cache'}",
+            f"--coordinator={addr['coordinator']}", f"--advertise_host={HOSTS['b']}"])
         coord.await_serving(time.monotonic() + 30)
         cache.await_serving(time.monotonic() + 30)
         workers = {}

@@ -251,7 +251,9 @@ def start_cluster(args, configs, tmp, services):
     cache = start("cache-node", [f"--storage.path={tmp / 'cache-node'}",
                                  "--storage.sync_every_put=false", "--warm.bytes=64MiB",
                                  "--storage.block_cache=16MiB", "--storage.write_buffer=8MiB",
-                                 "--transport.receive_pool=64MiB"])
+                                 "--transport.receive_pool=64MiB",
+                                 f"--coordinator={coordinator.address}",
+                                 "--advertise_host=127.0.0.1"])
     # The image has models/lookahead/ where the ConfigMap's lookahead_module points.
     decode = yaml.safe_load(configs["decode-worker.yaml"])
     module = pathlib.PurePosixPath(decode["lookahead_module"])

@@ -81,6 +81,7 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   v1::CacheBeginPutRequest begin;
   ManifestToProto(manifest, begin.mutable_manifest());
   begin.mutable_tokens()->Add(tokens.begin(), tokens.end());
+  begin.set_sender_address(transport_->LocalAddress());
   v1::CacheBeginPutResponse ticket;
   {
     grpc::ClientContext ctx;

@@ -159,6 +159,7 @@ DeliveryInboxStats DeliveryInbox::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   DeliveryInboxStats s = stats_;
   s.held = held_.size();
+  s.peers_refused = transport_->GetMetrics().peers_refused;
   return s;
 }
 

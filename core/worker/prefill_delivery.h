@@ -74,9 +74,10 @@ struct DeliveryInboxOptions {
 };
 
 struct DeliveryInboxStats {
-  uint64_t received = 0;  // well-formed deliveries
-  uint64_t rejected = 0;  // batches that were not
-  uint64_t dropped = 0;   // expired or pushed out before a turn took them
+  uint64_t received = 0;       // well-formed deliveries
+  uint64_t rejected = 0;       // batches that were not (from unregistered peers included)
+  uint64_t peers_refused = 0;  // batches from peers the transport's allowlist refused
+  uint64_t dropped = 0;        // expired or pushed out before a turn took them
   uint64_t held = 0;
   uint64_t held_bytes = 0;
 };

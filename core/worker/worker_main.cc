@@ -1,39 +1,22 @@
 #include "core/worker/worker_main.h"
 
-#include <unistd.h>
-
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "core/cluster/membership_config.h"
 #include "core/common/grpc/service_main.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/model/model_store.h"
+#include "core/transport/peer_allowlist.h"
 #include "core/transport/ucx/ucx_transport.h"
 
 namespace glimpse::worker {
-namespace {
-
-std::string RoleName(v1::NodeRole role) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::NodeRole_Name(role), "NODE_ROLE_"));
-}
-
-}  // namespace
-
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
   std::vector<ConfigKey> keys = {
       {"model", ConfigType::kString, "",
        "GGUF model file (default: the default model, fetched if missing)."},
       {"threads", ConfigType::kInt, "0", "Compute threads (0: one per core)."},
-      {"node_id", ConfigType::kString, "",
-       absl::StrCat("Id registered with the coordinator (default ", std::string(role),
-                    "-<host>-<port>).")},
-      {"advertise_host", ConfigType::kString, "127.0.0.1",
-       "Host the coordinator hands out for this worker's gRPC port."},
-      {"coordinator", ConfigType::kString, "",
-       "Coordinator host:port to register with and heartbeat (empty: standalone)."},
       {"cache_node", ConfigType::kString, "",
        "Cache node host:port for session states (empty: nothing loaded or stored)."},
       {"cache_timeout", ConfigType::kDuration, "10s",
@@ -50,6 +33,7 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
       {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
        "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
   };
+  for (ConfigKey& k : cluster::MembershipKeys(role)) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator and the cache node")) keys.push_back(k);
   return keys;
 }
@@ -76,40 +60,24 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
                   : static_cast<int>(std::thread::hardware_concurrency()));
   w.transport.allow_no_peer_failure_detection =
       c.GetBool("transport.allow_no_peer_failure_detection");
+  ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
+  w.link = cluster::LinkOptionsFromConfig(c, role, tls);
   if (!c.GetString("cache_node").empty()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
-                     transport::CreateUcxTransport(w.transport));
+    ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
+    w.link.client_ucx_addresses.push_back(transport->LocalAddress());
     cache_client::CacheClientOptions o;
     o.address = c.GetString("cache_node");
     o.timeout = c.GetDuration("cache_timeout");
     o.tls = tls;
     ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transport)));
   }
-  w.link.coordinator_address = c.GetString("coordinator");
-  w.link.tls = tls;
-  w.link.node_id = c.GetString("node_id");
-  w.link.role = role;
-  w.link.grpc_address = c.GetString("advertise_host");
   return w;
 }
 
-std::unique_ptr<CoordinatorLink> RegisterWhenServing(
-    CoordinatorLinkOptions o, int grpc_port, std::function<v1::NodeLoad()> load,
-    std::function<void(const std::string&)> release) {
-  if (o.coordinator_address.empty()) return nullptr;
-  o.grpc_address = absl::StrCat(o.grpc_address, ":", grpc_port);
-  if (o.node_id.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    o.node_id = absl::StrCat(RoleName(o.role), "-", host, "-", grpc_port);
-  }
-  absl::StatusOr<std::unique_ptr<CoordinatorLink>> link =
-      CoordinatorLink::Start(o, std::move(load), std::move(release));
-  if (!link.ok()) {
-    log::Error("cannot reach the coordinator", {{"error", link.status().ToString()}});
-    return nullptr;
-  }
-  return *std::move(link);
+absl::StatusOr<std::unique_ptr<transport::Transport>> WorkerBase::NewEngine() const {
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> engine,
+                   transport::CreateUcxTransport(transport));
+  return transport::RestrictToPeers(std::move(engine), peers);
 }
 
 }  // namespace glimpse::worker

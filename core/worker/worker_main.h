@@ -11,17 +11,18 @@
 
 #include "absl/status/statusor.h"
 #include "core/cache_client/cache_client.h"
+#include "core/cluster/coordinator_link.h"
 #include "core/common/config.h"
 #include "core/model/model.h"
+#include "core/transport/peer_allowlist.h"
 #include "core/transport/transport.h"
-#include "core/worker/coordinator_link.h"
 #include "core/worker/session_state.h"
 
 namespace glimpse::worker {
 
-// model, threads, node_id, advertise_host, coordinator, cache_node, cache_timeout, page_tokens,
-// lookahead_module, transport.allow_no_peer_failure_detection and client_tls.*. `role` names the
-// default node id ("decode" → decode-<host>-<port>).
+// model, threads, cache_node, cache_timeout, page_tokens, recall_*, lookahead_module,
+// transport.allow_no_peer_failure_detection, the membership keys (cluster/membership_config.h)
+// and client_tls.*. `role` names the default node id ("decode" → decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
 
 struct WorkerBase {
@@ -29,19 +30,18 @@ struct WorkerBase {
   std::unique_ptr<kernels::ThreadPool> pool;
   std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node
   transport::Options transport;                      // for the worker's own engines
-  CoordinatorLinkOptions link;  // all but ucx_address and capacity_bytes; grpc_address is the host
-  PrefillLimits limits;         // recall settings from the config; sinks and window as default
+  std::shared_ptr<transport::PeerAllowlist> peers;   // null: engines accept any peer
+  // All but ucx_address and capacity_bytes (the cache client's engine is a client address);
+  // grpc_address is the host.
+  cluster::CoordinatorLinkOptions link;
+  PrefillLimits limits;  // recall settings from the config; sinks and window as default
+
+  // A UCX engine of this worker, restricted to `peers`.
+  absl::StatusOr<std::unique_ptr<transport::Transport>> NewEngine() const;
 };
 
-// Loads the model (the default model, fetched if missing, when `model` is empty), makes the pool
-// and the cache node client (over its own UCX engine).
+// Loads the model (the default model, fetched if missing, when `model` is empty), makes the pool,
+// the peer allowlist and the cache node client (over its own UCX engine).
 absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role);
-
-// Registers with the coordinator (nothing when `options.coordinator_address` is empty): the gRPC
-// address becomes host:port, an empty node id <role>-<host>-<port>. Logs and returns null when the
-// link cannot start.
-std::unique_ptr<CoordinatorLink> RegisterWhenServing(
-    CoordinatorLinkOptions options, int grpc_port, std::function<v1::NodeLoad()> load,
-    std::function<void(const std::string&)> release);
 
 }  // namespace glimpse::worker

@@ -83,7 +83,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   const std::string coordinator_address = coordinator->grpc_address();
   ASSIGN_OR_RETURN(const ServiceProcess* cache,
                    start("cache-node", {"--storage.path=" + (dir / "cache-node").string(),
-                                        "--storage.sync_every_put=false"}));
+                                        "--storage.sync_every_put=false",
+                                        "--coordinator=" + coordinator_address}));
   const std::string cache_address = cache->grpc_address();
   // Both workers run the model: the same flags.
   std::vector<std::string> worker = {"--coordinator=" + coordinator_address,

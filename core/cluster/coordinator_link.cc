@@ -1,12 +1,16 @@
-#include "core/worker/coordinator_link.h"
+#include "core/cluster/coordinator_link.h"
+
+#include <unistd.h>
 
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
-namespace glimpse::worker {
+namespace glimpse::cluster {
 namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(5);
@@ -19,6 +23,10 @@ void SetDeadline(grpc::ClientContext* ctx) {
 std::string NewIncarnation() {
   std::random_device rd;
   return absl::StrCat(absl::ToUnixMicros(absl::Now()), "-", rd());
+}
+
+std::string RoleName(v1::NodeRole role) {
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::NodeRole_Name(role), "NODE_ROLE_"));
 }
 
 }  // namespace
@@ -81,6 +89,7 @@ bool CoordinatorLink::Register(absl::Duration* interval) {
   req.set_role(options_.role);
   req.set_grpc_address(options_.grpc_address);
   req.set_ucx_address(options_.ucx_address);
+  for (const std::string& a : options_.client_ucx_addresses) req.add_client_ucx_addresses(a);
   req.set_capacity_bytes(options_.capacity_bytes);
   req.set_incarnation(incarnation_);
   v1::RegisterNodeResponse resp;
@@ -140,4 +149,23 @@ void CoordinatorLink::Loop() {
   }
 }
 
-}  // namespace glimpse::worker
+std::unique_ptr<CoordinatorLink> RegisterWhenServing(
+    CoordinatorLinkOptions o, int grpc_port, std::function<v1::NodeLoad()> load,
+    std::function<void(const std::string&)> release) {
+  if (o.coordinator_address.empty()) return nullptr;
+  o.grpc_address = absl::StrCat(o.grpc_address, ":", grpc_port);
+  if (o.node_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    o.node_id = absl::StrCat(RoleName(o.role), "-", host, "-", grpc_port);
+  }
+  absl::StatusOr<std::unique_ptr<CoordinatorLink>> link =
+      CoordinatorLink::Start(o, std::move(load), std::move(release));
+  if (!link.ok()) {
+    log::Error("cannot reach the coordinator", {{"error", link.status().ToString()}});
+    return nullptr;
+  }
+  return *std::move(link);
+}
+
+}  // namespace glimpse::cluster

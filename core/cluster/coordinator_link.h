@@ -1,4 +1,4 @@
-// A worker's membership in the coordinator (proto/glimpse/v1/coordinator.proto): registers the
+// A node's membership in the coordinator (proto/glimpse/v1/coordinator.proto): registers the
 // node, then heartbeats at the interval the coordinator asks for with the node's load, and hands
 // every session the coordinator releases (lease ended, demoted) to `release`. A coordinator that
 // cannot be reached is retried with backoff and logged; a heartbeat the coordinator refuses
@@ -11,12 +11,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/common/grpc/server.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 
-namespace glimpse::worker {
+namespace glimpse::cluster {
 
 struct CoordinatorLinkOptions {
   std::string coordinator_address;
@@ -24,7 +25,10 @@ struct CoordinatorLinkOptions {
   std::string node_id;
   v1::NodeRole role = v1::NODE_ROLE_DECODE;
   std::string grpc_address;  // where this node serves
-  std::string ucx_address;   // its transport address (opaque)
+  std::string ucx_address;   // the transport address peers ship to (opaque)
+  // Addresses of the node's other engines (a worker's cache client): registered so that peers
+  // accept their batches and ship replies to them; never handed out for routing.
+  std::vector<std::string> client_ucx_addresses;
   int64_t capacity_bytes = 0;
 };
 
@@ -59,4 +63,11 @@ class CoordinatorLink {
   std::thread thread_;
 };
 
-}  // namespace glimpse::worker
+// Starts the link once the node's gRPC port is known (nothing when `options.coordinator_address`
+// is empty): the gRPC address becomes host:port, an empty node id <role>-<host>-<port>. Logs and
+// returns null when the link cannot start.
+std::unique_ptr<CoordinatorLink> RegisterWhenServing(
+    CoordinatorLinkOptions options, int grpc_port, std::function<v1::NodeLoad()> load,
+    std::function<void(const std::string&)> release);
+
+}  // namespace glimpse::cluster

@@ -1,0 +1,104 @@
+#include "core/cluster/coordinator_peers.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::cluster {
+
+absl::StatusOr<std::shared_ptr<CoordinatorPeers>> CoordinatorPeers::Start(
+    CoordinatorPeersOptions options) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   ClientChannel(options.coordinator_address, options.tls));
+  auto stub = v1::Coordinator::NewStub(channel);
+  std::shared_ptr<CoordinatorPeers> peers(
+      new CoordinatorPeers(std::move(options), std::move(stub)));
+  {
+    std::lock_guard<std::mutex> lock(peers->refresh_mu_);
+    (void)peers->Refresh();
+  }
+  peers->thread_ = std::thread([p = peers.get()] { p->Loop(); });
+  return peers;
+}
+
+CoordinatorPeers::CoordinatorPeers(CoordinatorPeersOptions options,
+                                   std::unique_ptr<v1::Coordinator::Stub> stub)
+    : options_(std::move(options)), stub_(std::move(stub)) {}
+
+CoordinatorPeers::~CoordinatorPeers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool CoordinatorPeers::Known(std::string_view address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return addresses_.contains(address);
+}
+
+size_t CoordinatorPeers::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return addresses_.size();
+}
+
+bool CoordinatorPeers::Allows(std::string_view address) {
+  if (Known(address)) return true;
+  std::lock_guard<std::mutex> lock(refresh_mu_);
+  // Another caller may have refreshed while this one waited for the lock.
+  if (Known(address)) return true;
+  // While the coordinator does not answer, the loop retries; a miss must not wait on it too.
+  if (failing_ || absl::Now() - last_refresh_ < options_.min_miss_gap) return false;
+  return Refresh().ok() && Known(address);
+}
+
+absl::Status CoordinatorPeers::Refresh() {
+  last_refresh_ = absl::Now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  // A channel that failed to connect (a coordinator still starting) fails calls at once during
+  // its reconnect backoff; wait for it within the deadline instead.
+  ctx.set_wait_for_ready(true);
+  v1::ListNodesRequest req;
+  req.set_include_dead(true);
+  v1::ListNodesResponse resp;
+  grpc::Status s = stub_->ListNodes(&ctx, req, &resp);
+  if (!s.ok()) {
+    if (!failing_) {
+      log::Warning("cannot refresh the peer allowlist from the coordinator; keeping the last list",
+                   {{"coordinator", options_.coordinator_address},
+                    {"code", static_cast<long long>(s.error_code())},
+                    {"error", s.error_message()}});
+    }
+    failing_ = true;
+    return absl::UnavailableError(s.error_message());
+  }
+  if (failing_) log::Info("peer allowlist refreshed from the coordinator again", {});
+  failing_ = false;
+  std::set<std::string, std::less<>> addresses;
+  for (const v1::NodeInfo& n : resp.nodes()) {
+    if (!n.ucx_address().empty()) addresses.insert(n.ucx_address());
+    for (const std::string& a : n.client_ucx_addresses()) addresses.insert(a);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  addresses_ = std::move(addresses);
+  return absl::OkStatus();
+}
+
+void CoordinatorPeers::Loop() {
+  absl::Duration wait = options_.refresh;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, absl::ToChronoMilliseconds(wait), [this] { return stopping_; });
+      if (stopping_) return;
+    }
+    std::lock_guard<std::mutex> lock(refresh_mu_);
+    // Retry soon after a failure: newcomers are refused until the list is fresh again.
+    wait = Refresh().ok() ? options_.refresh : options_.min_miss_gap;
+  }
+}
+
+}  // namespace glimpse::cluster

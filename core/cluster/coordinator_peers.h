@@ -1,0 +1,62 @@
+// The coordinator's members as a transport PeerAllowlist (transport/peer_allowlist.h): every
+// transport address a registered node stated (its ucx_address and client_ucx_addresses), dead
+// nodes included until they deregister or are forgotten. The list is refreshed by ListNodes
+// every `refresh`, and at once (at most every `min_miss_gap`) when an address is not on it, so a
+// node that registered a moment ago is accepted at its first batch. A coordinator that cannot be
+// reached is logged and the last list kept: members stay accepted, newcomers wait until a retry
+// (every `min_miss_gap` while failing) reaches it; a miss then refuses at once rather than wait.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/common/grpc/server.h"
+#include "core/transport/peer_allowlist.h"
+#include "glimpse/v1/coordinator.grpc.pb.h"
+
+namespace glimpse::cluster {
+
+struct CoordinatorPeersOptions {
+  std::string coordinator_address;
+  TlsFiles tls;
+  absl::Duration refresh = absl::Seconds(2);
+  absl::Duration min_miss_gap = absl::Milliseconds(250);
+  absl::Duration call_timeout = absl::Seconds(2);
+};
+
+class CoordinatorPeers final : public transport::PeerAllowlist {
+ public:
+  // Fetches the first list before returning; an unreachable coordinator is logged, not an error
+  // (the list starts empty and fills when it answers).
+  static absl::StatusOr<std::shared_ptr<CoordinatorPeers>> Start(CoordinatorPeersOptions options);
+  ~CoordinatorPeers() override;
+
+  bool Allows(std::string_view address) override;
+  size_t size() const;
+
+ private:
+  CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<v1::Coordinator::Stub> stub);
+  bool Known(std::string_view address) const;
+  // One ListNodes; replaces the list on success. Serialised by refresh_mu_.
+  absl::Status Refresh();
+  void Loop();
+
+  const CoordinatorPeersOptions options_;
+  const std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::mutex refresh_mu_;                           // one ListNodes at a time
+  absl::Time last_refresh_ = absl::InfinitePast();  // GUARDED_BY(refresh_mu_); attempts too
+  bool failing_ = false;                            // GUARDED_BY(refresh_mu_); for logs
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string, std::less<>> addresses_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace glimpse::cluster

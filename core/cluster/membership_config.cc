@@ -1,0 +1,54 @@
+#include "core/cluster/membership_config.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/cluster/coordinator_peers.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::cluster {
+
+std::vector<ConfigKey> MembershipKeys(std::string_view role) {
+  return {
+      {"node_id", ConfigType::kString, "",
+       absl::StrCat("Id registered with the coordinator (default ", std::string(role),
+                    "-<host>-<port>).")},
+      {"advertise_host", ConfigType::kString, "127.0.0.1",
+       "Host the coordinator hands out for this node's gRPC port."},
+      {"coordinator", ConfigType::kString, "",
+       "Coordinator host:port to register with and heartbeat (empty: standalone)."},
+      {"transport.peer_allowlist", ConfigType::kBool, "true",
+       "With a coordinator: UCX engines connect to, and accept batches from, only the transport "
+       "addresses of nodes registered with it."},
+  };
+}
+
+CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,
+                                             const TlsFiles& tls) {
+  CoordinatorLinkOptions o;
+  o.coordinator_address = c.GetString("coordinator");
+  o.tls = tls;
+  o.node_id = c.GetString("node_id");
+  o.role = role;
+  o.grpc_address = c.GetString("advertise_host");
+  return o;
+}
+
+absl::StatusOr<std::shared_ptr<transport::PeerAllowlist>> PeerAllowlistFromConfig(
+    const Config& c, const TlsFiles& tls) {
+  const std::string coordinator = c.GetString("coordinator");
+  if (coordinator.empty() || !c.GetBool("transport.peer_allowlist")) {
+    log::Warning(
+        "UCX engines accept any peer",
+        {{"why", coordinator.empty() ? "no coordinator" : "transport.peer_allowlist off"}});
+    return nullptr;
+  }
+  CoordinatorPeersOptions o;
+  o.coordinator_address = coordinator;
+  o.tls = tls;
+  ASSIGN_OR_RETURN(std::shared_ptr<CoordinatorPeers> peers, CoordinatorPeers::Start(o));
+  return std::shared_ptr<transport::PeerAllowlist>(std::move(peers));
+}
+
+}  // namespace glimpse::cluster
