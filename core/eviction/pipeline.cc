@@ -340,17 +340,21 @@ absl::StatusOr<KeptEntries> SelectRagged(const HeadScores& scores, const Selecti
   return kept;
 }
 
-// Copies the evicted entries of every (layer, kv-head) out of the cache, then drops them there.
+// Copies the evicted entries of every (layer, kv-head) and their scores out of the cache, then
+// drops them there.
 absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
   const int64_t hd = cache.head_dim();
   const int32_t L = cache.n_layers(), Hkv = cache.n_kv_heads();
   result.kept_positions.assign(L, std::vector<std::vector<int32_t>>(Hkv));
   result.evicted.assign(L, std::vector<model::KvHead>(Hkv));
+  result.evicted_scores.assign(L, std::vector<std::vector<float>>(Hkv));
   for (int32_t layer = 0; layer < L; ++layer) {
     for (int32_t h = 0; h < Hkv; ++h) {
       const model::KvHead& kv = cache.head(layer, h);
       const std::vector<int64_t>& keep = result.kept[layer][h];
+      const std::vector<float>& scores = result.scores[layer][h];
       model::KvHead& out = result.evicted[layer][h];
+      std::vector<float>& out_scores = result.evicted_scores[layer][h];
       const int64_t n_out = kv.size() - static_cast<int64_t>(keep.size());
       out.keys.reserve(n_out * hd);
       out.values.reserve(n_out * hd);
@@ -365,6 +369,7 @@ absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
         out.values.insert(out.values.end(), kv.values.begin() + j * hd,
                           kv.values.begin() + (j + 1) * hd);
         out.positions.push_back(kv.positions[j]);
+        out_scores.push_back(scores[j]);
       }
       RETURN_IF_ERROR(cache.Retain(layer, h, keep));
       result.kept_positions[layer][h] = cache.head(layer, h).positions;
@@ -519,8 +524,9 @@ std::vector<std::vector<int32_t>> AddRecallCandidates(model::Session& session,
   return added;
 }
 
-// How many of the added candidates selection kept, and how many there were.
-void CountRecalled(const std::vector<std::vector<int32_t>>& added, EvictionResult& result) {
+// Counts the added candidates and those selection kept, and takes the others out of `evicted`
+// (their cold tier still holds them; pipeline.h).
+void SettleCandidates(const std::vector<std::vector<int32_t>>& added, EvictionResult& result) {
   const size_t Hkv = result.kept_positions.empty() ? 1 : result.kept_positions[0].size();
   for (size_t i = 0; i < added.size(); ++i) {
     const std::vector<int32_t>& kept = result.kept_positions[i / Hkv][i % Hkv];
@@ -528,6 +534,19 @@ void CountRecalled(const std::vector<std::vector<int32_t>>& added, EvictionResul
     for (int32_t p : added[i]) {
       result.recalled += std::binary_search(kept.begin(), kept.end(), p) ? 1 : 0;
     }
+    model::KvHead& evicted = result.evicted[i / Hkv][i % Hkv];
+    std::vector<float>& scores = result.evicted_scores[i / Hkv][i % Hkv];
+    std::vector<int64_t> rows;
+    std::vector<float> row_scores;
+    for (size_t r = 0; r < evicted.positions.size(); ++r) {
+      if (!std::binary_search(added[i].begin(), added[i].end(), evicted.positions[r])) {
+        rows.push_back(static_cast<int64_t>(r));
+        row_scores.push_back(scores[r]);
+      }
+    }
+    if (rows.size() == evicted.positions.size()) continue;
+    evicted = Rows(evicted, rows);
+    scores = std::move(row_scores);
   }
 }
 
@@ -571,7 +590,7 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
   ASSIGN_OR_RETURN(result.scores, ScoreAll(session, capture, scorer, turn, lookahead, preferences));
   ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options, preferences));
   RETURN_IF_ERROR(ApplyKept(session.cache(), result));
-  CountRecalled(candidates, result);
+  SettleCandidates(candidates, result);
   result.scoring_seconds = SecondsSince(scoring_start);
   return result;
 }

@@ -25,9 +25,11 @@ struct EvictionResult {
   std::vector<std::vector<std::vector<int32_t>>> kept_positions;  // same shape, token positions
   // The scorer's score of every entry (before selection; higher = keep), one per entry.
   std::vector<std::vector<std::vector<float>>> scores;
-  // The evicted entries themselves (keys, values, positions increasing): kept ∪ evicted = entries,
-  // disjoint. Copied out of the cache once; the session keeps only the kept ones.
+  // The evicted entries themselves (keys, values, positions increasing): kept ∪ evicted = the
+  // history and new entries plus the recall candidates kept, disjoint (candidates that lose are in
+  // neither). Copied out of the cache once; the session keeps only the kept ones.
   std::vector<std::vector<model::KvHead>> evicted;
+  std::vector<std::vector<std::vector<float>>> evicted_scores;  // same shape, aligned with evicted
   std::vector<float> last_logits;  // [vocab] logits of the turn's last token (full cache)
   double prefill_seconds = 0.0;    // forward pass including capture
   double scoring_seconds = 0.0;    // scorer + selection + cache compaction
@@ -78,7 +80,9 @@ struct EvictionResult {
 // summary against the turn's last queries (the scorer's window queries, else the last 32 new
 // tokens') join the head's entries as candidates, before the lookahead pass and the scoring, so
 // they are scored and selected like any entry: kept candidates stay in the cache (and
-// kept_positions), the others come back in `evicted` with this turn's evictions. The turn's new
+// kept_positions); the others are dropped, not put in `evicted`: the cold tier they came from
+// still holds them, and storing them again with this turn's evictions would write every losing
+// candidate once per turn. The turn's new
 // tokens attended only over the history the session held. A scorer needing kAccumulatedAttention
 // is FailedPrecondition with a recall request (cold entries received none); cold entries that are
 // not one head per (layer, kv-head), out of position order, at or after P0, or in the cache are

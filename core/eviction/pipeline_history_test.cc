@@ -496,8 +496,8 @@ TEST_F(PipelineHistoryTest, RecallWithRoomForEverythingBringsEveryColdEntryBack)
 }
 
 // (i) Recall under a budget: candidates are whole pages of the cold entries, scored and selected
-// with the head's own: kept ∪ evicted = history ∪ new ∪ candidates, the budget holds, and the
-// counts add up.
+// with the head's own: kept ∪ evicted = history ∪ new ∪ the kept candidates, the losing ones are
+// in neither (their cold tier still holds them), the budget holds, and the counts add up.
 TEST_F(PipelineHistoryTest, RecallCandidatesCompeteForTheBudget) {
   ColdSession s = AfterTurnOneWithCold();
   auto plain = AfterTurnOneWithCold();
@@ -515,28 +515,34 @@ TEST_F(PipelineHistoryTest, RecallCandidatesCompeteForTheBudget) {
     for (int32_t h = 0; h < Hkv(); ++h) {
       const std::string where = "layer " + std::to_string(l) + " kv-head " + std::to_string(h);
       const model::KvHead& cold = s.cold[l * Hkv() + h];
-      std::vector<int32_t> all = s.session->cache().head(l, h).positions;
-      all.insert(all.end(), r->evicted[l][h].positions.begin(), r->evicted[l][h].positions.end());
+      const std::vector<int32_t>& kept = s.session->cache().head(l, h).positions;
+      const std::vector<int32_t>& evicted = r->evicted[l][h].positions;
+      EXPECT_EQ(static_cast<int64_t>(kept.size()), kBudget) << where;
+      EXPECT_EQ(r->evicted_scores[l][h].size(), evicted.size()) << where;
+      // Scored: history, new and the candidates, two whole pages of 4 (6 asked for, 8 taken).
+      const int64_t added = static_cast<int64_t>(r->scores[l][h].size()) - before[l][h].size();
+      EXPECT_EQ(added, std::min<int64_t>(cold.size(), 2 * kPage)) << where;
+      std::vector<int32_t> all = kept;
+      all.insert(all.end(), evicted.begin(), evicted.end());
       std::sort(all.begin(), all.end());
-      ASSERT_EQ(r->scores[l][h].size(), all.size()) << where;
-      EXPECT_EQ(s.session->cache().head(l, h).size(), kBudget) << where;
-      // The extra entries are cold ones, two whole pages of 4 (6 asked for, 8 taken).
-      std::vector<int32_t> added;
+      std::vector<int32_t> kept_candidates;
       std::set_difference(all.begin(), all.end(), before[l][h].positions.begin(),
-                          before[l][h].positions.end(), std::back_inserter(added));
-      EXPECT_EQ(static_cast<int64_t>(added.size()), std::min<int64_t>(cold.size(), 2 * kPage))
+                          before[l][h].positions.end(), std::back_inserter(kept_candidates));
+      EXPECT_TRUE(std::includes(cold.positions.begin(), cold.positions.end(),
+                                kept_candidates.begin(), kept_candidates.end()))
           << where;
       EXPECT_TRUE(
-          std::includes(cold.positions.begin(), cold.positions.end(), added.begin(), added.end()))
+          std::includes(kept.begin(), kept.end(), kept_candidates.begin(), kept_candidates.end()))
           << where;
       EXPECT_TRUE(std::includes(all.begin(), all.end(), before[l][h].positions.begin(),
                                 before[l][h].positions.end()))
           << where;
-      candidates += static_cast<int64_t>(added.size());
-      for (int32_t p : added) {
-        const auto& kept = s.session->cache().head(l, h).positions;
-        recalled += std::binary_search(kept.begin(), kept.end(), p) ? 1 : 0;
-      }
+      std::vector<int32_t> cold_evicted;
+      std::set_intersection(evicted.begin(), evicted.end(), cold.positions.begin(),
+                            cold.positions.end(), std::back_inserter(cold_evicted));
+      EXPECT_TRUE(cold_evicted.empty()) << where << ": a losing candidate is stored again";
+      candidates += added;
+      recalled += static_cast<int64_t>(kept_candidates.size());
     }
   }
   EXPECT_EQ(r->recall_candidates, candidates);

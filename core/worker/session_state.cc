@@ -22,18 +22,11 @@ TierScores SplitScores(eviction::EvictionResult& r) {
     for (size_t h = 0; h < r.scores[l].size(); ++h) {
       const std::vector<float>& all = r.scores[l][h];
       const std::vector<int64_t>& kept = r.kept[l][h];
-      std::vector<float> kept_scores, evicted_scores;
-      size_t k = 0;
-      for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i) {
-        if (k < kept.size() && kept[k] == i) {
-          kept_scores.push_back(all[i]);
-          ++k;
-        } else {
-          evicted_scores.push_back(all[i]);
-        }
-      }
+      std::vector<float> kept_scores;
+      kept_scores.reserve(kept.size());
+      for (int64_t i : kept) kept_scores.push_back(all[i]);
       out.retained.push_back(std::move(kept_scores));
-      out.evicted.push_back(std::move(evicted_scores));
+      out.evicted.push_back(std::move(r.evicted_scores[l][h]));
       out.evicted_entries.push_back(std::move(r.evicted[l][h]));
     }
   }
