@@ -1,7 +1,9 @@
-// Cluster benchmark (issue 7; README "Cluster benchmark"): the four services as child processes on
-// loopback — glimpse-coordinator, glimpse-cache-node, glimpse-decode-worker, glimpse-frontend,
-// started as tests/cluster_test.cc starts them — driven through the Frontend API with token-id
-// conversations and the default model. Three experiments:
+// Cluster benchmark (issue 7; README "Cluster benchmark"): the services as child processes on
+// loopback — glimpse-coordinator, glimpse-cache-node, glimpse-decode-worker,
+// glimpse-prefill-worker (unless --no_prefill_worker) and glimpse-frontend, started as
+// tests/cluster_test.cc starts them — driven through the Frontend API with token-id
+// conversations and the default model. The coordinator routes a turn with more than 128 new
+// tokens to the prefill worker, which ships the kept KV to the decode worker. Three experiments:
 //
 //   ttft   A ~history_tokens conversation (a synthetic log in the first user message), then a
 //          short new turn (~40 tokens), measured three ways per repetition, interleaved:
@@ -14,12 +16,14 @@
 //          load/prefill seconds and TurnDone ttft (worker: turn start → first token) beside it.
 //          The recompute floor: Session::Forward of the recompute turn's tokens in this process,
 //          same thread count, once per repetition.
-//   bytes  Per policy, a recompute turn at the same history and the hot turn after it: TurnDone
-//          retained_bytes (the retained pages: what a warm reload ships to a worker) and
-//          state_bytes (both tiers: what the worker writes to the cache node at the end of that
-//          turn) against full_fp16_bytes. TurnDone comes after decoding, so with max_tokens = 8 the
-//          7 fed generated tokens are in all of them (kept, never evicted); "prefill state"
-//          removes them: total_entries × fp16 bytes/entry ÷ (kept_entries × encoded bytes/entry).
+//   bytes  Per policy, a recompute turn at the same history and the hot turn after it: the prefill
+//          worker's shipped_bytes (the delivery of the kept pages to the decode worker), TurnDone
+//          retained_bytes (the retained pages: what a warm reload ships to a worker) and what
+//          the turn writes to the cache node (the prefill worker's stored_bytes, both tiers, plus
+//          the decode worker's state_bytes at the end of the turn) against full_fp16_bytes.
+//          TurnDone comes after decoding, so with max_tokens = 8 the 7 fed generated tokens are in
+//          all of them (kept, never evicted); "prefill state" removes them: total_entries × fp16
+//          bytes/entry ÷ (kept_entries × encoded bytes/entry).
 //   load   `sessions` client threads, each a `turns`-turn session (short prompts, max_tokens),
 //          against the one decode worker, after one session alone in the same run.
 //
@@ -68,6 +72,7 @@ using json = nlohmann::json;
 
 struct Options {
   bool quick = false;
+  bool prefill_worker = true;
   int history_tokens = 2048;
   int reps = 3;
   int threads = 2;  // decode worker and the in-process floor
@@ -83,7 +88,8 @@ struct Options {
 };
 
 constexpr char kUsage[] =
-    "usage: glimpse_bench_cluster [--quick] [--history_tokens N] [--reps N] [--threads N]\n"
+    "usage: glimpse_bench_cluster [--quick] [--no_prefill_worker] [--history_tokens N] [--reps N]\n"
+    "         [--threads N]\n"
     "         [--sessions N] [--turns N] [--max_tokens N] [--ttft_policies P,P]\n"
     "         [--bytes_policies P,P] [--dir DIR] [--json PATH]\n"
     "A policy is method:ratio:codec (none:0:fp16, snapkv:0.2:int8). Defaults: 2048-token history,\n"
@@ -114,6 +120,10 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag == "--quick") continue;
+    if (flag == "--no_prefill_worker") {
+      o.prefill_worker = false;
+      continue;
+    }
     if (flag == "-h" || flag == "--help") return absl::CancelledError(kUsage);
     if (size_t eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
@@ -210,12 +220,23 @@ class Cluster {
                             absl::StrCat("--threads=", o.threads), "--capacity=4GiB",
                             "--lookahead_module=" GLIMPSE_LOOKAHEAD_MODULE})
                         .status());
+    if (o.prefill_worker) {
+      RETURN_IF_ERROR(c->Add("prefill-worker", GLIMPSE_PREFILL_WORKER_BINARY,
+                             {"--coordinator=" + coordinator->grpc_address(),
+                              "--cache_node=" + cache->grpc_address(), "--node_id=p1",
+                              absl::StrCat("--threads=", o.threads),
+                              "--lookahead_module=" GLIMPSE_LOOKAHEAD_MODULE})
+                          .status());
+    }
     ASSIGN_OR_RETURN(const ServiceProcess* frontend,
                      c->Add("frontend", GLIMPSE_FRONTEND_BINARY,
                             {"--coordinator=" + coordinator->grpc_address()}));
     ASSIGN_OR_RETURN(auto channel, ClientChannel(frontend->grpc_address()));
     c->stub_ = v1::Frontend::NewStub(channel);
-    RETURN_IF_ERROR(c->AwaitDecodeWorker(coordinator->grpc_address()));
+    RETURN_IF_ERROR(c->AwaitNode(coordinator->grpc_address(), v1::NODE_ROLE_DECODE));
+    if (o.prefill_worker) {
+      RETURN_IF_ERROR(c->AwaitNode(coordinator->grpc_address(), v1::NODE_ROLE_PREFILL));
+    }
     return c;
   }
   ~Cluster() {
@@ -241,20 +262,21 @@ class Cluster {
     members_.push_back(std::make_unique<ServiceProcess>(*std::move(p)));
     return members_.back().get();
   }
-  absl::Status AwaitDecodeWorker(const std::string& coordinator) {
+  absl::Status AwaitNode(const std::string& coordinator, v1::NodeRole role) {
     ASSIGN_OR_RETURN(auto channel, ClientChannel(coordinator));
     auto stub = v1::Coordinator::NewStub(channel);
     for (int i = 0; i < 600; ++i) {
       grpc::ClientContext ctx;
       v1::ListNodesRequest req;
-      req.set_role(v1::NODE_ROLE_DECODE);
+      req.set_role(role);
       v1::ListNodesResponse resp;
       if (stub->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() > 0) {
         return absl::OkStatus();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return absl::DeadlineExceededError("no decode worker registered within 30 s");
+    return absl::DeadlineExceededError(
+        absl::StrCat("no ", v1::NodeRole_Name(role), " node registered within 30 s"));
   }
 
   fs::path dir_;
@@ -269,6 +291,8 @@ struct Turn {
   double client_ttft = 0;  // request sent -> first token id received
   double wall = 0;         // request sent -> stream finished (lease included)
   v1::TurnStarted started;
+  v1::PrefillResponse prefill;  // set when a prefill worker prefilled the turn
+  bool on_prefill_worker = false;
   v1::TurnDone done;
   std::vector<int32_t> generated;
 };
@@ -289,7 +313,11 @@ absl::StatusOr<Turn> RunTurn(v1::Frontend::Stub& stub, const std::string& sessio
   v1::GenerateEvent e;
   bool have_done = false;
   while (reader->Read(&e)) {
-    if (e.has_started()) t.started = e.started();
+    if (e.has_started()) {
+      t.started = e.started();
+      t.on_prefill_worker = !e.prefill_worker_id().empty();
+      t.prefill = e.prefill();
+    }
     if (e.has_tokens()) {
       if (t.generated.empty() && e.tokens().token_ids_size() > 0) t.client_ttft = Seconds(t0);
       t.generated.insert(t.generated.end(), e.tokens().token_ids().begin(),
@@ -417,6 +445,11 @@ json TurnJson(const std::string& policy, const std::string& wanted, int rep, con
           {"server_ttft_s", t.done.ttft_seconds()},
           {"load_s", t.started.load_seconds()},
           {"prefill_s", t.started.prefill_seconds()},
+          {"on_prefill_worker", t.on_prefill_worker ? 1.0 : 0.0},
+          {"prefill_worker_s",
+           t.prefill.load_seconds() + t.prefill.prefill_seconds() + t.prefill.ship_seconds()},
+          {"shipped_bytes", t.prefill.shipped_bytes()},
+          {"delivered_tokens", t.prefill.delivered_tokens()},
           {"reused_tokens", t.started.reused_tokens()},
           {"prefilled_tokens", t.started.prefilled_tokens()},
           {"kept_entries", t.started.kept_entries()},
@@ -522,8 +555,8 @@ json PrintTtft(const TtftResult& r, const Options& o) {
       "threads: %.3f s\n",
       r.recompute_tokens, o.threads, floor);
   std::printf(
-      "| policy | source | client TTFT s | server TTFT s | load s | prefill s | reused | "
-      "prefilled | / recompute |\n|---|---|---|---|---|---|---|---|---|\n");
+      "| policy | source | client TTFT s | server TTFT s | prefill worker s | load s | prefill s "
+      "| reused | prefilled | / recompute |\n|---|---|---|---|---|---|---|---|---|---|\n");
   json summary = json::array();
   for (const std::string& p : o.ttft_policies) {
     const double rc = MedianOf(r.samples, p, "recompute", "client_ttft_s");
@@ -535,13 +568,19 @@ json PrintTtft(const TtftResult& r, const Options& o) {
                   {"server_ttft_s", MedianOf(r.samples, p, src, "server_ttft_s")},
                   {"load_s", MedianOf(r.samples, p, src, "load_s")},
                   {"prefill_s", MedianOf(r.samples, p, src, "prefill_s")},
+                  {"prefill_worker_s", MedianOf(r.samples, p, src, "prefill_worker_s")},
+                  {"on_prefill_worker", MedianOf(r.samples, p, src, "on_prefill_worker")},
                   {"reused_tokens", MedianOf(r.samples, p, src, "reused_tokens")},
                   {"prefilled_tokens", MedianOf(r.samples, p, src, "prefilled_tokens")},
                   {"ratio_to_recompute", ttft / rc}};
-      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.3f |\n", p.c_str(), src,
-                  ttft, row["server_ttft_s"].get<double>(), row["load_s"].get<double>(),
-                  row["prefill_s"].get<double>(), row["reused_tokens"].get<double>(),
-                  row["prefilled_tokens"].get<double>(), ttft / rc);
+      const double on_prefill = row["on_prefill_worker"].get<double>();
+      const std::string worker_s =
+          on_prefill > 0 ? absl::StrFormat("%.3f", row["prefill_worker_s"].get<double>()) : "—";
+      std::printf("| %s | %s | %.3f | %.3f | %s | %.3f | %.3f | %.0f | %.0f | %.3f |\n", p.c_str(),
+                  src, ttft, row["server_ttft_s"].get<double>(), worker_s.c_str(),
+                  row["load_s"].get<double>(), row["prefill_s"].get<double>(),
+                  row["reused_tokens"].get<double>(), row["prefilled_tokens"].get<double>(),
+                  ttft / rc);
       summary.push_back(row);
     }
   }
@@ -557,8 +596,9 @@ json PrintTtft(const TtftResult& r, const Options& o) {
 
 // One policy: a recompute turn (its state written whole) and the hot turn after it (what a later
 // turn writes), at the --history_tokens history.
+// `heads`: the model's (layer, kv-head) pairs, i.e. KV entries per token.
 absl::StatusOr<json> BytesRow(Cluster& c, const Conversations& conv, const std::string& p,
-                              const Options& o) {
+                              int heads, const Options& o) {
   ASSIGN_OR_RETURN(v1::EvictionPolicy policy, ParsePolicy(p));
   const std::string id = "bytes-" + Slug(p);
   const std::vector<int32_t> first = conv.First(id, o.history_tokens);
@@ -567,28 +607,45 @@ absl::StatusOr<json> BytesRow(Cluster& c, const Conversations& conv, const std::
       Turn t2, RunTurn(c.stub(), id, conv.Next(first, t.generated, 1), policy, o.ttft_max_tokens));
   RETURN_IF_ERROR(EndSession(c.stub(), id));
   const v1::TurnDone& d = t.done;
-  const v1::TurnStarted& s = t.started;
+  // Kept and total entries where the prompt was prefilled and evicted.
+  const int64_t kept = t.on_prefill_worker ? t.prefill.kept_entries() : t.started.kept_entries();
+  const int64_t total = t.on_prefill_worker ? t.prefill.total_entries() : t.started.total_entries();
   // Per entry (one token of one kv-head of one layer, K and V): fp16 and as encoded here.
-  const double heads =
-      static_cast<double>(s.total_entries()) / (s.reused_tokens() + s.prefilled_tokens());
-  const double fp16_per_entry = d.full_fp16_bytes() / (heads * d.kv_tokens());
+  const double fp16_per_entry = d.full_fp16_bytes() / (static_cast<double>(heads) * d.kv_tokens());
   const double encoded_per_entry = static_cast<double>(d.retained_bytes()) / d.kv_entries();
   const double ratio = static_cast<double>(d.full_fp16_bytes()) / d.retained_bytes();
-  const double prefill_ratio =
-      (s.total_entries() * fp16_per_entry) / (s.kept_entries() * encoded_per_entry);
-  const double written1 = static_cast<double>(d.full_fp16_bytes()) / d.state_bytes();
+  const double prefill_ratio = (total * fp16_per_entry) / (kept * encoded_per_entry);
+  // Turn 1 writes twice when a prefill worker prefilled it: both tiers from the prefill worker,
+  // then the decode worker's state at the end of the turn.
+  const uint64_t stored1 = d.state_bytes() + t.prefill.stored_bytes();
+  const double written1 = static_cast<double>(d.full_fp16_bytes()) / stored1;
   const double written2 = static_cast<double>(t2.done.full_fp16_bytes()) / t2.done.state_bytes();
-  std::printf("| %s | %lld | %lld / %lld | %llu | %.2f× | %.2f× | %llu (%.2f×) | %llu (%.2f×) |\n",
-              p.c_str(), static_cast<long long>(d.kv_tokens()),
-              static_cast<long long>(s.kept_entries()), static_cast<long long>(s.total_entries()),
-              static_cast<unsigned long long>(d.retained_bytes()), ratio, prefill_ratio,
-              static_cast<unsigned long long>(d.state_bytes()), written1,
-              static_cast<unsigned long long>(t2.done.state_bytes()), written2);
+  // The delivery summarises all the prompt's tokens but the last, before any is generated.
+  const double shipped_ratio = t.on_prefill_worker
+                                   ? fp16_per_entry * heads * t.prefill.delivered_tokens() /
+                                         static_cast<double>(t.prefill.shipped_bytes())
+                                   : 0.0;
+  const std::string shipped =
+      t.on_prefill_worker
+          ? absl::StrFormat("%llu (%.2f×)",
+                            static_cast<unsigned long long>(t.prefill.shipped_bytes()),
+                            shipped_ratio)
+          : "—";
+  std::printf(
+      "| %s | %lld | %lld / %lld | %s | %llu | %.2f× | %.2f× | %llu (%.2f×) | %llu (%.2f×) |\n",
+      p.c_str(), static_cast<long long>(d.kv_tokens()), static_cast<long long>(kept),
+      static_cast<long long>(total), shipped.c_str(),
+      static_cast<unsigned long long>(d.retained_bytes()), ratio, prefill_ratio,
+      static_cast<unsigned long long>(stored1), written1,
+      static_cast<unsigned long long>(t2.done.state_bytes()), written2);
   json row = TurnJson(p, "recompute", 0, t);
   row["fp16_bytes_per_entry"] = fp16_per_entry;
   row["encoded_bytes_per_entry"] = encoded_per_entry;
   row["fp16_over_retained"] = ratio;
   row["prefill_fp16_over_retained"] = prefill_ratio;
+  row["fp16_over_shipped"] = shipped_ratio;
+  row["kept_entries_at_prefill"] = kept;
+  row["total_entries_at_prefill"] = total;
   row["fp16_over_state_written"] = written1;
   row["next_turn"] = TurnJson(p, "hot", 0, t2);
   row["next_turn"]["fp16_over_state_written"] = written2;
@@ -606,11 +663,12 @@ absl::StatusOr<json> RunBytes(Cluster& c, const model::Model& m, const Options& 
       "unevicted fp16 KV of the same tokens)\n",
       o.history_tokens, o.ttft_max_tokens);
   std::printf(
-      "| policy | kv tokens | kept / total entries | retained B = warm reload | fp16 / "
-      "retained | same, prefill state | written, turn 1 B (fp16 /) | written, turn 2 B "
-      "(fp16 /) |\n|---|---|---|---|---|---|---|---|\n");
+      "| policy | kv tokens | kept / total entries | shipped to the decode worker B (fp16 /) | "
+      "retained B = warm reload | fp16 / retained | same, prefill state | written, turn 1 B "
+      "(fp16 /) | written, turn 2 B (fp16 /) |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& p : o.bytes_policies) {
-    ASSIGN_OR_RETURN(json row, BytesRow(c, conv, p, o));
+    ASSIGN_OR_RETURN(json row,
+                     BytesRow(c, conv, p, m.config().n_layers * m.config().n_kv_heads, o));
     rows.push_back(row);
   }
   return rows;
@@ -713,8 +771,8 @@ absl::StatusOr<json> RunLoad(Cluster& c, const model::Model& m, const Options& o
 absl::Status Run(const Options& o) {
   ASSIGN_OR_RETURN(std::string model_path, model::EnsureDefaultModel());
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, model::Model::Load(model_path));
-  std::cerr << "[cluster] starting coordinator, cache node, decode worker, frontend in " << o.dir
-            << "\n";
+  std::cerr << "[cluster] starting coordinator, cache node, decode worker, "
+            << (o.prefill_worker ? "prefill worker, " : "") << "frontend in " << o.dir << "\n";
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> c, Cluster::Start(o));
   std::cerr << absl::StrFormat("[cluster] up in %.1f s\n", Seconds(t0));
