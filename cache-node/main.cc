@@ -56,6 +56,19 @@ class Running final : public RunningService {
   explicit Running(std::unique_ptr<CacheNodeService> s)
       : service_(std::move(s)), grpc_(service_.get()) {}
   std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
+  // Registers once the gRPC port is known; heartbeats report stored bytes and pending puts.
+  void OnServing(int grpc_port, int) override {
+    CacheNodeService* service = service_.get();
+    auto load = [service] {
+      const CacheNodeStats s = service->Stats();
+      v1::NodeLoad l;
+      l.set_queue_length(s.pending_puts);
+      l.set_used_bytes(s.stored_bytes);
+      return l;
+    };
+    // A cache node holds no leases: nothing to release.
+    link_ = cluster::RegisterWhenServing(link, grpc_port, load, [](const std::string&) {});
+  }
   void Stop() override {
     link_.reset();
     service_->Stop();
@@ -63,15 +76,12 @@ class Running final : public RunningService {
   CacheNodeService* service() { return service_.get(); }
 
   cluster::CoordinatorLinkOptions link;  // all but the gRPC port
-  std::unique_ptr<cluster::CoordinatorLink> link_;
 
  private:
+  std::unique_ptr<cluster::CoordinatorLink> link_;
   std::unique_ptr<CacheNodeService> service_;
   CacheNodeGrpc grpc_;
 };
-
-// Filled by Start, read by the on_serving hook (which knows the bound port).
-Running* g_running = nullptr;
 
 // What the node offers the cluster: its cold tier's limit, else the size of the disk under it.
 int64_t CapacityBytes(const CacheNodeOptions& o) {
@@ -115,24 +125,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   running->link = cluster::LinkOptionsFromConfig(c, v1::NODE_ROLE_CACHE, tls);
   running->link.ucx_address = address;
   running->link.capacity_bytes = CapacityBytes(o);
-  g_running = running.get();
   return running;
-}
-
-// Registers once the gRPC port is known; heartbeats report stored bytes and pending puts.
-void OnServing(int grpc_port, int) {
-  Running* r = g_running;
-  if (r == nullptr) return;
-  CacheNodeService* service = r->service();
-  auto load = [service] {
-    const CacheNodeStats s = service->Stats();
-    v1::NodeLoad l;
-    l.set_queue_length(s.pending_puts);
-    l.set_used_bytes(s.stored_bytes);
-    return l;
-  };
-  // A cache node holds no leases: nothing to release.
-  r->link_ = cluster::RegisterWhenServing(r->link, grpc_port, load, [](const std::string&) {});
 }
 
 }  // namespace
@@ -146,6 +139,5 @@ int main(int argc, char** argv) {
       "in-memory tier; gRPC for control, UCX for page bytes (UCX_TLS picks the transports).";
   spec.keys = glimpse::cache_node::Keys();
   spec.start = glimpse::cache_node::Start;
-  spec.on_serving = glimpse::cache_node::OnServing;
   return glimpse::RunServiceMain(spec, argc, argv);
 }

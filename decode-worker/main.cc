@@ -25,6 +25,24 @@ std::vector<ConfigKey> Keys() {
 class Running final : public RunningService {
  public:
   std::vector<grpc::Service*> grpc_services() override { return {grpc_.get()}; }
+  // Registers once the gRPC port is known.
+  void OnServing(int grpc_port, int) override {
+    HotSessions* hot_sessions = hot.get();
+    auto load = [hot_sessions] {
+      const HotStats s = hot_sessions->Stats();
+      v1::NodeLoad l;
+      l.set_queue_length(s.busy);
+      l.set_used_bytes(s.bytes);
+      l.set_hot_sessions(s.sessions);
+      return l;
+    };
+    auto release = [hot_sessions](const std::string& session) {
+      const int64_t freed = hot_sessions->Release(session);
+      log::Info("session released by the coordinator",
+                {{"session", session}, {"freed_bytes", static_cast<long long>(freed)}});
+    };
+    link_ = cluster::RegisterWhenServing(base.link, grpc_port, load, release);
+  }
   void Stop() override { link_.reset(); }
 
   worker::WorkerBase base;
@@ -32,11 +50,10 @@ class Running final : public RunningService {
   std::unique_ptr<HotSessions> hot;
   std::unique_ptr<TurnRunner> runner;
   std::unique_ptr<DecodeWorkerGrpc> grpc_;
+
+ private:
   std::unique_ptr<cluster::CoordinatorLink> link_;
 };
-
-// Filled by Start, read by the on_serving hook (which knows the bound port).
-Running* g_running = nullptr;
 
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
@@ -71,29 +88,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r->grpc_ = std::make_unique<DecodeWorkerGrpc>(*r->runner, *r->hot, registry);
   r->base.link.ucx_address = r->inbox->address();
   r->base.link.capacity_bytes = c.GetBytes("capacity");
-  g_running = r.get();
   return r;
-}
-
-// Registers once the gRPC port is known.
-void OnServing(int grpc_port, int) {
-  Running* r = g_running;
-  if (r == nullptr) return;
-  HotSessions* hot = r->hot.get();
-  auto load = [hot] {
-    const HotStats s = hot->Stats();
-    v1::NodeLoad l;
-    l.set_queue_length(s.busy);
-    l.set_used_bytes(s.bytes);
-    l.set_hot_sessions(s.sessions);
-    return l;
-  };
-  auto release = [hot](const std::string& session) {
-    const int64_t freed = hot->Release(session);
-    log::Info("session released by the coordinator",
-              {{"session", session}, {"freed_bytes", static_cast<long long>(freed)}});
-  };
-  r->link_ = cluster::RegisterWhenServing(r->base.link, grpc_port, load, release);
 }
 
 }  // namespace
@@ -108,6 +103,5 @@ int main(int argc, char** argv) {
       "writes the new state to a cache node at turn end.";
   spec.keys = glimpse::decode_worker::Keys();
   spec.start = glimpse::decode_worker::Start;
-  spec.on_serving = glimpse::decode_worker::OnServing;
   return glimpse::RunServiceMain(spec, argc, argv);
 }

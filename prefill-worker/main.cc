@@ -20,17 +20,27 @@ std::vector<ConfigKey> Keys() {
 class Running final : public RunningService {
  public:
   std::vector<grpc::Service*> grpc_services() override { return {grpc_.get()}; }
+  // Registers once the gRPC port is known.
+  void OnServing(int grpc_port, int) override {
+    PrefillWorkerGrpc* service = grpc_.get();
+    auto load = [service] {
+      v1::NodeLoad l;
+      l.set_queue_length(service->queue_length());
+      return l;
+    };
+    auto release = [](const std::string&) {};  // a prefill worker holds no session
+    link_ = cluster::RegisterWhenServing(base.link, grpc_port, load, release);
+  }
   void Stop() override { link_.reset(); }
 
   worker::WorkerBase base;
   std::unique_ptr<transport::Transport> ship;
   std::unique_ptr<Prefiller> prefiller;
   std::unique_ptr<PrefillWorkerGrpc> grpc_;
+
+ private:
   std::unique_ptr<cluster::CoordinatorLink> link_;
 };
-
-// Filled by Start, read by the on_serving hook (which knows the bound port).
-Running* g_running = nullptr;
 
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
@@ -46,22 +56,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
       std::make_unique<Prefiller>(*r->base.model, *r->base.pool, r->base.cache.get(), *r->ship, o);
   r->grpc_ = std::make_unique<PrefillWorkerGrpc>(*r->prefiller, registry);
   r->base.link.ucx_address = r->ship->LocalAddress();
-  g_running = r.get();
   return r;
-}
-
-// Registers once the gRPC port is known.
-void OnServing(int grpc_port, int) {
-  Running* r = g_running;
-  if (r == nullptr) return;
-  PrefillWorkerGrpc* service = r->grpc_.get();
-  auto load = [service] {
-    v1::NodeLoad l;
-    l.set_queue_length(service->queue_length());
-    return l;
-  };
-  auto release = [](const std::string&) {};  // a prefill worker holds no session
-  r->link_ = cluster::RegisterWhenServing(r->base.link, grpc_port, load, release);
 }
 
 }  // namespace
@@ -76,6 +71,5 @@ int main(int argc, char** argv) {
       "cache node and ships the kept pages to the decode worker over UCX.";
   spec.keys = glimpse::prefill_worker::Keys();
   spec.start = glimpse::prefill_worker::Start;
-  spec.on_serving = glimpse::prefill_worker::OnServing;
   return glimpse::RunServiceMain(spec, argc, argv);
 }

@@ -190,7 +190,7 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
   log::Info("serving", {{"program", spec.program},
                         {"grpc_port", static_cast<long long>(grpc_port)},
                         {"metrics_port", static_cast<long long>(metrics_port)}});
-  if (spec.on_serving) spec.on_serving(grpc_port, metrics_port);
+  (*service)->OnServing(grpc_port, metrics_port);
   signals.Wait();
 
   const absl::Duration grace = config.GetDuration("shutdown_grace");

@@ -32,6 +32,9 @@ class RunningService {
  public:
   virtual ~RunningService() = default;
   virtual std::vector<grpc::Service*> grpc_services() = 0;
+  // Called once both servers listen, with their bound ports (after the "serving" log line, before
+  // waiting for a signal): e.g. register with the coordinator, which needs the gRPC port.
+  virtual void OnServing(int /*grpc_port*/, int /*metrics_port*/) {}
   // Called after the gRPC server stopped; flush and close (e.g. RocksDB).
   virtual void Stop() {}
 };
@@ -43,9 +46,6 @@ struct ServiceSpec {
   std::function<absl::StatusOr<std::unique_ptr<RunningService>>(const Config&,
                                                                 metrics::MetricsRegistry&)>
       start;
-  // Optional, for in-process tests: called once both servers are up, with their bound ports
-  // (after the "serving" log line, before waiting for a signal).
-  std::function<void(int grpc_port, int metrics_port)> on_serving;
 };
 
 // The keys of a service that calls other services (client_tls.ca, client_tls.cert,

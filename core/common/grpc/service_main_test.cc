@@ -26,13 +26,18 @@ using grpc::health::v1::HealthCheckResponse;
 
 class TestService final : public RunningService {
  public:
-  explicit TestService(std::atomic<bool>* stopped) : stopped_(stopped) {}
+  TestService(std::atomic<bool>* stopped, std::promise<std::pair<int, int>>* ports)
+      : stopped_(stopped), ports_(ports) {}
   std::vector<grpc::Service*> grpc_services() override { return {&echo_}; }
+  void OnServing(int grpc_port, int metrics_port) override {
+    ports_->set_value({grpc_port, metrics_port});
+  }
   void Stop() override { stopped_->store(true); }
 
  private:
   grpctest::EchoService echo_;
   std::atomic<bool>* stopped_;
+  std::promise<std::pair<int, int>>* ports_;
 };
 
 struct Harness {
@@ -51,10 +56,7 @@ struct Harness {
       registry
           .AddCounter("test_started_total", "Starts.", {{"greeting", config.GetString("greeting")}})
           .Increment();
-      return std::make_unique<TestService>(&stopped);
-    };
-    spec.on_serving = [this](int grpc_port, int metrics_port) {
-      ports.set_value({grpc_port, metrics_port});
+      return std::make_unique<TestService>(&stopped, &ports);
     };
     return spec;
   }
