@@ -1,6 +1,5 @@
 #include "core/cluster/coordinator_peers.h"
 
-#include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -37,11 +36,6 @@ CoordinatorPeers::~CoordinatorPeers() {
 bool CoordinatorPeers::Known(std::string_view address) const {
   std::lock_guard<std::mutex> lock(mu_);
   return addresses_.contains(address);
-}
-
-size_t CoordinatorPeers::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return addresses_.size();
 }
 
 bool CoordinatorPeers::Allows(std::string_view address) {

@@ -38,7 +38,6 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   ~CoordinatorPeers() override;
 
   bool Allows(std::string_view address) override;
-  size_t size() const;
 
  private:
   CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<v1::Coordinator::Stub> stub);
