@@ -311,11 +311,13 @@ absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
       cfg.skip_perftest = true;
     } else if (absl::ConsumePrefix(&a, "--perftest=")) {
       cfg.perftest = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--peer=")) {  // e.g. another build's, to compare
+      cfg.peer = std::string(a);
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("bad flag '", argv[i],
                        "'; flags: --total_mib=N --pages=N --window=N --repeat=N --json=PATH "
-                       "--perftest=PATH --tls=shm|tcp --page_kib=N --no_perftest"));
+                       "--perftest=PATH --peer=PATH --tls=shm|tcp --page_kib=N --no_perftest"));
     }
   }
   return cfg;

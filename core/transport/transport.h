@@ -64,10 +64,11 @@ struct Options {
   // UCX assertion that aborts the process. Cancel and deadlines no longer force-close healthy
   // endpoints (see ucx_engine.h, CloseMode), but this mode has no tests yet.
   bool watch_senders = false;
-  // UCX backend: how long the progress thread keeps busy-polling after its last completion before
-  // it sleeps on the worker's event fd. Longer trades CPU for wake-up latency; on a shared host a
-  // spinning thread takes the core that the peer's copies or the checksums need (2-core dev VM,
-  // shm, 1 MiB pages: ~1 ms of spin gave 0.45 GB/s where 50 us gave 0.78). Zero: never spin.
+  // UCX backend: how long the progress thread, or a Wait() / Receive() caller that progresses the
+  // worker itself, keeps busy-polling after its last completion before it sleeps. Longer trades
+  // CPU for wake-up latency; on a shared host a spinning thread takes the core that the peer's
+  // copies or the checksums need (2-core dev VM, shm, 1 MiB pages: ~1 ms of spin gave 0.45 GB/s
+  // where 50 us gave 0.78). Zero: never spin.
   absl::Duration progress_spin = absl::Microseconds(50);
 };
 

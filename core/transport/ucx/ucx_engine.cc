@@ -210,31 +210,44 @@ void UcxEngine::Wake() {
   if (worker_ != nullptr) ucp_worker_signal(worker_);
 }
 
+bool UcxEngine::ProgressOnce() {
+  bool worked = ucp_worker_progress(worker_) > 0;
+  PollHeaders();
+  for (EndpointState* e : to_close_) TearDown(e, e->error, CloseMode::kForce);
+  to_close_.clear();
+  std::erase_if(closing_, [](void* r) {
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+    ucp_request_free(r);
+    return true;
+  });
+  return worked;
+}
+
+void UcxEngine::MaybeCheckDeadlines(absl::Time now) {
+  if (now - last_deadline_check_ < absl::Milliseconds(1)) return;
+  CheckDeadlines(now);
+  last_deadline_check_ = now;
+}
+
 // Busy-polls while UCX has work and for Options::progress_spin after the last work, then sleeps
-// on the worker's event fd (woken by UCX events and Wake(); at most 2 ms, for deadlines).
+// on the worker's event fd (woken by UCX events and Wake(); at most 2 ms, for deadlines). Parks
+// while a caller drives the worker (DriveUntil).
 void UcxEngine::ProgressLoop() {
   uint32_t iterations = 0;
   bool worked = false;
-  absl::Time last_check = absl::Now();
-  absl::Time last_work = last_check;
+  absl::Time last_work = absl::Now();
   while (!stop_.load(std::memory_order_relaxed)) {
     std::unique_lock l(mu_);
-    worked |= ucp_worker_progress(worker_) > 0;
-    PollHeaders();
+    if (driving_) {
+      progress_parked_cv_.wait(l, [this] { return !driving_; });
+      last_work = absl::Now();
+      continue;
+    }
+    worked |= ProgressOnce();
     worked |= HandOffToReceiver(l);
-    for (EndpointState* e : to_close_) TearDown(e, e->error, CloseMode::kForce);
-    to_close_.clear();
-    std::erase_if(closing_, [](void* r) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-      ucp_request_free(r);
-      return true;
-    });
     if (++iterations % kClockEvery != 0) continue;
     const absl::Time now = absl::Now();
-    if (now - last_check >= absl::Milliseconds(1)) {
-      CheckDeadlines(now);
-      last_check = now;
-    }
+    MaybeCheckDeadlines(now);
     if (worked) {
       worked = false;
       last_work = now;
@@ -248,6 +261,47 @@ void UcxEngine::ProgressLoop() {
     poll(&pfd, 1, /*ms=*/2);
     last_work = absl::Now() - options_.progress_spin / 2;  // after a wake-up, spin half as long
   }
+}
+
+bool UcxEngine::DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
+                           absl::FunctionRef<bool()> pred) {
+  bool mine = false;  // this caller holds the worker (driving_)
+  auto give_back = [&] {
+    if (!mine) return;
+    mine = driving_ = false;
+    progress_parked_cv_.notify_one();
+  };
+  uint32_t iterations = 0;
+  bool worked = false;
+  absl::Time last_work;
+  while (!pred()) {
+    if (!mine && !driving_) {
+      mine = driving_ = true;
+      last_work = absl::Now();
+    }
+    if (mine) {
+      worked |= ProgressOnce();
+      if (++iterations % kClockEvery != 0) {
+        l.unlock();  // as the progress loop does: others may take mu_ between passes
+        l.lock();
+        continue;
+      }
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) break;
+    if (mine) {
+      MaybeCheckDeadlines(now);
+      if (worked || now - last_work < options_.progress_spin) {
+        if (worked) last_work = now;
+        worked = false;
+        continue;
+      }
+      give_back();  // idle: the progress thread sleeps on UCX's event fd and wakes us via cv_
+    }
+    cv_.wait_for(l, absl::ToChronoNanoseconds(std::min(deadline - now, absl::Milliseconds(100))));
+  }
+  give_back();
+  return pred();
 }
 
 absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_address,

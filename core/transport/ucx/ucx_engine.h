@@ -1,7 +1,8 @@
 // Internal: the UcxTransport engine. See ucx_transport.h for the contract and design.
 //
 // Concurrency: mu_ guards every member below it and every UCX call; UCX callbacks run inside
-// ucp_worker_progress / ucp_*_nbx under mu_ and never lock. cv_ is notified on any completion,
+// ucp_worker_progress / ucp_*_nbx under mu_ (in the progress thread or a caller that drives the
+// worker, see DriveUntil) and never lock. cv_ is notified on any completion,
 // failure, freed in-flight space or ready batch. Callback contexts (Outbound, Inbound, peers)
 // live in unique_ptrs so their addresses stay stable while UCX holds them.
 #pragma once
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "core/transport/transport.h"
 #include "core/transport/ucx/ucx_buffer_pool.h"
 #include "core/transport/ucx/ucx_wire.h"
@@ -133,6 +135,20 @@ class UcxEngine : public Transport {
   explicit UcxEngine(const Options& options);
   absl::Status Init();
   void ProgressLoop();
+  // One pass over the worker under mu_: ucp_worker_progress, new batch headers, endpoints to
+  // close. Returns whether UCX reported work. Run by the progress thread, or by a caller that
+  // drives the worker itself (DriveUntil).
+  bool ProgressOnce();
+  // Transfer deadlines and receive stalls, at most once a millisecond.
+  void MaybeCheckDeadlines(absl::Time now);
+  // Progresses the worker in the calling thread until pred() or the deadline, instead of
+  // sleeping while the progress thread does it: on a 2-core host the hand-off between the two
+  // threads, and the two threads themselves, cost the cores that copy and checksum the bytes.
+  // One caller drives at a time (driving_; the progress thread parks meanwhile). After
+  // Options::progress_spin without work the caller sleeps on cv_ and the progress thread takes
+  // the worker back (sleeping on UCX's event fd). Returns pred().
+  bool DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
+                  absl::FunctionRef<bool()> pred);
   // Lets a Receive() caller that has work waiting (a landed buffer to checksum, a batch to take)
   // have mu_: releases it for kHandOffPause and returns true, else returns false at once.
   // std::mutex is not fair: the progress loop took mu_ back at once, the caller starved, and
@@ -166,10 +182,13 @@ class UcxEngine : public Transport {
   std::atomic<bool> stop_{false};
   std::atomic<int> receivers_{0};  // threads inside Receive()
   std::thread progress_;
+  std::condition_variable progress_parked_cv_;  // the progress thread waits here while driving_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Metrics metrics_;
+  bool driving_ = false;  // a Wait() or Receive() caller progresses the worker (DriveUntil)
+  absl::Time last_deadline_check_;
   PeerId next_peer_ = 1;
   TransferId next_transfer_ = 1;
   uint32_t next_seq_ = 0;
@@ -184,8 +203,8 @@ class UcxEngine : public Transport {
   std::map<TransferId, std::unique_ptr<Outbound>> retiring_;
   std::map<uint64_t, std::unique_ptr<Inbound>> inbound_;
   // Buffers that landed but whose CRC32C is not computed yet. Receive() callers compute them, one
-  // buffer at a time and outside mu_: on another core than the progress thread, which meanwhile
-  // moves the next buffers, and while the bytes UCX just wrote are still in cache.
+  // buffer at a time and outside mu_, while the bytes UCX just wrote are still in cache (and,
+  // when another thread progresses the worker, while it moves the next buffers).
   struct Landed {
     Inbound* in;
     uint32_t index;

@@ -1,9 +1,10 @@
-// UcxEngine receive side: headers are probed by the progress thread, each posts one tag receive
-// per buffer into pooled memory; whole batches queue for Receive(), which verifies the CRC32C.
-// Each buffer is checksummed as soon as it lands, by a Receive() caller outside the lock (see
-// UcxEngine::landed_), so the checksum runs beside the progress thread's copies and over bytes
-// still in cache; a batch is ready when every buffer has landed and been checksummed. Receive()
-// then combines the per-buffer values (Crc32cCombine) and compares them with the header's CRC.
+// UcxEngine receive side: headers are probed by whoever progresses the worker (the progress
+// thread or a Receive() caller); each posts one tag receive per buffer into pooled memory; whole
+// batches queue for Receive(), which verifies the CRC32C. Each buffer is checksummed as soon as
+// it lands, by a Receive() caller outside the lock (see UcxEngine::landed_), while the bytes UCX
+// just wrote are still in cache; a batch is ready when every buffer has landed and been
+// checksummed. Receive() then combines the per-buffer values (Crc32cCombine) and compares them
+// with the header's CRC.
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -233,7 +234,7 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
   absl::Cleanup done = [this] { receivers_.fetch_sub(1, std::memory_order_relaxed); };
   std::unique_lock l(mu_);
   for (;;) {
-    if (!WaitUntil(cv_, l, deadline, [this] { return !ready_.empty() || !landed_.empty(); })) {
+    if (!DriveUntil(l, deadline, [this] { return !ready_.empty() || !landed_.empty(); })) {
       return absl::DeadlineExceededError("no batch arrived before the deadline");
     }
     if (!ready_.empty()) break;

@@ -175,7 +175,7 @@ absl::Status UcxEngine::Wait(TransferId id, absl::Time deadline) {
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
   Outbound* o = it->second.get();
-  if (!WaitUntil(cv_, l, deadline, [o] { return o->done; })) {
+  if (!DriveUntil(l, deadline, [o] { return o->done; })) {
     return absl::DeadlineExceededError(
         absl::StrCat("transfer ", id, " still in flight at the wait deadline"));
   }

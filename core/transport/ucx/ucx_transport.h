@@ -1,7 +1,10 @@
 // UcxTransport: the Transport over UCX (ucp tag API). One ucp context + worker per engine and a
-// progress thread that owns the worker (every UCX call runs under the engine's mutex, the worker
-// is UCS_THREAD_MODE_SERIALIZED). UCX's own environment picks the transports (UCX_TLS, e.g.
-// "posix,sysv,cma,self" for shared memory or "tcp,self"); Options never override it.
+// progress thread (every UCX call runs under the engine's mutex, the worker is
+// UCS_THREAD_MODE_SERIALIZED). A thread blocked in Wait() or Receive() progresses the worker
+// itself while the progress thread parks, so a busy sender or receiver is one thread, not two
+// handing work across a mutex (on 2 shared cores: shm 1 MiB +3-29 %, tcp +6-31 %). UCX's own
+// environment picks the transports (UCX_TLS, e.g. "posix,sysv,cma,self" for shared memory or
+// "tcp,self"); Options never override it.
 //
 // Data path: per batch one eager header message (sizes, CRC32C, sender address) then one tag
 // send per buffer. Small buffers go eager; above UCX's rendezvous threshold UCX switches to
@@ -16,10 +19,11 @@
 //
 // Checksums and CPU: the sender computes the batch CRC32C in Submit (outside the lock); the
 // receiver checksums each buffer as soon as it lands, in a Receive() caller's thread while the
-// progress thread moves the next buffers, and combines the values (Crc32cCombine). Receive
-// buffers come from a last-in-first-out pool. The progress thread busy-polls only for
-// Options::progress_spin (50 us) after the last completion, then sleeps on UCX's event fd, so it
-// leaves the cores to the threads that move and check bytes.
+// worker moves the next buffers, and combines the values (Crc32cCombine). Receive buffers come
+// from a last-in-first-out pool. Whoever progresses the worker busy-polls only for
+// Options::progress_spin (50 us) after the last completion: a waiting caller then sleeps and the
+// progress thread takes over, sleeping on UCX's event fd, so neither keeps a core from the
+// threads that move and check bytes.
 //
 // Failure handling: endpoints use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint fails its
 // transfers with Unavailable and is force-closed. Nothing else is ever force-closed: UCX 1.13
