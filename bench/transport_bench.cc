@@ -9,14 +9,18 @@
 // -w 1/8 of them) and takes the client's final "overall" bandwidth. Both are sender-side
 // completion times; GB/s are 1e9 bytes/s (ucx_perftest's MB/s are MiB/s and are converted).
 //
-// Two runs of ours per row, because ucx_perftest re-sends one buffer into one buffer, both of
-// which stay in cache (L3 is 32 MiB here), while KV pages are many and mostly cold:
+// Three runs of ours per row:
 //   "ours": every page of every batch is the same page-sized send buffer, as in ucx_perftest (the
-//           receiver still lands each page in its own pooled buffer, as the contract requires);
-//           the ratio and the 0.9x goal compare this with ucx_perftest.
-//   "ours, distinct pages": --window x --pages different pages (e.g. 128 MiB of 4 MiB pages),
+//           receiver still lands each page in its own pooled buffer, as the contract requires),
+//           sent as the services send pages: without the transport's batch CRC32C
+//           (SubmitOptions::checksum off; pages carry their own, which their receivers check).
+//           The ratio and the 0.9x goal compare this with ucx_perftest.
+//   "ours, batch CRC32C": the same with the batch CRC32C, as a batch of arbitrary bytes ships.
+//   "ours, distinct pages": --window x --pages different pages (e.g. 128 MiB of 4 MiB pages), no
+//           batch CRC. ucx_perftest re-sends one buffer into one buffer, both of which stay in
+//           cache (L3 is 32 MiB here), while KV pages are many and mostly cold: this run is
 //           bound by memory bandwidth (~6 GB/s on the dev VM), which ucx_perftest never meets.
-// Each row runs the three --repeat times (default 3), interleaved, and shows medians: on a shared
+// Each row runs the four --repeat times (default 3), interleaved, and shows medians: on a shared
 // machine, load that comes and goes then hits ours and ucx_perftest alike. The JSON keeps every
 // sample.
 //
@@ -78,16 +82,34 @@ constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false}, {"tcp", "t
 constexpr size_t kPageSizes[] = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
                                  size_t{4} << 20};
 
+// What one run of ours sends.
+struct Variant {
+  const char* name;  // JSON key
+  const char* title;
+  bool distinct_pages;
+  bool batch_crc;  // SubmitOptions::checksum
+};
+constexpr Variant kVariants[] = {{"ours", "ours", false, false},
+                                 {"ours_batch_crc", "ours, batch CRC32C", false, true},
+                                 {"ours_distinct_pages", "ours, distinct pages", true, false}};
+constexpr size_t kPlain = 0, kBatchCrc = 1, kDistinct = 2;  // indices into kVariants
+
+// One column of a row: the GB/s of --repeat interleaved runs (so that load from other processes
+// hits every column alike) and their median; 0 if every run failed.
+struct Series {
+  std::vector<double> samples;
+  std::string error;  // the first failure, if any
+  double median = 0;
+};
+
 struct Result {
   std::string tls;
   size_t page_bytes = 0;
-  // Medians over --repeat interleaved runs (ours, ours with distinct pages, ucx_perftest, ours,
-  // ...), so that load from other processes hits all three alike; 0 if every run failed.
-  double ours_gbps = 0;
-  double distinct_gbps = 0;
-  double perftest_gbps = 0;
-  std::vector<double> ours_samples, distinct_samples, perftest_samples;
-  std::string ours_error, distinct_error, perftest_error;  // the first failure, if any
+  Series ours[std::size(kVariants)];  // in kVariants order
+  Series perftest;
+  double Ratio(size_t variant) const {
+    return perftest.median > 0 ? ours[variant].median / perftest.median : 0;
+  }
 };
 
 void SetTlsEnv(const TlsSet& set) {
@@ -101,7 +123,7 @@ void SetTlsEnv(const TlsSet& set) {
 // transfers' deadlines.
 absl::Status SendBatches(Transport& t, PeerId peer,
                          const std::vector<std::vector<std::span<const uint8_t>>>& slots,
-                         size_t batches) {
+                         size_t batches, bool batch_crc) {
   std::deque<TransferId> inflight;
   for (size_t b = 0; b < batches; ++b) {
     if (inflight.size() == slots.size()) {
@@ -110,6 +132,7 @@ absl::Status SendBatches(Transport& t, PeerId peer,
     }
     SubmitOptions so;
     so.deadline = absl::Now() + absl::Seconds(30);
+    so.checksum = batch_crc;
     ASSIGN_OR_RETURN(TransferId id, t.Submit(peer, slots[b % slots.size()], so));
     inflight.push_back(id);
   }
@@ -119,7 +142,7 @@ absl::Status SendBatches(Transport& t, PeerId peer,
 
 // Our transport: this process sends, a glimpse_transport_peer child receives. Returns seconds.
 absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page_bytes,
-                               bool distinct_pages) {
+                               const Variant& variant) {
   ASSIGN_OR_RETURN(Child child, Child::Start({cfg.peer, "recv", "120"}));
   ASSIGN_OR_RETURN(std::string line, child.ReadLine(absl::Now() + absl::Seconds(20), {"ADDR "}));
   const std::string address = testing::FromHex(line.substr(5));
@@ -130,7 +153,7 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
     ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, CreateUcxTransport(options));
     ASSIGN_OR_RETURN(PeerId peer, t->Connect(address));
     const size_t batch_bytes = page_bytes * cfg.pages_per_batch;
-    const size_t pages = distinct_pages ? cfg.window * cfg.pages_per_batch : 1;
+    const size_t pages = variant.distinct_pages ? cfg.window * cfg.pages_per_batch : 1;
     std::vector<uint8_t> arena(pages * page_bytes);  // [pages][page_bytes]
     for (size_t i = 0; i < arena.size(); ++i) arena[i] = static_cast<uint8_t>(i * 131 + 7);
     ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region,
@@ -144,9 +167,10 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
     }
     const size_t batches = std::max<size_t>(1, cfg.total_bytes / batch_bytes);
     // Warm-up: wireup, and the receiver's pool fills with a window's worth of buffers.
-    RETURN_IF_ERROR(SendBatches(*t, peer, slots, std::max(2 * cfg.window, batches / 8)));
+    RETURN_IF_ERROR(
+        SendBatches(*t, peer, slots, std::max(2 * cfg.window, batches / 8), variant.batch_crc));
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(SendBatches(*t, peer, slots, batches));
+    RETURN_IF_ERROR(SendBatches(*t, peer, slots, batches, variant.batch_crc));
     seconds = absl::ToDoubleSeconds(absl::Now() - start);
     (void)t->Disconnect(peer);
   }
@@ -242,20 +266,27 @@ std::string PageName(size_t bytes) {
 }
 
 void PrintTable(const std::vector<Result>& results) {
-  std::printf("\nmedians of interleaved runs\n%-5s %-9s %10s %18s %7s %26s\n", "tls", "page",
-              "ours GB/s", "ucx_perftest GB/s", "ratio", "ours, distinct pages GB/s");
+  std::printf("\nmedians of interleaved runs\n%-5s %-9s %10s %18s %7s %26s %26s\n", "tls", "page",
+              "ours GB/s", "ucx_perftest GB/s", "ratio", "ours, batch CRC32C (ratio)",
+              "ours, distinct pages GB/s");
   for (const Result& r : results) {
-    const double ratio = r.perftest_gbps > 0 ? r.ours_gbps / r.perftest_gbps : 0;
-    const bool goal = r.page_bytes < (size_t{1} << 20) || ratio >= 0.9;
-    std::printf("%-5s %-9s %10.2f %18.2f %6.2fx %26.2f%s\n", r.tls.c_str(),
-                PageName(r.page_bytes).c_str(), r.ours_gbps, r.perftest_gbps, ratio,
-                r.distinct_gbps, goal ? "" : "  (< 0.9 goal)");
-    if (!r.ours_error.empty()) std::printf("      ours failed: %s\n", r.ours_error.c_str());
-    if (!r.distinct_error.empty())
-      std::printf("      ours, distinct pages failed: %s\n", r.distinct_error.c_str());
-    if (!r.perftest_error.empty())
-      std::printf("      ucx_perftest failed: %s\n", r.perftest_error.c_str());
+    const bool goal = r.page_bytes < (size_t{1} << 20) || r.Ratio(kPlain) >= 0.9;
+    std::printf("%-5s %-9s %10.2f %18.2f %6.2fx %18.2f (%.2fx) %26.2f%s\n", r.tls.c_str(),
+                PageName(r.page_bytes).c_str(), r.ours[kPlain].median, r.perftest.median,
+                r.Ratio(kPlain), r.ours[kBatchCrc].median, r.Ratio(kBatchCrc),
+                r.ours[kDistinct].median, goal ? "" : "  (< 0.9 goal)");
+    for (size_t v = 0; v < std::size(kVariants); ++v) {
+      if (!r.ours[v].error.empty()) {
+        std::printf("      %s failed: %s\n", kVariants[v].title, r.ours[v].error.c_str());
+      }
+    }
+    if (!r.perftest.error.empty())
+      std::printf("      ucx_perftest failed: %s\n", r.perftest.error.c_str());
   }
+}
+
+nlohmann::json SeriesJson(const Series& s) {
+  return {{"gbps", s.median}, {"samples_gbps", s.samples}, {"error", s.error}};
 }
 
 absl::Status WriteJson(const Config& cfg, const std::vector<Result>& results) {
@@ -265,21 +296,19 @@ absl::Status WriteJson(const Config& cfg, const std::vector<Result>& results) {
   j["window_batches"] = cfg.window;
   j["repeat"] = cfg.repeat;
   j["units"] = "GB/s = 1e9 bytes/s, sender-side completion";
-  j["ours"] = "one page-sized send buffer re-sent, as ucx_perftest does";
-  j["ours_distinct_pages"] = "window x pages distinct send pages";
+  j["ours"] = "one page-sized send buffer re-sent, as ucx_perftest does; no batch CRC32C";
+  j["ours_batch_crc"] = "the same with the transport's batch CRC32C";
+  j["ours_distinct_pages"] = "window x pages distinct send pages; no batch CRC32C";
   for (const Result& r : results) {
-    j["results"].push_back({{"tls", r.tls},
-                            {"page_bytes", r.page_bytes},
-                            {"ours_gbps", r.ours_gbps},
-                            {"ours_distinct_pages_gbps", r.distinct_gbps},
-                            {"ucx_perftest_gbps", r.perftest_gbps},
-                            {"ours_samples_gbps", r.ours_samples},
-                            {"ours_distinct_pages_samples_gbps", r.distinct_samples},
-                            {"ucx_perftest_samples_gbps", r.perftest_samples},
-                            {"ratio", r.perftest_gbps > 0 ? r.ours_gbps / r.perftest_gbps : 0},
-                            {"ours_error", r.ours_error},
-                            {"ours_distinct_pages_error", r.distinct_error},
-                            {"ucx_perftest_error", r.perftest_error}});
+    nlohmann::json row = {{"tls", r.tls},
+                          {"page_bytes", r.page_bytes},
+                          {"ucx_perftest", SeriesJson(r.perftest)},
+                          {"ratio", r.Ratio(kPlain)},
+                          {"ratio_batch_crc", r.Ratio(kBatchCrc)}};
+    for (size_t v = 0; v < std::size(kVariants); ++v) {
+      row[kVariants[v].name] = SeriesJson(r.ours[v]);
+    }
+    j["results"].push_back(std::move(row));
   }
   std::ofstream out(cfg.json);
   out << j.dump(2) << "\n";
@@ -329,13 +358,12 @@ double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// Adds one run's GB/s (or its first error) to a row's samples.
-void AddSample(const absl::StatusOr<double>& gbps, std::vector<double>& samples,
-               std::string& error) {
+// Adds one run's GB/s (or its first error) to a column.
+void AddSample(const absl::StatusOr<double>& gbps, Series& s) {
   if (gbps.ok()) {
-    samples.push_back(*gbps);
-  } else if (error.empty()) {
-    error = gbps.status().ToString();
+    s.samples.push_back(*gbps);
+  } else if (s.error.empty()) {
+    s.error = gbps.status().ToString();
   }
 }
 
@@ -349,18 +377,15 @@ Result RunRow(const Config& cfg, const TlsSet& set, size_t page, Tick tick) {
     return *seconds > 0 ? cfg.total_bytes / *seconds / 1e9 : 0;
   };
   for (size_t i = 0; i < cfg.repeat; ++i) {
-    AddSample(gbps(RunOurs(cfg, set, page, /*distinct_pages=*/false)), r.ours_samples,
-              r.ours_error);
-    tick();
-    AddSample(gbps(RunOurs(cfg, set, page, /*distinct_pages=*/true)), r.distinct_samples,
-              r.distinct_error);
-    tick();
-    if (!cfg.skip_perftest) AddSample(RunPerftest(cfg, page), r.perftest_samples, r.perftest_error);
+    for (size_t v = 0; v < std::size(kVariants); ++v) {
+      AddSample(gbps(RunOurs(cfg, set, page, kVariants[v])), r.ours[v]);
+      tick();
+    }
+    if (!cfg.skip_perftest) AddSample(RunPerftest(cfg, page), r.perftest);
     tick();
   }
-  r.ours_gbps = Median(r.ours_samples);
-  r.distinct_gbps = Median(r.distinct_samples);
-  r.perftest_gbps = Median(r.perftest_samples);
+  for (Series& s : r.ours) s.median = Median(s.samples);
+  r.perftest.median = Median(r.perftest.samples);
   return r;
 }
 
@@ -371,7 +396,8 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::vector<Result> results;
-  ProgressBar bar("transport bench", std::size(kTlsSets) * std::size(kPageSizes) * 3 * cfg->repeat);
+  ProgressBar bar("transport bench", std::size(kTlsSets) * std::size(kPageSizes) *
+                                         (std::size(kVariants) + 1) * cfg->repeat);
   int64_t step = 0;
   for (const TlsSet& set : kTlsSets) {
     if (!cfg->only_tls.empty() && cfg->only_tls != set.name) continue;
@@ -389,7 +415,10 @@ int Run(int argc, char** argv) {
   else
     std::printf("\nJSON: %s\n", cfg->json.c_str());
   for (const Result& r : results) {
-    if (!r.ours_error.empty() || !r.distinct_error.empty() || !r.perftest_error.empty()) return 1;
+    if (!r.perftest.error.empty()) return 1;
+    for (const Series& s : r.ours) {
+      if (!s.error.empty()) return 1;
+    }
   }
   return js.ok() ? 0 : 1;
 }

@@ -113,6 +113,7 @@ absl::Status CacheNodeService::Ship(const std::string& address, uint64_t request
   bufs.insert(bufs.end(), buffers.begin(), buffers.end());
   transport::SubmitOptions so;
   so.deadline = std::min(deadline, absl::Now() + options_.transfer_timeout);
+  so.checksum = false;  // the client checks every page's CRC32C against the manifest
   absl::StatusOr<transport::TransferId> id = transport_->Submit(peer, bufs, so);
   absl::Status s = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
   if (!s.ok() && s.code() != absl::StatusCode::kResourceExhausted) {

@@ -145,7 +145,9 @@ absl::Status Prefiller::Ship(const PrefillJob& job, const worker::OutgoingDelive
   absl::StatusOr<transport::PeerId> peer = peers_.Get(job.decode_address);
   if (!peer.ok()) return failed(peer.status());
   const absl::Time deadline = absl::Now() + options_.ship_timeout;
-  absl::StatusOr<transport::TransferId> id = ship_.Submit(*peer, buffers, {.deadline = deadline});
+  // No batch CRC32C: the decode worker checks the manifest's, the delta's and every page's.
+  absl::StatusOr<transport::TransferId> id =
+      ship_.Submit(*peer, buffers, {.deadline = deadline, .checksum = false});
   if (!id.ok()) return failed(id.status());
   if (absl::Status st = ship_.Wait(*id, deadline); !st.ok()) return failed(st);
   out->shipped_bytes = delivery.bytes();

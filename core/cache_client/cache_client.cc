@@ -104,6 +104,7 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   ASSIGN_OR_RETURN(transport::PeerId peer, peers_.Get(ticket.transport_address()));
   transport::SubmitOptions so;
   so.deadline = absl::Now() + options_.timeout;
+  so.checksum = false;  // CommitPut fully decodes every page, CRC32C included
   absl::StatusOr<transport::TransferId> id = transport_->Submit(peer, bufs, so);
   absl::Status sent = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
   if (!sent.ok()) {

@@ -22,6 +22,16 @@ TEST(LoopbackTransport, ShipsBatchesAndVerifiesChecksum) {
   ASSERT_EQ(got->buffers().size(), 2u);
   EXPECT_EQ(got->total_bytes(), 1003u);
   EXPECT_EQ(got->buffers()[1][2], 9);
+  EXPECT_TRUE(got->checksummed());
+
+  SubmitOptions unchecked;  // the payload's own checksums are the receiver's business
+  unchecked.checksum = false;
+  unchecked.corrupt_checksum_for_testing = true;
+  ASSERT_TRUE((*a)->Submit(*peer, batch, unchecked).ok());
+  got = (*b)->Receive(absl::Now() + absl::Seconds(1));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->checksummed());
+  EXPECT_EQ(got->total_bytes(), 1003u);
 
   SubmitOptions corrupt;
   corrupt.corrupt_checksum_for_testing = true;

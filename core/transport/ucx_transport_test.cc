@@ -59,6 +59,7 @@ TEST_P(UcxInProcess, BatchesOf1To64BuffersOf1ByteTo4MiB) {
     auto got = p.b->Receive(absl::Now() + absl::Seconds(20));
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(p.a->Wait(*id, absl::Now() + absl::Seconds(20)).ok());
+    EXPECT_TRUE(got->checksummed());
     ASSERT_EQ(got->buffers().size(), n);
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(got->buffers()[i].size(), bufs[i].size());
@@ -85,6 +86,34 @@ TEST_P(UcxInProcess, CorruptedChecksumIsDataLoss) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
   EXPECT_EQ(p.b->GetMetrics().checksum_errors, 1u);
   EXPECT_TRUE(p.a->Wait(*id, absl::Now() + absl::Seconds(10)).ok());
+}
+
+// SubmitOptions::checksum off (every service batch: pages carry their own CRC32Cs): the bytes
+// arrive intact, the receiver says it did not verify them, and the header's CRC field is not
+// consulted (a corrupted one is not DataLoss).
+TEST_P(UcxInProcess, BatchesWithoutChecksumArriveUnverified) {
+  Pair p = MakePair(TestOptions(GetParam()));
+  const std::pair<size_t, size_t> shapes[] = {{1, 1}, {64, 0}, {5, (4 << 20) + 3}};
+  for (uint64_t batch = 0; batch < std::size(shapes); ++batch) {
+    auto bufs = MakeBuffers(shapes[batch].first, shapes[batch].second, batch);
+    SubmitOptions o;
+    o.checksum = false;
+    o.corrupt_checksum_for_testing = batch == 1;
+    auto id = p.a->Submit(p.a_to_b, Spans(bufs), o);
+    ASSERT_TRUE(id.ok()) << id.status();
+    auto got = p.b->Receive(absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(p.a->Wait(*id, absl::Now() + absl::Seconds(20)).ok());
+    EXPECT_FALSE(got->checksummed());
+    ASSERT_EQ(got->buffers().size(), bufs.size());
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      ASSERT_TRUE(CheckPattern(got->buffers()[i], 1, batch, i))
+          << "batch " << batch << " buf " << i;
+    }
+  }
+  Metrics m = p.b->GetMetrics();
+  EXPECT_EQ(m.batches_received, std::size(shapes));
+  EXPECT_EQ(m.checksum_errors, 0u);
 }
 
 TEST_P(UcxInProcess, GarbageAndUnreachableAddressesAreClearErrors) {

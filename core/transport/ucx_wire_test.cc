@@ -23,20 +23,39 @@ TEST(UcxWire, AddressRoundTripAndGarbage) {
 }
 
 TEST(UcxWire, HeaderRoundTripAndRejects) {
-  BatchHeader h{7, 42, 0xdeadbeef, 1 + 4096 + 3, {1, 4096, 3}, "addr"};
+  BatchHeader h{7, 42, true, 0xdeadbeef, 1 + 4096 + 3, {1, 4096, 3}, "addr"};
   std::vector<uint8_t> b = EncodeHeader(h);
   auto d = DecodeHeader(b);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->sender, 7u);
   EXPECT_EQ(d->seq, 42u);
+  EXPECT_TRUE(d->has_crc);
   EXPECT_EQ(d->crc, 0xdeadbeefu);
   EXPECT_EQ(d->sizes, h.sizes);
   EXPECT_EQ(d->sender_address, "addr");
   std::vector<uint8_t> short_b(b.begin(), b.end() - 1);
   EXPECT_EQ(DecodeHeader(short_b).status().code(), absl::StatusCode::kDataLoss);
   std::vector<uint8_t> bad_total = b;
-  bad_total[24] ^= 1;
+  bad_total[28] ^= 1;
   EXPECT_EQ(DecodeHeader(bad_total).status().code(), absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> unknown_flag = b;
+  unknown_flag[20] |= 2;
+  EXPECT_EQ(DecodeHeader(unknown_flag).status().code(), absl::StatusCode::kDataLoss);
+  std::vector<uint8_t> older = b;  // "GUB1": a peer from before the flags field
+  older[3] = '1';
+  EXPECT_EQ(DecodeHeader(older).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(UcxWire, HeaderWithoutCrc) {
+  BatchHeader h{7, 42, false, 0xdeadbeef, 10, {10}, "addr"};
+  std::vector<uint8_t> b = EncodeHeader(h);
+  auto d = DecodeHeader(b);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->has_crc);
+  EXPECT_EQ(d->crc, 0u);  // not sent
+  std::vector<uint8_t> crc_beside_no_crc_flag = b;
+  crc_beside_no_crc_flag[16] = 1;  // a CRC beside the no-CRC flag is a corrupt header
+  EXPECT_EQ(DecodeHeader(crc_beside_no_crc_flag).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(UcxWire, TagLayoutSeparatesKindsSendersSeqsIndices) {

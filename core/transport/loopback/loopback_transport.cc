@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,7 +18,7 @@ constexpr std::string_view kPrefix = "loopback:";
 struct Inbound {
   uint64_t from = 0;
   std::string sender_address;
-  uint32_t crc = 0;
+  std::optional<uint32_t> crc;  // none: SubmitOptions::checksum was off
   std::vector<std::vector<uint8_t>> buffers;
 };
 
@@ -113,8 +114,9 @@ class LoopbackTransport : public Transport {
     in.from = id_;
     in.sender_address = LocalAddress();
     uint64_t bytes = 0;
+    uint32_t crc = 0;
     for (auto b : buffers) {
-      in.crc = kvpage::Crc32cExtend(in.crc, b.data(), b.size());
+      if (options.checksum) crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
       in.buffers.emplace_back(b.begin(), b.end());
       bytes += b.size();
     }
@@ -123,7 +125,7 @@ class LoopbackTransport : public Transport {
                                                      "max_inflight_bytes ",
                                                      options_.max_inflight_bytes));
     }
-    if (options.corrupt_checksum_for_testing) in.crc ^= 1;
+    if (options.checksum) in.crc = options.corrupt_checksum_for_testing ? crc ^ 1 : crc;
     TransferStatus st{true, absl::OkStatus(), bytes};
     std::shared_ptr<Mailbox> box = fabric_->Find(peer);
     if (box == nullptr) {
@@ -197,20 +199,21 @@ absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
   uint32_t crc = 0;
   std::vector<std::span<const uint8_t>> spans;
   for (const auto& b : in.buffers) {
-    crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
+    if (in.crc.has_value()) crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
     spans.emplace_back(b.data(), b.size());
   }
   std::lock_guard l(mu_);
-  if (crc != in.crc) {
+  if (in.crc.has_value() && crc != *in.crc) {
     ++metrics_.checksum_errors;
     ++metrics_.receive_errors;
     return absl::DataLossError(
-        absl::StrCat("batch from loopback engine ", in.from, ": CRC32C ", crc, " != ", in.crc));
+        absl::StrCat("batch from loopback engine ", in.from, ": CRC32C ", crc, " != ", *in.crc));
   }
   ++metrics_.batches_received;
   for (auto s : spans) metrics_.bytes_received += s.size();
+  const bool checksummed = in.crc.has_value();
   return ReceivedBatch(std::move(in.sender_address), std::move(spans),
-                       std::make_unique<VectorStorage>(std::move(in.buffers)));
+                       std::make_unique<VectorStorage>(std::move(in.buffers)), checksummed);
 }
 
 }  // namespace

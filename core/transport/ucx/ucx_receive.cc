@@ -169,6 +169,7 @@ void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
 
 void UcxEngine::OnBufferLanded(Inbound* in, uint32_t index) {
   metrics_.bytes_received += in->header.sizes[index];
+  if (!in->header.has_crc) return;
   ++in->crc_pending;
   landed_.push_back({in, index});
   cv_.notify_all();
@@ -249,11 +250,11 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
   std::vector<std::span<const uint8_t>> spans;
   for (size_t i = 0; i < in.buffers.size(); ++i) {
     spans.emplace_back(in.buffers[i].data.get(), in.header.sizes[i]);
-    crc = kvpage::Crc32cCombine(crc, in.crcs[i], in.header.sizes[i]);
+    if (in.header.has_crc) crc = kvpage::Crc32cCombine(crc, in.crcs[i], in.header.sizes[i]);
   }
   auto storage = std::make_unique<PoolStorage>(pool_, std::move(in.buffers));
   l.lock();
-  if (crc != in.header.crc) {
+  if (in.header.has_crc && crc != in.header.crc) {
     ++metrics_.checksum_errors;
     ++metrics_.receive_errors;
     return absl::DataLossError(absl::StrFormat(
@@ -261,7 +262,8 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
         in.header.seq, in.header.sender, spans.size(), in.header.total_bytes, crc, in.header.crc));
   }
   ++metrics_.batches_received;
-  return ReceivedBatch(in.header.sender_address, std::move(spans), std::move(storage));
+  return ReceivedBatch(in.header.sender_address, std::move(spans), std::move(storage),
+                       in.header.has_crc);
 }
 
 }  // namespace glimpse::transport::ucx_internal

@@ -32,7 +32,7 @@ absl::StatusOr<TransferId> UcxEngine::Submit(PeerId peer,
   o->peer = peer;
   uint32_t crc = 0;
   for (auto b : buffers) {  // the expensive part, outside the lock
-    crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
+    if (options.checksum) crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
     o->sizes.push_back(b.size());
     o->bytes += b.size();
   }
@@ -68,6 +68,7 @@ absl::StatusOr<TransferId> UcxEngine::Submit(PeerId peer,
   ucx_wire::BatchHeader h;
   h.sender = engine_id_;
   h.seq = next_seq_++ & ucx_wire::kSeqMask;
+  h.has_crc = options.checksum;
   h.crc = options.corrupt_checksum_for_testing ? crc ^ 0x1u : crc;
   h.total_bytes = o->bytes;
   h.sizes = o->sizes;

@@ -17,7 +17,8 @@
 // (ucp_mem_map) so its buffers skip even that lookup. UCX 1.13's TCP transport has no native
 // put, so RMA would be emulated over the same active messages anyway.
 //
-// Checksums and CPU: the sender computes the batch CRC32C in Submit (outside the lock); the
+// Checksums and CPU: the sender computes the batch CRC32C in Submit (outside the lock), unless
+// SubmitOptions::checksum is off (then neither side hashes the bytes; the header says so); the
 // receiver checksums each buffer as soon as it lands, in a Receive() caller's thread while the
 // worker moves the next buffers, and combines the values (Crc32cCombine). Receive buffers come
 // from a last-in-first-out pool. Whoever progresses the worker busy-polls only for

@@ -9,10 +9,12 @@
 namespace glimpse::transport::ucx_wire {
 namespace {
 
-constexpr uint32_t kAddrMagic = 0x31415547;   // "GUA1"
-constexpr uint32_t kBatchMagic = 0x31425547;  // "GUB1"
+constexpr uint32_t kAddrMagic = 0x31415547;     // "GUA1"
+constexpr uint32_t kBatchMagic = 0x32425547;    // "GUB2"
+constexpr uint32_t kBatchMagicV1 = 0x31425547;  // "GUB1": no flags field
 constexpr size_t kAddrFixed = 20;
-constexpr size_t kHeaderFixed = 32;
+constexpr size_t kHeaderFixed = 36;
+constexpr uint32_t kFlagNoCrc = 1;
 
 template <typename T>
 void Put(std::vector<uint8_t>& out, T v) {
@@ -72,7 +74,8 @@ std::vector<uint8_t> EncodeHeader(const BatchHeader& h) {
   Put<uint32_t>(out, h.sender);
   Put<uint32_t>(out, h.seq);
   Put<uint32_t>(out, static_cast<uint32_t>(h.sizes.size()));
-  Put<uint32_t>(out, h.crc);
+  Put<uint32_t>(out, h.has_crc ? h.crc : 0);
+  Put<uint32_t>(out, h.has_crc ? 0 : kFlagNoCrc);
   Put<uint32_t>(out, static_cast<uint32_t>(h.sender_address.size()));
   Put<uint64_t>(out, h.total_bytes);
   for (uint64_t s : h.sizes) Put<uint64_t>(out, s);
@@ -81,6 +84,11 @@ std::vector<uint8_t> EncodeHeader(const BatchHeader& h) {
 }
 
 absl::StatusOr<BatchHeader> DecodeHeader(std::span<const uint8_t> b) {
+  if (b.size() >= 4 && Get<uint32_t>(b.data()) == kBatchMagicV1) {
+    return absl::FailedPreconditionError(
+        "batch header of format GUB1 (an older Glimpse); this engine speaks GUB2: upgrade every "
+        "node of the cluster");
+  }
   if (b.size() < kHeaderFixed || Get<uint32_t>(b.data()) != kBatchMagic) {
     return absl::DataLossError(
         absl::StrCat("batch header of ", b.size(), " bytes: bad size or magic"));
@@ -90,8 +98,13 @@ absl::StatusOr<BatchHeader> DecodeHeader(std::span<const uint8_t> b) {
   h.seq = Get<uint32_t>(b.data() + 8);
   uint32_t n = Get<uint32_t>(b.data() + 12);
   h.crc = Get<uint32_t>(b.data() + 16);
-  uint32_t addr_len = Get<uint32_t>(b.data() + 20);
-  h.total_bytes = Get<uint64_t>(b.data() + 24);
+  const uint32_t flags = Get<uint32_t>(b.data() + 20);
+  uint32_t addr_len = Get<uint32_t>(b.data() + 24);
+  h.total_bytes = Get<uint64_t>(b.data() + 28);
+  if ((flags & ~kFlagNoCrc) != 0 || ((flags & kFlagNoCrc) != 0 && h.crc != 0)) {
+    return absl::DataLossError(absl::StrCat("batch header: flags ", flags, " with CRC ", h.crc));
+  }
+  h.has_crc = (flags & kFlagNoCrc) == 0;
   if (n == 0 || n > kMaxBuffersPerBatch ||
       b.size() != kHeaderFixed + 8 * size_t{n} + size_t{addr_len}) {
     return absl::DataLossError(absl::StrCat("batch header: ", n, " buffers and ", addr_len,

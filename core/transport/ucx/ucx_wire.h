@@ -9,8 +9,9 @@
 //      [31..12] batch sequence (20 bits, wraps) | [11..0] buffer index.
 //
 // Header (one eager message per batch, sent before the data on the same endpoint):
-//   u32 magic 'GUB1' | u32 sender | u32 seq | u32 n | u32 crc32c of all payload bytes |
-//   u32 addr_len | u64 total_bytes | u64 sizes[n] | sender address (addr_len bytes)
+//   u32 magic 'GUB2' | u32 sender | u32 seq | u32 n | u32 crc32c of all payload bytes |
+//   u32 flags (bit 0: no CRC, the crc field is 0; others zero) | u32 addr_len |
+//   u64 total_bytes | u64 sizes[n] | sender address (addr_len bytes)
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,7 @@ absl::StatusOr<ParsedAddress> UnwrapAddress(std::string_view address);
 struct BatchHeader {
   uint32_t sender = 0;
   uint32_t seq = 0;
+  bool has_crc = true;  // false: SubmitOptions::checksum was off
   uint32_t crc = 0;
   uint64_t total_bytes = 0;
   std::vector<uint64_t> sizes;
