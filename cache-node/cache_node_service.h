@@ -22,12 +22,12 @@
 // that copy is what the warm tier then keeps), waits for the transfer to complete and returns the
 // manifest restricted to the shipped pages, in batch order. NotFound for an unknown state,
 // FailedPrecondition naming both fingerprints for another model, InvalidArgument for a page not in
-// the state, DataLoss for a page missing from RocksDB or of the wrong size or CRC32C. Page CRC32Cs
-// are checked once, when a state is read from RocksDB (before the warm tier may keep it), not on
-// each Get from the warm tier: bytes enter only through a put that verified every page (full
-// DecodePage), and the client (cache_client.h) verifies every page's CRC32C end to end. Neither
-// direction asks the transport for a batch CRC32C (SubmitOptions::checksum): it would hash every
-// byte again on both sides.
+// the state, DataLoss for a page missing from RocksDB or of the wrong size. Page CRC32Cs are not
+// recomputed on a Get: bytes enter only through a put that verified every page (full
+// DecodePage), RocksDB verifies its own block checksums on every read from a file, and the client
+// (cache_client.h) verifies every page's CRC32C end to end. For the same reason neither direction
+// asks the transport for a batch CRC32C (SubmitOptions::checksum): it would hash every byte again
+// on both sides.
 //
 // GetMany(items, reply address): every item as a Get, all shipped in ONE transport batch
 // {kGetReply, request id, total pages, packed} + one buffer per item (the item's pages back to
