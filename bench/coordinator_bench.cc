@@ -170,9 +170,9 @@ int RunSimulations(const Flags& flags) {
     return 1;
   }
   std::printf(
-      "figures (%s): prefill %.0f tok/s, decode %.0f tok/s, transport %.2f GB/s, "
+      "figures (%s): prefill %.0f tok/s, decode %.0f tok/s, reload (cache node get) %.2f GB/s, "
       "%.0f KV bytes/token\n",
-      flags.figures.c_str(), fig->prefill_tps, fig->decode_tps, fig->transport_bytes_per_s / 1e9,
+      flags.figures.c_str(), fig->prefill_tps, fig->decode_tps, fig->reload_bytes_per_s / 1e9,
       fig->kv_bytes_per_token);
   sim::WorkloadOptions w;
   w.sessions = flags.sessions;
@@ -189,7 +189,7 @@ int RunSimulations(const Flags& flags) {
       flags.decode_workers, flags.decode_mib, flags.prefill_workers,
       flags.no_demote ? "off" : "on");
   const std::pair<const char*, sim::ReloadMode> modes[] = {
-      {"transfer: reload = kept KV from a cache node at the transport rate",
+      {"transfer: reload = kept KV from a cache node at its measured get rate",
        sim::ReloadMode::kTransfer},
       {"recompute: reload = prefill the history again (no cache node)",
        sim::ReloadMode::kRecompute}};

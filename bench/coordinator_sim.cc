@@ -27,12 +27,12 @@ absl::StatusOr<Figures> LoadFigures(const std::string& path) {
   try {
     f.prefill_tps = j.at("prefill_tokens_per_s").at("value").get<double>();
     f.decode_tps = j.at("decode_tokens_per_s").at("value").get<double>();
-    f.transport_bytes_per_s = j.at("transport_bytes_per_s").at("value").get<double>();
+    f.reload_bytes_per_s = j.at("reload_bytes_per_s").at("value").get<double>();
     f.kv_bytes_per_token = j.at("kv_bytes_per_token").at("value").get<double>();
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s", path, e.what()));
   }
-  if (f.prefill_tps <= 0 || f.decode_tps <= 0 || f.transport_bytes_per_s <= 0 ||
+  if (f.prefill_tps <= 0 || f.decode_tps <= 0 || f.reload_bytes_per_s <= 0 ||
       f.kv_bytes_per_token <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: every figure must be > 0", path));
   }
@@ -217,7 +217,7 @@ class Simulation {
       if (r.hot_hit) {
         ++hot_;
       } else if (cluster_.reload == ReloadMode::kTransfer) {
-        ready += s.history * fig_.kv_bytes_per_token / fig_.transport_bytes_per_s;
+        ready += s.history * fig_.kv_bytes_per_token / fig_.reload_bytes_per_s;
       } else {
         prefill_tokens += s.history;
       }
@@ -323,7 +323,7 @@ absl::StatusOr<Result> Simulate(const std::vector<SessionSpec>& workload,
   // R(n): the measured cost of bringing n tokens back.
   o.lease.reload.per_token =
       cluster.reload == ReloadMode::kTransfer
-          ? absl::Seconds(figures.kv_bytes_per_token / figures.transport_bytes_per_s)
+          ? absl::Seconds(figures.kv_bytes_per_token / figures.reload_bytes_per_s)
           : absl::Seconds(1.0 / figures.prefill_tps);
   FakeClock clock;
   MemoryStateStore store;

@@ -9,8 +9,8 @@
 // prefilled on the decode worker run at the prefill rate without queueing. A turn that finds no
 // room waits in a FIFO admission queue (as RouteTurn's own queue does); a hot turn skips it.
 // Reload of a session that is not hot: `kTransfer` ships its kept KV from a cache node at the
-// measured transport rate (Glimpse's warm tier); `kRecompute` prefills the whole history again
-// on a prefill worker (no cache node: Continuum's setting).
+// measured rate of a cold cache-node get (RocksDB read + UCX transfer to the worker); `kRecompute`
+// prefills the whole history again on a prefill worker (no cache node: Continuum's setting).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,7 @@ namespace glimpse::coordinator::sim {
 struct Figures {
   double prefill_tps = 0;
   double decode_tps = 0;
-  double transport_bytes_per_s = 0;
+  double reload_bytes_per_s = 0;
   double kv_bytes_per_token = 0;
 };
 absl::StatusOr<Figures> LoadFigures(const std::string& path);
