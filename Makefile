@@ -88,7 +88,7 @@ train-lookahead: build model
 	  $$VENV/bin/python tools/lookahead/make_scores_fixture.py --glimpse $(GLIMPSE) \
 	    --module $(LOOKAHEAD_MODULE)
 
-# UcxTransport vs ucx_perftest (tag_bw), shm and tcp on 127.0.0.1, 64 KiB .. 4 MiB pages: a table
+# UcxTransport vs ucx_perftest (tag_bw), shm, tcp and shm+tcp on 127.0.0.1, 64 KiB .. 4 MiB pages: a table
 # on stdout and $(BUILD_DIR)/transport_bench.json. Builds only its own targets.
 .PHONY: bench-transport
 bench-transport: deps

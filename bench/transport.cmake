@@ -1,5 +1,5 @@
-# UcxTransport throughput between two processes (shm and tcp on loopback) beside ucx_perftest
-# tag_bw with the same UCX_TLS and sizes; prints a table and writes transport_bench.json in the
+# UcxTransport throughput between two processes (shm, tcp, shm+tcp on loopback) beside ucx_perftest
+# tag_bw with the same UCX_TLS, error handling and sizes; prints a table and writes transport_bench.json in the
 # build dir. Run: `make bench-transport`. Owner: transport.
 find_program(GLIMPSE_UCX_PERFTEST ucx_perftest)
 if(NOT GLIMPSE_UCX_PERFTEST)

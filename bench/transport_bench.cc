@@ -1,9 +1,17 @@
 // glimpse_bench_transport: UcxTransport throughput between two processes on one host, beside
-// ucx_perftest (tag_bw) run with the same UCX_TLS and message sizes in the same run.
+// ucx_perftest (tag_bw) run with the same UCX_TLS, error handling and message sizes in the same
+// run.
 //
-// For each transport set (shm = posix,sysv,cma,self; tcp = tcp,self) and page size (64 KiB,
-// 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB in batches of --pages pages to a
-// glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8 of that, with at most
+// Transport sets: shm = posix,sysv,cma,self (no UCX transport there detects a dead peer, so our
+// engine runs with Options::allow_no_peer_failure_detection and ucx_perftest without -e); tcp =
+// tcp,self and shm+tcp = posix,sysv,cma,tcp,self (what the services run with), both with peer
+// failure detection: our endpoints use UCP_ERR_HANDLING_MODE_PEER and ucx_perftest gets -e, so
+// both pick the same UCX lanes. (UCX 1.13 then moves shm+tcp's bulk data over TCP: with peer
+// error handling it wants UCT_MD_FLAG_INVALIDATE_RMA for a rendezvous lane, which CMA lacks.)
+//
+// For each set and page size (64 KiB, 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB in
+// batches of --pages pages to a glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8
+// of that, with at most
 // --window batches in flight; a rate is payload bytes / (first Submit .. last Wait). Then it runs
 // an ucx_perftest server and client (127.0.0.1, a free port, -n iterations moving the same bytes,
 // -w 1/8 of them) and takes the client's final "overall" bandwidth. Both are sender-side
@@ -68,7 +76,7 @@ struct Config {
   std::string peer = GLIMPSE_TRANSPORT_PEER;
   std::string perftest = GLIMPSE_UCX_PERFTEST;
   std::string json = GLIMPSE_BENCH_JSON;
-  std::string only_tls;  // "shm" or "tcp": run only that set (empty: both)
+  std::string only_tls;  // "shm", "tcp" or "shm+tcp": run only that set (empty: all)
   size_t only_page = 0;  // run only this page size in bytes (0: all)
   bool skip_perftest = false;
 };
@@ -78,7 +86,9 @@ struct TlsSet {
   const char* tls;
   bool detects_peer_failure;  // false: needs Options::allow_no_peer_failure_detection
 };
-constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false}, {"tcp", "tcp,self", true}};
+constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false},
+                               {"tcp", "tcp,self", true},
+                               {"shm+tcp", "posix,sysv,cma,tcp,self", true}};
 constexpr size_t kPageSizes[] = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
                                  size_t{4} << 20};
 
@@ -235,21 +245,31 @@ absl::StatusOr<double> ParsePerftestMiBps(const std::vector<std::string>& lines)
   return absl::InternalError("no final result row in ucx_perftest output");
 }
 
-// ucx_perftest tag_bw with the same UCX_TLS. Returns GB/s (1e9).
-absl::StatusOr<double> RunPerftest(const Config& cfg, size_t page_bytes) {
+// ucx_perftest tag_bw with the same UCX_TLS and error handling (-e: peer failure detection, as
+// our endpoints have it). Returns GB/s (1e9).
+absl::StatusOr<double> RunPerftest(const Config& cfg, const TlsSet& set, size_t page_bytes) {
   ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
   const size_t iters = std::max<size_t>(1, cfg.total_bytes / page_bytes);
-  ASSIGN_OR_RETURN(Child server, Child::Start({cfg.perftest, "-p", absl::StrCat(port)}));
+  std::vector<std::string> server_args = {cfg.perftest, "-p", absl::StrCat(port)};
+  std::vector<std::string> client_args = {
+      cfg.perftest, "127.0.0.1",
+      "-p",         absl::StrCat(port),
+      "-t",         "tag_bw",
+      "-s",         absl::StrCat(page_bytes),
+      "-n",         absl::StrCat(iters),
+      "-w",         absl::StrCat(std::max<size_t>(8, iters / 8)),
+      "-f"};
+  if (set.detects_peer_failure) {
+    server_args.push_back("-e");
+    client_args.push_back("-e");
+  }
+  ASSIGN_OR_RETURN(Child server, Child::Start(server_args));
   const absl::Time listen_by = absl::Now() + absl::Seconds(10);
   while (!Listening(port)) {
     if (absl::Now() > listen_by) return absl::DeadlineExceededError("ucx_perftest never listened");
     absl::SleepFor(absl::Milliseconds(10));
   }
-  ASSIGN_OR_RETURN(
-      Child client,
-      Child::Start({cfg.perftest, "127.0.0.1", "-p", absl::StrCat(port), "-t", "tag_bw", "-s",
-                    absl::StrCat(page_bytes), "-n", absl::StrCat(iters), "-w",
-                    absl::StrCat(std::max<size_t>(8, iters / 8)), "-f"}));
+  ASSIGN_OR_RETURN(Child client, Child::Start(client_args));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   std::vector<std::string> lines = ReadAll(client, deadline);
   ASSIGN_OR_RETURN(int rc, client.WaitExit(deadline));
@@ -266,12 +286,12 @@ std::string PageName(size_t bytes) {
 }
 
 void PrintTable(const std::vector<Result>& results) {
-  std::printf("\nmedians of interleaved runs\n%-5s %-9s %10s %18s %7s %26s %26s\n", "tls", "page",
+  std::printf("\nmedians of interleaved runs\n%-7s %-9s %10s %18s %7s %26s %26s\n", "tls", "page",
               "ours GB/s", "ucx_perftest GB/s", "ratio", "ours, batch CRC32C (ratio)",
               "ours, distinct pages GB/s");
   for (const Result& r : results) {
     const bool goal = r.page_bytes < (size_t{1} << 20) || r.Ratio(kPlain) >= 0.9;
-    std::printf("%-5s %-9s %10.2f %18.2f %6.2fx %18.2f (%.2fx) %26.2f%s\n", r.tls.c_str(),
+    std::printf("%-7s %-9s %10.2f %18.2f %6.2fx %18.2f (%.2fx) %26.2f%s\n", r.tls.c_str(),
                 PageName(r.page_bytes).c_str(), r.ours[kPlain].median, r.perftest.median,
                 r.Ratio(kPlain), r.ours[kBatchCrc].median, r.Ratio(kBatchCrc),
                 r.ours[kDistinct].median, goal ? "" : "  (< 0.9 goal)");
@@ -332,7 +352,7 @@ absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
       cfg.window = n;
     } else if (absl::ConsumePrefix(&a, "--json=")) {
       cfg.json = std::string(a);
-    } else if (absl::ConsumePrefix(&a, "--tls=") && (a == "shm" || a == "tcp")) {
+    } else if (absl::ConsumePrefix(&a, "--tls=") && (a == "shm" || a == "tcp" || a == "shm+tcp")) {
       cfg.only_tls = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--page_kib=") && absl::SimpleAtoi(a, &n) && n > 0) {
       cfg.only_page = n << 10;
@@ -343,10 +363,10 @@ absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&a, "--peer=")) {  // e.g. another build's, to compare
       cfg.peer = std::string(a);
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad flag '", argv[i],
-                       "'; flags: --total_mib=N --pages=N --window=N --repeat=N --json=PATH "
-                       "--perftest=PATH --peer=PATH --tls=shm|tcp --page_kib=N --no_perftest"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad flag '", argv[i],
+          "'; flags: --total_mib=N --pages=N --window=N --repeat=N --json=PATH "
+          "--perftest=PATH --peer=PATH --tls=shm|tcp|shm+tcp --page_kib=N --no_perftest"));
     }
   }
   return cfg;
@@ -381,7 +401,7 @@ Result RunRow(const Config& cfg, const TlsSet& set, size_t page, Tick tick) {
       AddSample(gbps(RunOurs(cfg, set, page, kVariants[v])), r.ours[v]);
       tick();
     }
-    if (!cfg.skip_perftest) AddSample(RunPerftest(cfg, page), r.perftest);
+    if (!cfg.skip_perftest) AddSample(RunPerftest(cfg, set, page), r.perftest);
     tick();
   }
   for (Series& s : r.ours) s.median = Median(s.samples);
