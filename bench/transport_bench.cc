@@ -1,6 +1,7 @@
 // glimpse_bench_transport: UcxTransport throughput between two processes on one host, beside
 // ucx_perftest (tag_bw) run with the same UCX_TLS, error handling and message sizes in the same
-// run.
+// run. The UCX settings our engine changes by default (UcxDefaultSettings) are exported to the
+// environment first, so ucx_perftest runs with them too.
 //
 // Transport sets: shm = posix,sysv,cma,self (no UCX transport there detects a dead peer, so our
 // engine runs with Options::allow_no_peer_failure_detection and ucx_perftest without -e); tcp =
@@ -316,6 +317,7 @@ absl::Status WriteJson(const Config& cfg, const std::vector<Result>& results) {
   j["window_batches"] = cfg.window;
   j["repeat"] = cfg.repeat;
   j["units"] = "GB/s = 1e9 bytes/s, sender-side completion";
+  for (const UcxSetting& d : UcxDefaultSettings()) j["ucx_settings"][d.env] = std::getenv(d.env);
   j["ours"] = "one page-sized send buffer re-sent, as ucx_perftest does; no batch CRC32C";
   j["ours_batch_crc"] = "the same with the transport's batch CRC32C";
   j["ours_distinct_pages"] = "window x pages distinct send pages; no batch CRC32C";
@@ -414,6 +416,12 @@ int Run(int argc, char** argv) {
   if (!cfg.ok()) {
     std::fprintf(stderr, "%s\n", cfg.status().ToString().c_str());
     return 2;
+  }
+  // Our engines apply these unless the environment sets them; through the environment,
+  // ucx_perftest runs with the same UCX configuration.
+  for (const UcxSetting& d : UcxDefaultSettings()) {
+    setenv(d.env, d.value, /*overwrite=*/0);
+    std::printf("UCX setting for ours and ucx_perftest: %s=%s\n", d.env, std::getenv(d.env));
   }
   std::vector<Result> results;
   ProgressBar bar("transport bench", std::size(kTlsSets) * std::size(kPageSizes) *

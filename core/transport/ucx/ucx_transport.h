@@ -26,6 +26,11 @@
 // progress thread takes over, sleeping on UCX's event fd, so neither keeps a core from the
 // threads that move and check bytes.
 //
+// UCX 1.13 with peer error handling takes a rendezvous lane only from a transport whose memory
+// domain can invalidate remote access (UCT_MD_FLAG_INVALIDATE_RMA), which CMA's cannot: with
+// UCX_TLS=posix,sysv,cma,tcp,self bulk data between processes on one host moves over TCP loopback.
+// The engine therefore reads TCP in larger pieces by default (UcxDefaultSettings).
+//
 // Failure handling: endpoints use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint fails its
 // transfers with Unavailable and is force-closed. Nothing else is ever force-closed: UCX 1.13
 // asserts (ucp_request.c:684 "got REP message", process abort) when an endpoint, or its worker,
@@ -45,11 +50,22 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "core/transport/transport.h"
 
 namespace glimpse::transport {
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const Options& options = {});
+
+// UCX settings every engine applies unless the environment sets them: `env` is the variable that
+// overrides one, `key` the name ucp_config_modify takes. Public so that a benchmark can give
+// ucx_perftest the same configuration.
+struct UcxSetting {
+  const char* env;
+  const char* key;
+  const char* value;
+};
+std::span<const UcxSetting> UcxDefaultSettings();
 
 }  // namespace glimpse::transport
