@@ -17,8 +17,8 @@ TEST(CoordinatorConfigTest, DefaultsFollowTheMeasuredFigures) {
   absl::StatusOr<CoordinatorOptions> o = Parse({"--store.path=/tmp/x"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->kv_bytes_per_token, 23850);
-  // 23,850 B at 1.69 GB/s = 14.11 µs per token.
-  EXPECT_NEAR(absl::ToDoubleMicroseconds(o->lease.reload.per_token), 14.11, 0.01);
+  // 23,850 B at 1.18 GB/s (a cold cache-node get) = 20.21 µs per token.
+  EXPECT_NEAR(absl::ToDoubleMicroseconds(o->lease.reload.per_token), 20.21, 0.01);
   EXPECT_EQ(o->lease.min_samples, 100);
   EXPECT_EQ(o->lease.pin_cost, PinCost::kPressure);  // README "Coordinator", Simulation
   EXPECT_EQ(o->prefill_on_decode_tokens, 128);

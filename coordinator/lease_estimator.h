@@ -56,12 +56,12 @@ namespace glimpse::coordinator {
 // time for a warm turn, with the tokens it reloaded, EndTurn.reload_us); once `min_reload_samples`
 // of the last `reload_window` reports exist, R(n) = a + b·n fitted to them by least squares (a, b
 // >= 0). Before that, the configured `reload` = fixed + n · per_token. Default per_token: 23,850 KV
-// bytes per token (SmolLM2-135M fp16 pages) at 1.69 GB/s (UCX shm, 4 MiB pages, README
-// "Transport") = 14.1 µs — the transfer alone, which a real reload exceeds (RPCs, storage reads,
-// page decoding), hence the measurement.
+// bytes per token (SmolLM2-135M fp16 pages) at 1.18 GB/s (a cold cache-node get: RocksDB read and
+// UCX transfer to another process, README "Cache node") = 20.2 µs — bytes alone, which a real
+// reload exceeds (RPCs, page decoding), hence the measurement.
 struct ReloadCost {
   absl::Duration fixed = absl::ZeroDuration();
-  absl::Duration per_token = absl::Nanoseconds(14'112);
+  absl::Duration per_token = absl::Nanoseconds(20'212);
   absl::Duration Of(int64_t tokens) const { return fixed + per_token * tokens; }
 };
 
