@@ -10,13 +10,18 @@
 // both pick the same UCX lanes. (UCX 1.13 then moves shm+tcp's bulk data over TCP: with peer
 // error handling it wants UCT_MD_FLAG_INVALIDATE_RMA for a rendezvous lane, which CMA lacks.)
 //
-// For each set and page size (64 KiB, 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB in
-// batches of --pages pages to a glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8
-// of that, with at most
-// --window batches in flight; a rate is payload bytes / (first Submit .. last Wait). Then it runs
+// For each set and page size (64 KiB, 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB to
+// a glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8 of that, in batches of up
+// to --pages pages with --inflight_mib MiB in flight (about four batches, at least two, so that
+// some move while the next is submitted: 64 KiB 16 x 8 pages, 256 KiB 4 x 8, 1 MiB 4 x 2, 4 MiB
+// 2 x 1 at the default 8 MiB); a rate is payload bytes / (first Submit .. last Wait). Then it runs
 // an ucx_perftest server and client (127.0.0.1, a free port, -n iterations moving the same bytes,
 // -w 1/8 of them) and takes the client's final "overall" bandwidth. Both are sender-side
 // completion times; GB/s are 1e9 bytes/s (ucx_perftest's MB/s are MiB/s and are converted).
+// Why 8 MiB in flight: the receiver lands every page in its own pooled buffer (last in, first
+// out), so what is in flight is the receiving side's working set; at 32 MiB (L3 here) and more
+// it spills to memory (1 MiB pages: 0.72-0.75x of ucx_perftest at 32 MiB against 0.83-0.85x at
+// 8 MiB, shm and tcp alike, 2026-11-22).
 //
 // Three runs of ours per row:
 //   "ours": every page of every batch is the same page-sized send buffer, as in ucx_perftest (the
@@ -25,10 +30,10 @@
 //           (SubmitOptions::checksum off; pages carry their own, which their receivers check).
 //           The ratio and the 0.9x goal compare this with ucx_perftest.
 //   "ours, batch CRC32C": the same with the batch CRC32C, as a batch of arbitrary bytes ships.
-//   "ours, distinct pages": --window x --pages different pages (e.g. 128 MiB of 4 MiB pages), no
-//           batch CRC. ucx_perftest re-sends one buffer into one buffer, both of which stay in
-//           cache (L3 is 32 MiB here), while KV pages are many and mostly cold: this run is
-//           bound by memory bandwidth (~6 GB/s on the dev VM), which ucx_perftest never meets.
+//   "ours, distinct pages": the pages cycle through 128 MiB of different send buffers, no batch
+//           CRC. ucx_perftest re-sends one buffer into one buffer, both of which stay in cache
+//           (L3 is 32 MiB here), while KV pages are many and mostly cold: this run is bound by
+//           memory bandwidth (~6 GB/s on the dev VM), which ucx_perftest never meets.
 // Each row runs the four --repeat times (default 3), interleaved, and shows medians: on a shared
 // machine, load that comes and goes then hits ours and ucx_perftest alike. The JSON keeps every
 // sample.
@@ -71,8 +76,8 @@ using testing::Child;
 
 struct Config {
   size_t total_bytes = size_t{256} << 20;
-  size_t pages_per_batch = 8;
-  size_t window = 4;  // batches in flight
+  size_t max_pages_per_batch = 8;
+  size_t inflight_bytes = size_t{8} << 20;
   size_t repeat = 3;  // interleaved runs per row; the table shows medians
   std::string peer = GLIMPSE_TRANSPORT_PEER;
   std::string perftest = GLIMPSE_UCX_PERFTEST;
@@ -92,6 +97,18 @@ constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false},
                                {"shm+tcp", "posix,sysv,cma,tcp,self", true}};
 constexpr size_t kPageSizes[] = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
                                  size_t{4} << 20};
+constexpr size_t kDistinctBytes = size_t{128} << 20;  // what "distinct pages" cycles through
+
+// How one row ships: pages per batch and batches in flight.
+struct Shape {
+  size_t pages;
+  size_t window;
+};
+Shape ShapeFor(const Config& cfg, size_t page_bytes) {
+  const size_t inflight_pages = std::max<size_t>(2, cfg.inflight_bytes / page_bytes);
+  const size_t pages = std::clamp<size_t>(inflight_pages / 4, 1, cfg.max_pages_per_batch);
+  return {pages, std::max<size_t>(2, inflight_pages / pages)};
+}
 
 // What one run of ours sends.
 struct Variant {
@@ -116,6 +133,7 @@ struct Series {
 struct Result {
   std::string tls;
   size_t page_bytes = 0;
+  Shape shape{};
   Series ours[std::size(kVariants)];  // in kVariants order
   Series perftest;
   double Ratio(size_t variant) const {
@@ -130,14 +148,14 @@ void SetTlsEnv(const TlsSet& set) {
          1);
 }
 
-// Ships `batches` batches from the arena's slots, at most `window` in flight. Bounded by the
+// Ships `batches` batches, taking the slots in turn, at most `window` in flight. Bounded by the
 // transfers' deadlines.
 absl::Status SendBatches(Transport& t, PeerId peer,
                          const std::vector<std::vector<std::span<const uint8_t>>>& slots,
-                         size_t batches, bool batch_crc) {
+                         size_t window, size_t batches, bool batch_crc) {
   std::deque<TransferId> inflight;
   for (size_t b = 0; b < batches; ++b) {
-    if (inflight.size() == slots.size()) {
+    if (inflight.size() == window) {
       RETURN_IF_ERROR(t.Wait(inflight.front(), absl::Now() + absl::Seconds(30)));
       inflight.pop_front();
     }
@@ -163,25 +181,28 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
     options.allow_no_peer_failure_detection = !set.detects_peer_failure;
     ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, CreateUcxTransport(options));
     ASSIGN_OR_RETURN(PeerId peer, t->Connect(address));
-    const size_t batch_bytes = page_bytes * cfg.pages_per_batch;
-    const size_t pages = variant.distinct_pages ? cfg.window * cfg.pages_per_batch : 1;
+    const Shape shape = ShapeFor(cfg, page_bytes);
+    const size_t pages =
+        variant.distinct_pages ? std::max<size_t>(1, kDistinctBytes / page_bytes) : 1;
     std::vector<uint8_t> arena(pages * page_bytes);  // [pages][page_bytes]
     for (size_t i = 0; i < arena.size(); ++i) arena[i] = static_cast<uint8_t>(i * 131 + 7);
     ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region,
                      t->RegisterMemory(arena.data(), arena.size()));
-    std::vector<std::vector<std::span<const uint8_t>>> slots(cfg.window);
-    for (size_t s = 0; s < cfg.window; ++s) {
-      for (size_t p = 0; p < cfg.pages_per_batch; ++p) {
-        const size_t page = (s * cfg.pages_per_batch + p) % pages;
+    // Batch s takes pages s * shape.pages onwards, so consecutive batches walk the arena.
+    std::vector<std::vector<std::span<const uint8_t>>> slots(
+        std::max<size_t>(shape.window, pages / shape.pages));
+    for (size_t s = 0; s < slots.size(); ++s) {
+      for (size_t p = 0; p < shape.pages; ++p) {
+        const size_t page = (s * shape.pages + p) % pages;
         slots[s].emplace_back(arena.data() + page * page_bytes, page_bytes);
       }
     }
-    const size_t batches = std::max<size_t>(1, cfg.total_bytes / batch_bytes);
+    const size_t batches = std::max<size_t>(1, cfg.total_bytes / (page_bytes * shape.pages));
     // Warm-up: wireup, and the receiver's pool fills with a window's worth of buffers.
-    RETURN_IF_ERROR(
-        SendBatches(*t, peer, slots, std::max(2 * cfg.window, batches / 8), variant.batch_crc));
+    RETURN_IF_ERROR(SendBatches(*t, peer, slots, shape.window,
+                                std::max(2 * shape.window, batches / 8), variant.batch_crc));
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(SendBatches(*t, peer, slots, batches, variant.batch_crc));
+    RETURN_IF_ERROR(SendBatches(*t, peer, slots, shape.window, batches, variant.batch_crc));
     seconds = absl::ToDoubleSeconds(absl::Now() - start);
     (void)t->Disconnect(peer);
   }
@@ -287,14 +308,15 @@ std::string PageName(size_t bytes) {
 }
 
 void PrintTable(const std::vector<Result>& results) {
-  std::printf("\nmedians of interleaved runs\n%-7s %-9s %10s %18s %7s %26s %26s\n", "tls", "page",
-              "ours GB/s", "ucx_perftest GB/s", "ratio", "ours, batch CRC32C (ratio)",
-              "ours, distinct pages GB/s");
+  std::printf("\nmedians of interleaved runs\n%-7s %-9s %-14s %10s %18s %7s %26s %26s\n", "tls",
+              "page", "in flight", "ours GB/s", "ucx_perftest GB/s", "ratio",
+              "ours, batch CRC32C (ratio)", "ours, distinct pages GB/s");
   for (const Result& r : results) {
     const bool goal = r.page_bytes < (size_t{1} << 20) || r.Ratio(kPlain) >= 0.9;
-    std::printf("%-7s %-9s %10.2f %18.2f %6.2fx %18.2f (%.2fx) %26.2f%s\n", r.tls.c_str(),
-                PageName(r.page_bytes).c_str(), r.ours[kPlain].median, r.perftest.median,
-                r.Ratio(kPlain), r.ours[kBatchCrc].median, r.Ratio(kBatchCrc),
+    const std::string inflight = absl::StrCat(r.shape.window, " x ", r.shape.pages, " pages");
+    std::printf("%-7s %-9s %-14s %10.2f %18.2f %6.2fx %18.2f (%.2fx) %26.2f%s\n", r.tls.c_str(),
+                PageName(r.page_bytes).c_str(), inflight.c_str(), r.ours[kPlain].median,
+                r.perftest.median, r.Ratio(kPlain), r.ours[kBatchCrc].median, r.Ratio(kBatchCrc),
                 r.ours[kDistinct].median, goal ? "" : "  (< 0.9 goal)");
     for (size_t v = 0; v < std::size(kVariants); ++v) {
       if (!r.ours[v].error.empty()) {
@@ -313,17 +335,19 @@ nlohmann::json SeriesJson(const Series& s) {
 absl::Status WriteJson(const Config& cfg, const std::vector<Result>& results) {
   nlohmann::json j;
   j["total_bytes"] = cfg.total_bytes;
-  j["pages_per_batch"] = cfg.pages_per_batch;
-  j["window_batches"] = cfg.window;
+  j["max_pages_per_batch"] = cfg.max_pages_per_batch;
+  j["inflight_bytes"] = cfg.inflight_bytes;
   j["repeat"] = cfg.repeat;
   j["units"] = "GB/s = 1e9 bytes/s, sender-side completion";
   for (const UcxSetting& d : UcxDefaultSettings()) j["ucx_settings"][d.env] = std::getenv(d.env);
   j["ours"] = "one page-sized send buffer re-sent, as ucx_perftest does; no batch CRC32C";
   j["ours_batch_crc"] = "the same with the transport's batch CRC32C";
-  j["ours_distinct_pages"] = "window x pages distinct send pages; no batch CRC32C";
+  j["ours_distinct_pages"] = "pages cycle through 128 MiB of send buffers; no batch CRC32C";
   for (const Result& r : results) {
     nlohmann::json row = {{"tls", r.tls},
                           {"page_bytes", r.page_bytes},
+                          {"batches_in_flight", r.shape.window},
+                          {"pages_per_batch", r.shape.pages},
                           {"ucx_perftest", SeriesJson(r.perftest)},
                           {"ratio", r.Ratio(kPlain)},
                           {"ratio_batch_crc", r.Ratio(kBatchCrc)}};
@@ -347,11 +371,11 @@ absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
       cfg.total_bytes = n << 20;
     } else if (absl::ConsumePrefix(&a, "--pages=") && absl::SimpleAtoi(a, &n) && n > 0 &&
                n <= kMaxBuffersPerBatch) {
-      cfg.pages_per_batch = n;
+      cfg.max_pages_per_batch = n;
     } else if (absl::ConsumePrefix(&a, "--repeat=") && absl::SimpleAtoi(a, &n) && n > 0) {
       cfg.repeat = n;
-    } else if (absl::ConsumePrefix(&a, "--window=") && absl::SimpleAtoi(a, &n) && n > 0) {
-      cfg.window = n;
+    } else if (absl::ConsumePrefix(&a, "--inflight_mib=") && absl::SimpleAtoi(a, &n) && n > 0) {
+      cfg.inflight_bytes = n << 20;
     } else if (absl::ConsumePrefix(&a, "--json=")) {
       cfg.json = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--tls=") && (a == "shm" || a == "tcp" || a == "shm+tcp")) {
@@ -367,7 +391,7 @@ absl::StatusOr<Config> ParseFlags(int argc, char** argv) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "bad flag '", argv[i],
-          "'; flags: --total_mib=N --pages=N --window=N --repeat=N --json=PATH "
+          "'; flags: --total_mib=N --pages=N --inflight_mib=N --repeat=N --json=PATH "
           "--perftest=PATH --peer=PATH --tls=shm|tcp|shm+tcp --page_kib=N --no_perftest"));
     }
   }
@@ -394,6 +418,7 @@ Result RunRow(const Config& cfg, const TlsSet& set, size_t page, Tick tick) {
   Result r;
   r.tls = set.name;
   r.page_bytes = page;
+  r.shape = ShapeFor(cfg, page);
   auto gbps = [&](absl::StatusOr<double> seconds) -> absl::StatusOr<double> {
     if (!seconds.ok()) return seconds.status();
     return *seconds > 0 ? cfg.total_bytes / *seconds / 1e9 : 0;
