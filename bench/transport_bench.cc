@@ -5,10 +5,12 @@
 //
 // Transport sets: shm = posix,sysv,cma,self (no UCX transport there detects a dead peer, so our
 // engine runs with Options::allow_no_peer_failure_detection and ucx_perftest without -e); tcp =
-// tcp,self and shm+tcp = posix,sysv,cma,tcp,self (what the services run with), both with peer
-// failure detection: our endpoints use UCP_ERR_HANDLING_MODE_PEER and ucx_perftest gets -e, so
-// both pick the same UCX lanes. (UCX 1.13 then moves shm+tcp's bulk data over TCP: with peer
-// error handling it wants UCT_MD_FLAG_INVALIDATE_RMA for a rendezvous lane, which CMA lacks.)
+// tcp,self with peer failure detection (our endpoints use UCP_ERR_HANDLING_MODE_PEER and
+// ucx_perftest gets -e, so both pick the same UCX lanes), as between hosts; shm+tcp =
+// posix,sysv,cma,tcp,self, what the services run with: our two engines share a host, so their
+// endpoint is a shared-memory one without UCX error handling (Options::local_shared_memory) and
+// ucx_perftest runs without -e. (With peer error handling UCX 1.13 would move shm+tcp's bulk data
+// over TCP: it wants UCT_MD_FLAG_INVALIDATE_RMA for a rendezvous lane, which CMA lacks.)
 //
 // For each set and page size (64 KiB, 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB to
 // a glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8 of that, in batches of up
@@ -90,11 +92,12 @@ struct Config {
 struct TlsSet {
   const char* name;
   const char* tls;
-  bool detects_peer_failure;  // false: needs Options::allow_no_peer_failure_detection
+  bool peer_error_handling;  // ours (UCP_ERR_HANDLING_MODE_PEER) and ucx_perftest (-e)
+  bool local_only;  // no failure detection at all: Options::allow_no_peer_failure_detection
 };
-constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false},
-                               {"tcp", "tcp,self", true},
-                               {"shm+tcp", "posix,sysv,cma,tcp,self", true}};
+constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false, true},
+                               {"tcp", "tcp,self", true, false},
+                               {"shm+tcp", "posix,sysv,cma,tcp,self", false, false}};
 constexpr size_t kPageSizes[] = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
                                  size_t{4} << 20};
 constexpr size_t kDistinctBytes = size_t{128} << 20;  // what "distinct pages" cycles through
@@ -144,8 +147,7 @@ struct Result {
 void SetTlsEnv(const TlsSet& set) {
   setenv("UCX_TLS", set.tls, 1);
   setenv("UCX_NET_DEVICES", "lo", 1);
-  setenv("GLIMPSE_TRANSPORT_ALLOW_NO_PEER_FAILURE_DETECTION", set.detects_peer_failure ? "0" : "1",
-         1);
+  setenv("GLIMPSE_TRANSPORT_ALLOW_NO_PEER_FAILURE_DETECTION", set.local_only ? "1" : "0", 1);
 }
 
 // Ships `batches` batches, taking the slots in turn, at most `window` in flight. Bounded by the
@@ -178,7 +180,7 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
   double seconds = 0;
   {  // The sender engine goes before the child is killed: with shm a dying peer is fatal to UCX.
     Options options;
-    options.allow_no_peer_failure_detection = !set.detects_peer_failure;
+    options.allow_no_peer_failure_detection = set.local_only;
     ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, CreateUcxTransport(options));
     ASSIGN_OR_RETURN(PeerId peer, t->Connect(address));
     const Shape shape = ShapeFor(cfg, page_bytes);
@@ -281,7 +283,7 @@ absl::StatusOr<double> RunPerftest(const Config& cfg, const TlsSet& set, size_t 
       "-n",         absl::StrCat(iters),
       "-w",         absl::StrCat(std::max<size_t>(8, iters / 8)),
       "-f"};
-  if (set.detects_peer_failure) {
+  if (set.peer_error_handling) {
     server_args.push_back("-e");
     client_args.push_back("-e");
   }

@@ -60,6 +60,8 @@ void RegisterMetrics(metrics::MetricsRegistry& registry, CacheNodeService* servi
     counter("glimpse_cache_node_transport_peers_refused_total",
             "Connects and batches refused because the peer is not registered with the coordinator.",
             s.transport.peers_refused);
+    counter("glimpse_cache_node_transport_local_peers_total",
+            "Endpoints opened to peers on this host over shared memory.", s.transport.local_peers);
     for (size_t m = 0; m < s.errors.size(); ++m) {
       for (size_t c = 0; c < s.errors[m].size(); ++c) {
         if (s.errors[m][c] == 0) continue;

@@ -67,7 +67,7 @@ TEST(PeerAllowlist, ConnectsOnlyToMembers) {
 
 TEST(PeerAllowlist, DescribesAddressesReadably) {
   const uint8_t ucp[] = {1, 2, 3};
-  EXPECT_EQ(DescribeAddress(ucx_wire::WrapAddress(0x1a2b3c, ucp)), "UCX engine 01a2b3c");
+  EXPECT_EQ(DescribeAddress(ucx_wire::WrapAddress(0x1a2b3c, 0, ucp)), "UCX engine 01a2b3c");
   EXPECT_EQ(DescribeAddress("loopback:3"), "loopback:3");
   EXPECT_EQ(DescribeAddress(std::string("\x01\x02\x00", 3)), "a 3-byte address");
 }

@@ -54,10 +54,18 @@ struct Options {
   absl::Duration receive_stall_timeout = absl::Seconds(10);
   // Received buffers are recycled through a pool of at most this many bytes.
   size_t receive_pool_bytes = size_t{512} << 20;
-  // UCX backend: UCX 1.13's shared-memory transports (posix, sysv) cannot detect peer failure,
-  // and a CMA read from a dead peer without error handling aborts the process inside UCX. By
-  // default Connect therefore refuses such endpoints (FailedPrecondition); add tcp to UCX_TLS
-  // (bulk data still moves by CMA) or set this to accept the risk, e.g. for single-host tests.
+  // UCX backend: endpoints to engines on this host (ucx_locality::LocalHostKey: same boot, user,
+  // IPC and PID namespaces), where both have this on and a shared-memory transport in UCX_TLS,
+  // are opened without UCX peer error handling, so that UCX moves their bytes through shared
+  // memory (posix/sysv, CMA). With error handling UCX 1.13 keeps them on TCP loopback, as no
+  // shared-memory transport there can detect a dead peer. A local peer that dies then surfaces
+  // through transfer deadlines, the receive stall timeout or a failed CMA read, not through UCX's
+  // keepalive (tested: ucx_two_process_test), and the endpoint to it is never flushed (it stays
+  // allocated until the engine is destroyed).
+  bool local_shared_memory = true;
+  // UCX backend: when no transport to a peer can detect its failure (e.g. UCX_TLS of shared
+  // memory only: posix, sysv and CMA in UCX 1.13), Connect refuses the peer (FailedPrecondition)
+  // unless this is set; failures then surface as for local_shared_memory.
   bool allow_no_peer_failure_detection = false;
   // UCX backend: open an endpoint back to each sender only to be told of its death (faster than
   // receive_stall_timeout). Off by default: in UCX 1.13 (tcp) the wireup it triggers can leave
@@ -107,6 +115,7 @@ struct Metrics {
   uint64_t peak_inflight_bytes = 0;  // maximum ever observed
   uint64_t submits_rejected = 0;     // ResourceExhausted by back-pressure
   uint64_t peers_refused = 0;        // Connects and batches refused by a PeerAllowlist
+  uint64_t local_peers = 0;          // endpoints opened over shared memory (local_shared_memory)
 };
 
 // One received batch. Owns its buffers (returned to the engine's pool on destruction).

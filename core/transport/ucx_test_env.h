@@ -13,10 +13,12 @@ namespace glimpse::transport {
 struct TlsCase {
   const char* name;
   const char* tls;
-  bool detects_peer_failure;  // false: UCX 1.13 shm only, peer death would abort inside UCX
+  bool detects_peer_failure;  // false: UCX 1.13 shm only, needs allow_no_peer_failure_detection
 };
-// shm: pure shared memory (posix/sysv active messages, CMA bulk). shm_tcp: the same CMA bulk
-// path with tcp carrying the small messages, so UCX can detect a dead peer. tcp: sockets only.
+// shm: pure shared memory (posix/sysv active messages, CMA bulk). shm_tcp: what the services run
+// with; engines in one process, or two on one host, reach each other through shared memory
+// without UCX error handling (Options::local_shared_memory). tcp: sockets only, with UCX's peer
+// failure detection.
 inline constexpr TlsCase kTlsCases[] = {{"shm", "posix,sysv,cma,self", false},
                                         {"shm_tcp", "posix,sysv,cma,tcp,self", true},
                                         {"tcp", "tcp,self", true}};

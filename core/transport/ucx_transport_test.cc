@@ -334,13 +334,43 @@ TEST(UcxTransport, NegativeProgressSpinIsInvalid) {
   EXPECT_EQ(CreateUcxTransport(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(UcxTransport, PureShmWithoutFailureDetectionIsRefusedByDefault) {
+TEST(UcxTransport, PureShmWithoutFailureDetectionIsRefusedUnlessTheEnginesShareAHost) {
   setenv("UCX_TLS", "posix,sysv,cma,self", 1);
-  auto a = CreateUcxTransport();
-  auto b = CreateUcxTransport();
+  Options remote;  // as if on different hosts: neither offers shared-memory endpoints
+  remote.local_shared_memory = false;
+  auto a = CreateUcxTransport(remote);
+  auto b = CreateUcxTransport(remote);
   ASSERT_TRUE(a.ok() && b.ok());
   auto peer = (*a)->Connect((*b)->LocalAddress());
   EXPECT_EQ(peer.status().code(), absl::StatusCode::kFailedPrecondition) << peer.status();
+  EXPECT_EQ((*a)->GetMetrics().local_peers, 0u);
+  auto c = CreateUcxTransport();  // local_shared_memory: same host, so shared memory it is
+  auto d = CreateUcxTransport();
+  ASSERT_TRUE(c.ok() && d.ok());
+  auto local = (*c)->Connect((*d)->LocalAddress());
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ((*c)->GetMetrics().local_peers, 1u);
+  EXPECT_TRUE((*c)->Disconnect(*local).ok());  // while d lives: nothing tells c when it is gone
+  EXPECT_EQ((*c)->Connect((*b)->LocalAddress()).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "b does not offer shared-memory endpoints";
+}
+
+TEST(UcxTransport, LocalPeersUseSharedMemoryOnlyWhereUcxTlsHasIt) {
+  setenv("UCX_TLS", "tcp,self", 1);  // no shared-memory transport: UCX's failure detection stays
+  auto a = CreateUcxTransport();
+  auto b = CreateUcxTransport();
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Connect((*b)->LocalAddress()).ok());
+  EXPECT_EQ((*a)->GetMetrics().local_peers, 0u);
+  setenv("UCX_TLS", "posix,sysv,cma,tcp,self", 1);
+  auto c = CreateUcxTransport();
+  auto d = CreateUcxTransport();
+  ASSERT_TRUE(c.ok() && d.ok());
+  auto local = (*c)->Connect((*d)->LocalAddress());
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ((*c)->GetMetrics().local_peers, 1u);
+  EXPECT_TRUE((*c)->Disconnect(*local).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxInProcess, ::testing::ValuesIn(kTlsCases), TlsName);

@@ -1,5 +1,8 @@
 #include "core/transport/ucx/ucx_wire.h"
 
+#include <cstring>
+
+#include "core/kvpage/crc32c.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::transport::ucx_wire {
@@ -7,10 +10,11 @@ namespace {
 
 TEST(UcxWire, AddressRoundTripAndGarbage) {
   std::vector<uint8_t> ucp = {1, 2, 3, 4, 5};
-  std::string a = WrapAddress(0x123456, ucp);
+  std::string a = WrapAddress(0x123456, 0x0123456789abcdef, ucp);
   auto p = UnwrapAddress(a);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->engine_id, 0x123456u);
+  EXPECT_EQ(p->shm_host, 0x0123456789abcdefu);
   EXPECT_EQ(std::vector<uint8_t>(p->ucp_address.begin(), p->ucp_address.end()), ucp);
   EXPECT_EQ(UnwrapAddress("garbage").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(UnwrapAddress("").status().code(), absl::StatusCode::kInvalidArgument);
@@ -20,6 +24,23 @@ TEST(UcxWire, AddressRoundTripAndGarbage) {
     EXPECT_FALSE(UnwrapAddress(b).ok()) << "byte " << i;
   }
   EXPECT_FALSE(UnwrapAddress(a.substr(0, a.size() - 1)).ok());
+}
+
+TEST(UcxWire, AddressOfAnOlderEngineHasNoSharedMemoryHost) {
+  // 'GUA1': magic, ucp_len, crc32c(engine_id ++ ucp), u64 engine_id, ucp bytes.
+  const std::vector<uint8_t> ucp = {9, 8, 7};
+  std::string v2 = WrapAddress(0x42, 0x77, ucp);
+  std::string v1 = v2.substr(0, 20) + v2.substr(28);
+  v1[0] = 'G', v1[1] = 'U', v1[2] = 'A', v1[3] = '1';
+  const uint64_t id = 0x42;
+  uint32_t crc = kvpage::Crc32cExtend(0, reinterpret_cast<const uint8_t*>(&id), sizeof(id));
+  crc = kvpage::Crc32cExtend(crc, ucp.data(), ucp.size());
+  std::memcpy(v1.data() + 8, &crc, sizeof(crc));
+  auto p = UnwrapAddress(v1);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->engine_id, 0x42u);
+  EXPECT_EQ(p->shm_host, 0u);
+  EXPECT_EQ(std::vector<uint8_t>(p->ucp_address.begin(), p->ucp_address.end()), ucp);
 }
 
 TEST(UcxWire, HeaderRoundTripAndRejects) {

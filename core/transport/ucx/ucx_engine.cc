@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "core/transport/ucx/ucx_locality.h"
 #include "core/transport/ucx/ucx_transport.h"
 
 namespace glimpse::transport {
@@ -94,7 +96,12 @@ absl::Status UcxEngine::Init() {
   if ((s = ucp_worker_get_address(worker_, &addr, &len)) != UCS_OK) {
     return UcsError("ucp_worker_get_address", s);
   }
-  address_ = ucx_wire::WrapAddress(engine_id_, {reinterpret_cast<const uint8_t*>(addr), len});
+  shm_host_ =
+      options_.local_shared_memory && ucx_locality::TlsHasSharedMemory(std::getenv("UCX_TLS"))
+          ? ucx_locality::LocalHostKey()
+          : 0;
+  address_ =
+      ucx_wire::WrapAddress(engine_id_, shm_host_, {reinterpret_cast<const uint8_t*>(addr), len});
   ucp_worker_release_address(worker_, addr);
   return absl::OkStatus();
 }
@@ -311,7 +318,7 @@ bool UcxEngine::DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
 }
 
 absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_address,
-                                                   EndpointState* e) {
+                                                   EndpointState* e, bool local) {
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -319,16 +326,22 @@ absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   p.err_handler.cb = EndpointErrorCb;
   p.err_handler.arg = e;
+  auto without_error_handling = [&] {
+    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    p.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    e->peer_failure_detection = false;
+  };
+  // A peer on this host (Options::local_shared_memory): without error handling, so that UCX may
+  // pick its shared-memory transports.
+  if (local) without_error_handling();
   ucp_ep_h ep = nullptr;
   ucs_status_t s = ucp_ep_create(worker_, &p, &ep);
-  if (s == UCS_ERR_UNREACHABLE) {
+  if (s == UCS_ERR_UNREACHABLE && !local) {
     // UCX 1.13's shared-memory transports (posix, sysv) cannot detect peer failure, so PEER
     // mode finds no lane there. Retry without UCX error handling; keep that endpoint only when
     // Options allow it (failures then surface only through our deadlines and stall timeout).
-    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    p.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    without_error_handling();
     s = ucp_ep_create(worker_, &p, &ep);
-    e->peer_failure_detection = false;
     if (s == UCS_OK && !options_.allow_no_peer_failure_detection) {
       e->ep = ep;
       TearDown(e, absl::OkStatus(), CloseMode::kFlush);
@@ -342,6 +355,12 @@ absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_
     return absl::UnavailableError(
         absl::StrFormat("cannot reach UCX engine %07x: %s", e->remote_id, ucs_status_string(s)));
   }
+  if (local) {
+    ++metrics_.local_peers;
+    log::Info("UCX endpoint to an engine on this host: shared memory, no UCX failure detection",
+              {{"engine", absl::StrFormat("%07x", engine_id_)},
+               {"peer", absl::StrFormat("%07x", e->remote_id)}});
+  }
   return ep;
 }
 
@@ -351,7 +370,8 @@ absl::StatusOr<PeerId> UcxEngine::Connect(std::string_view peer_address) {
   auto e = std::make_unique<EndpointState>();
   e->engine = this;
   e->remote_id = a.engine_id;
-  ASSIGN_OR_RETURN(e->ep, CreateEndpoint(a.ucp_address, e.get()));
+  ASSIGN_OR_RETURN(
+      e->ep, CreateEndpoint(a.ucp_address, e.get(), shm_host_ != 0 && a.shm_host == shm_host_));
   // Flush: returns once wireup is complete (or failed). NOTE: UCX 1.13 asserts when an endpoint
   // is force-closed while its wireup messages are pending, so no endpoint is handed out earlier.
   ucp_request_param_t p{};

@@ -43,7 +43,7 @@ struct EndpointState {  // an endpoint we opened (to a receiver, or back to a se
   ucs_status_t flush_status = UCS_OK;
   uint32_t remote_id = 0;  // remote engine id
   bool is_sender_watch = false;
-  bool peer_failure_detection = true;  // false: UCP_ERR_HANDLING_MODE_NONE (shm in UCX 1.13)
+  bool peer_failure_detection = true;  // false: UCP_ERR_HANDLING_MODE_NONE (shared memory)
 };
 
 struct Outbound {
@@ -158,7 +158,10 @@ class UcxEngine : public Transport {
   static constexpr absl::Duration kHandOffPause = absl::Microseconds(20);
   void PollHeaders();
   void CheckDeadlines(absl::Time now);
-  absl::StatusOr<ucp_ep_h> CreateEndpoint(std::span<const uint8_t> ucp_address, EndpointState* e);
+  // `local`: a peer on this host that takes shared-memory endpoints (Options::local_shared_memory),
+  // connected without UCX error handling; otherwise with it where UCX offers a lane.
+  absl::StatusOr<ucp_ep_h> CreateEndpoint(std::span<const uint8_t> ucp_address, EndpointState* e,
+                                          bool local);
   void TearDown(EndpointState* e, absl::Status why, CloseMode mode);
   bool Drained() const;
   bool DrainForShutdown();
@@ -175,6 +178,7 @@ class UcxEngine : public Transport {
   const Options options_;
   uint32_t engine_id_ = 0;
   std::string address_;
+  uint64_t shm_host_ = 0;  // in address_: LocalHostKey() if local_shared_memory applies, else 0
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;

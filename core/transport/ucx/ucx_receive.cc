@@ -104,7 +104,7 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
     e->is_sender_watch = true;
     absl::StatusOr<ucx_wire::ParsedAddress> a = ucx_wire::UnwrapAddress(h->sender_address);
     if (a.ok()) {
-      absl::StatusOr<ucp_ep_h> ep = CreateEndpoint(a->ucp_address, e.get());
+      absl::StatusOr<ucp_ep_h> ep = CreateEndpoint(a->ucp_address, e.get(), /*local=*/false);
       if (ep.ok() && e->peer_failure_detection) {
         e->ep = *ep;
       } else if (ep.ok()) {  // a watch that cannot see failures is useless

@@ -26,15 +26,17 @@
 // progress thread takes over, sleeping on UCX's event fd, so neither keeps a core from the
 // threads that move and check bytes.
 //
-// UCX 1.13 with peer error handling takes a rendezvous lane only from a transport whose memory
-// domain can invalidate remote access (UCT_MD_FLAG_INVALIDATE_RMA), which CMA's cannot: with
-// UCX_TLS=posix,sysv,cma,tcp,self bulk data between processes on one host moves over TCP loopback.
-// The engine therefore reads TCP in larger pieces by default (UcxDefaultSettings).
+// UCX 1.13 has no shared-memory transport that can detect a dead peer, and with peer error
+// handling takes a rendezvous lane only from a transport whose memory domain can invalidate
+// remote access (UCT_MD_FLAG_INVALIDATE_RMA), which CMA's cannot: with error handling, bulk data
+// between processes on one host would move over TCP loopback. So endpoints to engines on the same
+// host (ucx_locality, Options::local_shared_memory) go without UCX error handling and ride shared
+// memory; all others keep it. The engine reads TCP in larger pieces (UcxDefaultSettings).
 //
-// Failure handling: endpoints use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint fails its
-// transfers with Unavailable and is force-closed. Nothing else is ever force-closed: UCX 1.13
-// asserts (ucp_request.c:684 "got REP message", process abort) when an endpoint, or its worker,
-// is torn down while wireup messages are still pending on it, as happens on tcp under load.
+// Failure handling: endpoints (but local ones) use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint
+// fails its transfers with Unavailable and is force-closed. Nothing else is ever force-closed:
+// UCX 1.13 asserts (ucp_request.c:684 "got REP message", process abort) when an endpoint, or its
+// worker, is torn down while wireup messages are still pending on it, as happens on tcp under load.
 // So a deadline or Cancel() fixes the transfer's status at once, withdraws its posted sends with
 // ucp_request_cancel (sends UCX has already started, e.g. a rendezvous, run to completion) and
 // retires its endpoint with a flush close: other transfers on it finish, new Submits fail with

@@ -9,10 +9,12 @@
 namespace glimpse::transport::ucx_wire {
 namespace {
 
-constexpr uint32_t kAddrMagic = 0x31415547;     // "GUA1"
+constexpr uint32_t kAddrMagic = 0x32415547;     // "GUA2"
+constexpr uint32_t kAddrMagicV1 = 0x31415547;   // "GUA1": no shm_host field
 constexpr uint32_t kBatchMagic = 0x32425547;    // "GUB2"
 constexpr uint32_t kBatchMagicV1 = 0x31425547;  // "GUB1": no flags field
-constexpr size_t kAddrFixed = 20;
+constexpr size_t kAddrFixed = 28;
+constexpr size_t kAddrFixedV1 = 20;
 constexpr size_t kHeaderFixed = 36;
 constexpr uint32_t kFlagNoCrc = 1;
 
@@ -32,31 +34,34 @@ T Get(const uint8_t* p) {
 
 }  // namespace
 
-std::string WrapAddress(uint32_t engine_id, std::span<const uint8_t> ucp) {
+std::string WrapAddress(uint32_t engine_id, uint64_t shm_host, std::span<const uint8_t> ucp) {
   std::vector<uint8_t> out;
-  uint64_t id = engine_id;
-  uint32_t crc = kvpage::Crc32cExtend(0, reinterpret_cast<const uint8_t*>(&id), sizeof(id));
-  crc = kvpage::Crc32cExtend(crc, ucp.data(), ucp.size());
+  out.reserve(kAddrFixed + ucp.size());
   Put<uint32_t>(out, kAddrMagic);
   Put<uint32_t>(out, static_cast<uint32_t>(ucp.size()));
-  Put<uint32_t>(out, crc);
-  Put<uint64_t>(out, id);
+  Put<uint32_t>(out, 0);  // the CRC, below
+  Put<uint64_t>(out, engine_id);
+  Put<uint64_t>(out, shm_host);
   out.insert(out.end(), ucp.begin(), ucp.end());
+  const uint32_t crc = kvpage::Crc32cExtend(0, out.data() + 12, out.size() - 12);
+  std::memcpy(out.data() + 8, &crc, sizeof(crc));
   return std::string(out.begin(), out.end());
 }
 
 absl::StatusOr<ParsedAddress> UnwrapAddress(std::string_view address) {
   const auto* p = reinterpret_cast<const uint8_t*>(address.data());
-  if (address.size() < kAddrFixed || Get<uint32_t>(p) != kAddrMagic) {
+  const uint32_t magic = address.size() >= 4 ? Get<uint32_t>(p) : 0;
+  const size_t fixed = magic == kAddrMagicV1 ? kAddrFixedV1 : kAddrFixed;
+  if ((magic != kAddrMagic && magic != kAddrMagicV1) || address.size() < fixed) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a Glimpse UCX address (", address.size(), " bytes, bad size or magic)"));
   }
   uint32_t len = Get<uint32_t>(p + 4);
-  if (len == 0 || len != address.size() - kAddrFixed) {
+  if (len == 0 || len != address.size() - fixed) {
     return absl::InvalidArgumentError(absl::StrCat("UCX address length field ", len, " but ",
-                                                   address.size() - kAddrFixed, " bytes follow"));
+                                                   address.size() - fixed, " bytes follow"));
   }
-  uint32_t crc = kvpage::Crc32cExtend(0, p + 12, 8 + len);
+  uint32_t crc = kvpage::Crc32cExtend(0, p + 12, address.size() - 12);
   if (crc != Get<uint32_t>(p + 8)) {
     return absl::InvalidArgumentError("UCX address fails its CRC32C (corrupted in transit?)");
   }
@@ -64,7 +69,8 @@ absl::StatusOr<ParsedAddress> UnwrapAddress(std::string_view address) {
   if (id == 0 || id > kEngineIdMask) {
     return absl::InvalidArgumentError(absl::StrCat("UCX address engine id ", id, " out of range"));
   }
-  return ParsedAddress{static_cast<uint32_t>(id), {p + kAddrFixed, len}};
+  const uint64_t shm_host = magic == kAddrMagicV1 ? 0 : Get<uint64_t>(p + 20);
+  return ParsedAddress{static_cast<uint32_t>(id), shm_host, {p + fixed, len}};
 }
 
 std::vector<uint8_t> EncodeHeader(const BatchHeader& h) {

@@ -2,8 +2,12 @@
 // batch header. Pure functions, no UCX calls, so they can be tested (and fuzzed) on their own.
 //
 // Address (what LocalAddress() returns; every field little-endian):
-//   u32 magic 'GUA1' | u32 ucp_len | u32 crc32c(engine_id ++ ucp bytes) | u64 engine_id | ucp bytes
-// The CRC lets Connect() reject garbage before UCX parses it (UCX trusts its address blobs).
+//   u32 magic 'GUA2' | u32 ucp_len | u32 crc32c(engine_id ++ shm_host ++ ucp bytes) |
+//   u64 engine_id | u64 shm_host | ucp bytes
+// shm_host: the engine's host key (LocalHostKey) if it takes shared-memory endpoints from engines
+// on its host (Options::local_shared_memory), else 0. An older 'GUA1' address (no shm_host) is
+// read as shm_host 0. The CRC lets Connect() reject garbage before UCX parses it (UCX trusts its
+// address blobs).
 //
 // Tag: [63..60] kind (1 header, 2 data) | [59..32] sender engine id (28 bits) |
 //      [31..12] batch sequence (20 bits, wraps) | [11..0] buffer index.
@@ -38,10 +42,12 @@ inline uint64_t MakeTag(uint64_t kind, uint32_t sender, uint32_t seq, uint32_t i
          (index & 0xFFFu);
 }
 
-std::string WrapAddress(uint32_t engine_id, std::span<const uint8_t> ucp_address);
+std::string WrapAddress(uint32_t engine_id, uint64_t shm_host,
+                        std::span<const uint8_t> ucp_address);
 
 struct ParsedAddress {
   uint32_t engine_id = 0;
+  uint64_t shm_host = 0;
   std::span<const uint8_t> ucp_address;  // points into the input
 };
 absl::StatusOr<ParsedAddress> UnwrapAddress(std::string_view address);
