@@ -3,14 +3,13 @@
 // run. The UCX settings our engine changes by default (UcxDefaultSettings) are exported to the
 // environment first, so ucx_perftest runs with them too.
 //
-// Transport sets: shm = posix,sysv,cma,self (no UCX transport there detects a dead peer, so our
-// engine runs with Options::allow_no_peer_failure_detection and ucx_perftest without -e); tcp =
-// tcp,self with peer failure detection (our endpoints use UCP_ERR_HANDLING_MODE_PEER and
-// ucx_perftest gets -e, so both pick the same UCX lanes), as between hosts; shm+tcp =
-// posix,sysv,cma,tcp,self, what the services run with: our two engines share a host, so their
-// endpoint is a shared-memory one without UCX error handling (Options::local_shared_memory) and
-// ucx_perftest runs without -e. (With peer error handling UCX 1.13 would move shm+tcp's bulk data
-// over TCP: it wants UCT_MD_FLAG_INVALIDATE_RMA for a rendezvous lane, which CMA lacks.)
+// Transport sets: shm = posix,sysv,cma,self; tcp = tcp,self with peer failure detection (our
+// endpoints use UCP_ERR_HANDLING_MODE_PEER and ucx_perftest gets -e, so both pick the same UCX
+// lanes), as between hosts; shm+tcp = posix,sysv,cma,tcp,self, what the services run with. In shm
+// and shm+tcp our two engines share a host, so their endpoint is a shared-memory one without UCX
+// error handling (Options::local_shared_memory), and ucx_perftest runs without -e. (With peer error
+// handling UCX 1.13 would move shm+tcp's bulk data over TCP: it wants UCT_MD_FLAG_INVALIDATE_RMA
+// for a rendezvous lane, which CMA lacks.)
 //
 // For each set and page size (64 KiB, 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB to
 // a glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8 of that, in batches of up
@@ -22,7 +21,7 @@
 // completion times; GB/s are 1e9 bytes/s (ucx_perftest's MB/s are MiB/s and are converted).
 // Why 8 MiB in flight: the receiver lands every page in its own pooled buffer (last in, first
 // out), so what is in flight is the receiving side's working set; at 32 MiB (L3 here) and more
-// it spills to memory (1 MiB pages: 0.72-0.75x of ucx_perftest at 32 MiB against 0.83-0.85x at
+// it spills to memory (1 MiB pages: 0.72-0.75x of ucx_perftest at 32 MiB against 0.75-0.87x at
 // 8 MiB, shm and tcp alike, 2026-11-22).
 //
 // Three runs of ours per row:
@@ -93,11 +92,10 @@ struct TlsSet {
   const char* name;
   const char* tls;
   bool peer_error_handling;  // ours (UCP_ERR_HANDLING_MODE_PEER) and ucx_perftest (-e)
-  bool local_only;  // no failure detection at all: Options::allow_no_peer_failure_detection
 };
-constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false, true},
-                               {"tcp", "tcp,self", true, false},
-                               {"shm+tcp", "posix,sysv,cma,tcp,self", false, false}};
+constexpr TlsSet kTlsSets[] = {{"shm", "posix,sysv,cma,self", false},
+                               {"tcp", "tcp,self", true},
+                               {"shm+tcp", "posix,sysv,cma,tcp,self", false}};
 constexpr size_t kPageSizes[] = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
                                  size_t{4} << 20};
 constexpr size_t kDistinctBytes = size_t{128} << 20;  // what "distinct pages" cycles through
@@ -147,7 +145,6 @@ struct Result {
 void SetTlsEnv(const TlsSet& set) {
   setenv("UCX_TLS", set.tls, 1);
   setenv("UCX_NET_DEVICES", "lo", 1);
-  setenv("GLIMPSE_TRANSPORT_ALLOW_NO_PEER_FAILURE_DETECTION", set.local_only ? "1" : "0", 1);
 }
 
 // Ships `batches` batches, taking the slots in turn, at most `window` in flight. Bounded by the
@@ -178,10 +175,9 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
   ASSIGN_OR_RETURN(std::string line, child.ReadLine(absl::Now() + absl::Seconds(20), {"ADDR "}));
   const std::string address = testing::FromHex(line.substr(5));
   double seconds = 0;
-  {  // The sender engine goes before the child is killed: with shm a dying peer is fatal to UCX.
-    Options options;
-    options.allow_no_peer_failure_detection = set.local_only;
-    ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, CreateUcxTransport(options));
+  {  // The sender engine goes before the child is killed: a shared-memory endpoint would not learn
+     // of the death, and the engine's shutdown would wait for the dead peer.
+    ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, CreateUcxTransport());
     ASSIGN_OR_RETURN(PeerId peer, t->Connect(address));
     const Shape shape = ShapeFor(cfg, page_bytes);
     const size_t pages =

@@ -43,11 +43,6 @@ std::vector<ConfigKey> Keys() {
        "A put's pages must arrive and be committed within this after BeginPut."},
       {"transport.max_inflight", ConfigType::kBytes, "1GiB", "Bound on bytes being sent."},
       {"transport.receive_pool", ConfigType::kBytes, "512MiB", "Receive buffer pool."},
-      {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
-       "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
-      {"transport.local_shared_memory", ConfigType::kBool, "true",
-       "Reach peers on this host (same boot, user, IPC and PID namespaces) through shared memory, "
-       "without UCX's peer failure detection."},
   };
   for (ConfigKey& k : cluster::MembershipKeys("cache")) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator")) keys.push_back(k);
@@ -114,8 +109,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   transport::Options t;
   t.max_inflight_bytes = c.GetBytes("transport.max_inflight");
   t.receive_pool_bytes = c.GetBytes("transport.receive_pool");
-  t.allow_no_peer_failure_detection = c.GetBool("transport.allow_no_peer_failure_detection");
-  t.local_shared_memory = c.GetBool("transport.local_shared_memory");
+  cluster::ApplyTransportKeys(c, &t);
   ASSIGN_OR_RETURN(const TlsFiles tls, ClientTlsFromConfig(c));
   ASSIGN_OR_RETURN(o.peers, cluster::PeerAllowlistFromConfig(c, tls));
   ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,

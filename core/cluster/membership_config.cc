@@ -21,7 +21,17 @@ std::vector<ConfigKey> MembershipKeys(std::string_view role) {
       {"transport.peer_allowlist", ConfigType::kBool, "true",
        "With a coordinator: UCX engines connect to, and accept batches from, only the transport "
        "addresses of nodes registered with it."},
+      {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
+       "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
+      {"transport.local_shared_memory", ConfigType::kBool, "true",
+       "Reach peers on this host (same boot, user, IPC and PID namespaces) through shared memory, "
+       "without UCX's peer failure detection."},
   };
+}
+
+void ApplyTransportKeys(const Config& c, transport::Options* o) {
+  o->allow_no_peer_failure_detection = c.GetBool("transport.allow_no_peer_failure_detection");
+  o->local_shared_memory = c.GetBool("transport.local_shared_memory");
 }
 
 CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,

@@ -13,9 +13,14 @@
 
 namespace glimpse::cluster {
 
-// node_id, advertise_host, coordinator and transport.peer_allowlist. `role` names the default
-// node id ("decode" → decode-<host>-<port>).
+// node_id, advertise_host, coordinator, transport.peer_allowlist,
+// transport.allow_no_peer_failure_detection and transport.local_shared_memory. `role` names the
+// default node id ("decode" → decode-<host>-<port>).
 std::vector<ConfigKey> MembershipKeys(std::string_view role);
+
+// The node's UCX engine options among those keys (allow_no_peer_failure_detection,
+// local_shared_memory).
+void ApplyTransportKeys(const Config& c, transport::Options* o);
 
 // All of CoordinatorLinkOptions but the addresses and capacity; grpc_address is the host.
 CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,

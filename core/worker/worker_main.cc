@@ -30,11 +30,6 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "Cold entries per summarised page when choosing what to recall."},
       {"lookahead_module", ConfigType::kString, "",
        "LookaheadKV module (.safetensors) for policy method \"lookahead\"."},
-      {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
-       "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
-      {"transport.local_shared_memory", ConfigType::kBool, "true",
-       "Reach peers on this host (same boot, user, IPC and PID namespaces) through shared memory, "
-       "without UCX's peer failure detection."},
   };
   for (ConfigKey& k : cluster::MembershipKeys(role)) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator and the cache node")) keys.push_back(k);
@@ -61,9 +56,7 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   w.pool = std::make_unique<kernels::ThreadPool>(
       threads > 0 ? static_cast<int>(threads)
                   : static_cast<int>(std::thread::hardware_concurrency()));
-  w.transport.allow_no_peer_failure_detection =
-      c.GetBool("transport.allow_no_peer_failure_detection");
-  w.transport.local_shared_memory = c.GetBool("transport.local_shared_memory");
+  cluster::ApplyTransportKeys(c, &w.transport);
   ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
   if (!c.GetString("cache_node").empty()) {

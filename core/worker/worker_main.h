@@ -21,7 +21,7 @@
 namespace glimpse::worker {
 
 // model, threads, cache_node, cache_timeout, page_tokens, recall_*, lookahead_module,
-// transport.allow_no_peer_failure_detection, transport.local_shared_memory, the membership keys
+// the membership keys
 // (cluster/membership_config.h) and client_tls.*. `role` names the default node id ("decode" →
 // decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
