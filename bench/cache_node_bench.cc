@@ -1,7 +1,8 @@
 // glimpse_bench_cache_node: glimpse-cache-node throughput and latency beside RocksDB's own
 // db_bench, measured in the same run on the same filesystem.
 //
-//   put     --clients threads sharing one CacheClient (UCX, shm + tcp on loopback), put
+//   put     --clients threads sharing one CacheClient over --client_engines UCX engines (2, as a
+//           worker's cache_engines; shm + tcp on loopback), put
 //           distinct states of --pages pages of ~64 KiB (63 tokens × head_dim 256, fp16) until
 //           --put_mib MiB are stored; GB/s = page bytes / wall time, ops/s = pages / s.
 //   get     after a restart, the same threads get every state (shuffled), whole, --get_batch
@@ -61,6 +62,7 @@ struct Config {
   int lookups = 500;  // per lookup client
   int rounds = 3;     // node and db_bench alternate; medians are reported
   int get_batch = 8;  // states per GetMany (1: one Get per state)
+  int client_engines = 2;
   bool sync = true;
   std::string dir = GLIMPSE_BENCH_DIR;
   std::string node = GLIMPSE_CACHE_NODE_BINARY;
@@ -77,9 +79,13 @@ bool ParseFlag(const std::string& arg, Config* c) {
   const std::string k = arg.substr(2, eq - 2), v = arg.substr(eq + 1);
   int64_t n = 0;
   const bool num = absl::SimpleAtoi(v, &n) && n > 0;
-  const std::map<std::string, int*> ints = {
-      {"clients", &c->clients}, {"pages", &c->pages},   {"lookup_clients", &c->lookup_clients},
-      {"lookups", &c->lookups}, {"rounds", &c->rounds}, {"get_batch", &c->get_batch}};
+  const std::map<std::string, int*> ints = {{"clients", &c->clients},
+                                            {"pages", &c->pages},
+                                            {"lookup_clients", &c->lookup_clients},
+                                            {"lookups", &c->lookups},
+                                            {"rounds", &c->rounds},
+                                            {"get_batch", &c->get_batch},
+                                            {"client_engines", &c->client_engines}};
   const std::map<std::string, std::string*> strings = {
       {"dir", &c->dir}, {"node", &c->node}, {"db_bench", &c->db_bench}, {"json", &c->json}};
   if (auto it = ints.find(k); it != ints.end() && num) {
@@ -126,27 +132,41 @@ Percentiles Summarise(std::vector<double> us) {
   return p;
 }
 
-std::unique_ptr<cache_client::CacheClient> NewClient(const ServiceProcess& node) {
-  auto t = transport::CreateUcxTransport();
-  if (!t.ok()) {
-    std::fprintf(stderr, "UCX: %s\n", t.status().ToString().c_str());
-    return nullptr;
+std::unique_ptr<cache_client::CacheClient> NewClient(const ServiceProcess& node, int engines) {
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  for (int i = 0; i < engines; ++i) {
+    auto t = transport::CreateUcxTransport();
+    if (!t.ok()) {
+      std::fprintf(stderr, "UCX: %s\n", t.status().ToString().c_str());
+      return nullptr;
+    }
+    transports.push_back(*std::move(t));
   }
   auto c = cache_client::CacheClient::Create({node.grpc_address(), {}, absl::Seconds(60)},
-                                             *std::move(t));
+                                             std::move(transports));
   if (!c.ok()) return nullptr;
   return *std::move(c);
 }
 
-// One CacheClient (one UCX engine, as in a worker process) shared by `threads` threads: runs
-// `warmup(client, t)` once per thread (connections; untimed), then `body(client, i)` for i in
-// [0, n) spread over the threads; returns the seconds of the bodies.
+// One CacheClient (--client_engines UCX engines, as in a worker process) shared by --clients
+// threads: runs `warmup(client, t)` once per thread, all at once (connections, for every engine
+// the calls spread over; untimed), then `body(client, i)` for i in [0, n) spread over the
+// threads; returns the seconds of the bodies.
 template <typename Warmup, typename Body>
-absl::StatusOr<double> RunPhase(const char* label, const ServiceProcess& node, int threads,
+absl::StatusOr<double> RunPhase(const char* label, const ServiceProcess& node, const Config& c,
                                 size_t n, Warmup warmup, Body body) {
-  std::unique_ptr<cache_client::CacheClient> client = NewClient(node);
+  const int threads = c.clients;
+  std::unique_ptr<cache_client::CacheClient> client = NewClient(node, c.client_engines);
   if (!client) return absl::UnavailableError("cannot create a cache client");
-  for (int t = 0; t < threads; ++t) RETURN_IF_ERROR(warmup(*client, t));
+  {
+    std::vector<absl::Status> warm(threads);
+    std::vector<std::thread> warmers;
+    for (int t = 0; t < threads; ++t) {
+      warmers.emplace_back([&, t] { warm[t] = warmup(*client, t); });
+    }
+    for (auto& w : warmers) w.join();
+    for (const absl::Status& s : warm) RETURN_IF_ERROR(s);
+  }
   std::atomic<size_t> next{0}, done{0};
   std::mutex mu;
   absl::Status first_error;
@@ -416,7 +436,7 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   ASSIGN_OR_RETURN(
       r->put_s,
       RunPhase(
-          "put", node, c.clients, w.states.size(),
+          "put", node, c, w.states.size(),
           [&](cache_client::CacheClient& cl, int t) {
             return cl.Put(w.warmup[t].manifest, w.warmup[t].tokens, w.warmup[t].spans()).status();
           },
@@ -460,12 +480,11 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   (void)node.Terminate();
   ASSIGN_OR_RETURN(node, StartNode(c, db, "1GiB"));
   WaitForQuietStore(node);
-  ASSIGN_OR_RETURN(r->cold_s,
-                   RunPhase("get (cold)", node, c.clients, requests, warmup, get(false)));
-  ASSIGN_OR_RETURN(r->warm_s, RunPhase("get (warm)", node, c.clients, requests, warmup, get(true)));
+  ASSIGN_OR_RETURN(r->cold_s, RunPhase("get (cold)", node, c, requests, warmup, get(false)));
+  ASSIGN_OR_RETURN(r->warm_s, RunPhase("get (warm)", node, c, requests, warmup, get(true)));
   ASSIGN_OR_RETURN(r->warm_single_s,
-                   RunPhase("get (warm, one state per Get)", node, c.clients, w.states.size(),
-                            warmup, [&](cache_client::CacheClient& cl, size_t i) -> absl::Status {
+                   RunPhase("get (warm, one state per Get)", node, c, w.states.size(), warmup,
+                            [&](cache_client::CacheClient& cl, size_t i) -> absl::Status {
                               const TestState& s = w.states[order[i]];
                               ASSIGN_OR_RETURN(cache_client::State got,
                                                cl.Get(s.manifest.state_key, w.model));
@@ -497,6 +516,7 @@ void Report(const Config& c, const Workload& w, const Results& r) {
                       {"pages_per_state", c.pages},
                       {"page_bytes", w.states[0].pages[0].size()},
                       {"clients", c.clients},
+                      {"client_engines", c.client_engines},
                       {"sync_every_put", c.sync},
                       {"ucx_tls", std::getenv("UCX_TLS")},
                       {"put", phase(r.put_s)},

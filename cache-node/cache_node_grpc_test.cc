@@ -55,8 +55,9 @@ class CacheNodeGrpcTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     address_ = "127.0.0.1:" + std::to_string(server_->port());
-    auto client = CacheClient::Create({address_, {}, absl::Seconds(10)},
-                                      *transport::CreateLoopbackTransport(fabric_));
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    transports.push_back(*transport::CreateLoopbackTransport(fabric_));
+    auto client = CacheClient::Create({address_, {}, absl::Seconds(10)}, std::move(transports));
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     auto channel = ClientChannel(address_);

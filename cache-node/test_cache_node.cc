@@ -37,10 +37,10 @@ TestCacheNode::~TestCacheNode() {
 }
 
 absl::StatusOr<std::unique_ptr<cache_client::CacheClient>> TestCacheNode::NewClient() const {
-  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport,
-                   transport::CreateLoopbackTransport(fabric_));
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  ASSIGN_OR_RETURN(transports.emplace_back(), transport::CreateLoopbackTransport(fabric_));
   return cache_client::CacheClient::Create({address(), {}, absl::Seconds(30)},
-                                           std::move(transport));
+                                           std::move(transports));
 }
 
 }  // namespace glimpse::cache_node::testing

@@ -254,8 +254,10 @@ TEST_F(TurnRunnerTest, BadInputIsRefusedAndTheHotCopyStays) {
 }
 
 TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
-  auto dead = cache_client::CacheClient::Create(
-      {"127.0.0.1:1", {}, absl::Seconds(2)}, *transport::CreateLoopbackTransport(node_->fabric()));
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  transports.push_back(*transport::CreateLoopbackTransport(node_->fabric()));
+  auto dead = cache_client::CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(2)},
+                                                std::move(transports));
   ASSERT_TRUE(dead.ok());
   HotSessions hot(int64_t{1} << 30);
   TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), nullptr, hot, {});

@@ -80,7 +80,10 @@ class CacheNodeCrashTest : public ::testing::Test {
     auto t = transport::CreateUcxTransport();
     EXPECT_TRUE(t.ok()) << t.status();
     if (!t.ok()) return nullptr;
-    auto c = CacheClient::Create({node.grpc_address(), {}, absl::Seconds(5)}, *std::move(t));
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    transports.push_back(*std::move(t));
+    auto c =
+        CacheClient::Create({node.grpc_address(), {}, absl::Seconds(5)}, std::move(transports));
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }

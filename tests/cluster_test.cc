@@ -339,7 +339,8 @@ TEST_F(ClusterTest, EnginesNobodyRegisteredAreRefused) {
   grpc::ClientContext lctx;
   ASSERT_TRUE(coordinator_stub_->ListNodes(&lctx, lr, &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 1);
-  EXPECT_EQ(nodes.nodes(0).client_ucx_addresses_size(), 1);  // its cache client's engine
+  EXPECT_EQ(nodes.nodes(0).client_ucx_addresses_size(),
+            2);  // its cache client's engines (cache_engines)
 
   absl::StatusOr<std::unique_ptr<transport::Transport>> outsider =
       transport::CreateUcxTransport(transport::Options{});

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/cache_client/proto_convert.h"
 #include "core/common/grpc/status.h"
@@ -12,21 +13,27 @@
 
 namespace glimpse::cache_client {
 
-CacheClient::CacheClient(const CacheClientOptions& options, std::unique_ptr<transport::Transport> t,
+CacheClient::CacheClient(const CacheClientOptions& options,
                          std::unique_ptr<v1::CacheNode::Stub> stub)
-    : options_(options), transport_(std::move(t)), stub_(std::move(stub)) {
+    : options_(options), stub_(std::move(stub)) {
   // Random first request id: replies meant for an earlier client on the same address are ignored.
   next_request_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
 }
 
 absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(
-    const CacheClientOptions& options, std::unique_ptr<transport::Transport> transport) {
-  if (transport == nullptr) return absl::InvalidArgumentError("cache client needs a transport");
+    const CacheClientOptions& options,
+    std::vector<std::unique_ptr<transport::Transport>> transports) {
+  if (transports.empty()) return absl::InvalidArgumentError("cache client needs a transport");
+  for (const auto& t : transports) {
+    if (t == nullptr) return absl::InvalidArgumentError("cache client given a null transport");
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                    ClientChannel(options.address, options.tls));
-  std::unique_ptr<CacheClient> c(
-      new CacheClient(options, std::move(transport), v1::CacheNode::NewStub(channel)));
-  c->receiver_ = std::thread([p = c.get()] { p->ReceiveLoop(); });
+  std::unique_ptr<CacheClient> c(new CacheClient(options, v1::CacheNode::NewStub(channel)));
+  for (auto& t : transports) c->lanes_.push_back(std::make_unique<Lane>(std::move(t)));
+  for (auto& lane : c->lanes_) {
+    lane->receiver = std::thread([p = c.get(), l = lane.get()] { p->ReceiveLoop(l); });
+  }
   return c;
 }
 
@@ -36,21 +43,38 @@ CacheClient::~CacheClient() {
     stopping_ = true;
   }
   replies_cv_.notify_all();
-  if (receiver_.joinable()) receiver_.join();
+  for (auto& lane : lanes_) {
+    if (lane->receiver.joinable()) lane->receiver.join();
+  }
+}
+
+CacheClient::Lane& CacheClient::AcquireLane() {
+  std::lock_guard<std::mutex> lock(replies_mu_);
+  Lane* best = lanes_.front().get();
+  for (auto& lane : lanes_) {
+    if (lane->calls < best->calls) best = lane.get();
+  }
+  ++best->calls;
+  return *best;
+}
+
+void CacheClient::ReleaseLane(Lane& lane) {
+  std::lock_guard<std::mutex> lock(replies_mu_);
+  --lane.calls;
 }
 
 void CacheClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
 }
 
-void CacheClient::ReceiveLoop() {
+void CacheClient::ReceiveLoop(Lane* lane) {
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(replies_mu_);
       if (stopping_) return;
     }
     absl::StatusOr<transport::ReceivedBatch> got =
-        transport_->Receive(absl::Now() + absl::Milliseconds(100));
+        lane->transport->Receive(absl::Now() + absl::Milliseconds(100));
     if (!got.ok()) {
       if (got.status().code() != absl::StatusCode::kDeadlineExceeded) {
         log::Warning("cache client: a reply batch failed", {{"error", got.status().ToString()}});
@@ -78,10 +102,12 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
     return absl::InvalidArgumentError(
         absl::StrCat("put of ", pages.size(), " pages for a manifest of ", manifest.pages.size()));
   }
+  Lane& lane = AcquireLane();
+  absl::Cleanup release = [&] { ReleaseLane(lane); };
   v1::CacheBeginPutRequest begin;
   ManifestToProto(manifest, begin.mutable_manifest());
   begin.mutable_tokens()->Add(tokens.begin(), tokens.end());
-  begin.set_sender_address(transport_->LocalAddress());
+  begin.set_sender_address(lane.transport->LocalAddress());
   v1::CacheBeginPutResponse ticket;
   {
     grpc::ClientContext ctx;
@@ -101,14 +127,15 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
     off += p.size();
   }
   const std::span<const uint8_t> bufs[] = {header, packed};
-  ASSIGN_OR_RETURN(transport::PeerId peer, peers_.Get(ticket.transport_address()));
+  ASSIGN_OR_RETURN(transport::PeerId peer, lane.peers.Get(ticket.transport_address()));
   transport::SubmitOptions so;
   so.deadline = absl::Now() + options_.timeout;
   so.checksum = false;  // CommitPut fully decodes every page, CRC32C included
-  absl::StatusOr<transport::TransferId> id = transport_->Submit(peer, bufs, so);
-  absl::Status sent = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
+  absl::StatusOr<transport::TransferId> id = lane.transport->Submit(peer, bufs, so);
+  absl::Status sent =
+      id.ok() ? lane.transport->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
   if (!sent.ok()) {
-    peers_.Forget(ticket.transport_address());
+    lane.peers.Forget(ticket.transport_address());
     return absl::Status(sent.code(),
                         absl::StrCat("shipping the pages to the cache node: ", sent.message()));
   }
@@ -199,7 +226,9 @@ absl::StatusOr<State> CacheClient::Get(const kvstate::StateKey& key,
   req.set_state_key(BytesOf(key));
   req.mutable_expected_model()->set_digest(BytesOf(model));
   AddSelectors(pages, req.mutable_pages());
-  req.set_reply_address(transport_->LocalAddress());
+  Lane& lane = AcquireLane();
+  absl::Cleanup release = [&] { ReleaseLane(lane); };
+  req.set_reply_address(lane.transport->LocalAddress());
   const uint64_t id = NewRequest();
   req.set_request_id(id);
   v1::CacheGetResponse resp;
@@ -224,7 +253,9 @@ absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec>
     item->mutable_expected_model()->set_digest(BytesOf(spec.model));
     AddSelectors(spec.pages, item->mutable_pages());
   }
-  req.set_reply_address(transport_->LocalAddress());
+  Lane& lane = AcquireLane();
+  absl::Cleanup release = [&] { ReleaseLane(lane); };
+  req.set_reply_address(lane.transport->LocalAddress());
   const uint64_t id = NewRequest();
   req.set_request_id(id);
   v1::CacheGetManyResponse resp;

@@ -17,10 +17,14 @@
 //   Pin / Unpin / Delete / Stats.
 // Errors are the node's gRPC status as absl::Status (code and message kept), or the transport's.
 //
-// The client owns its Transport and runs one thread that receives Get replies on it, so that
-// transport must not be shared with another receiver. All methods are thread-safe; concurrent
-// Gets are matched to their replies by request id. Every call has a deadline
-// (Options::timeout).
+// The client owns its Transports (one or more) and runs one thread per transport that receives
+// Get replies on it, so no transport may be shared with another receiver. Each Get or Put goes
+// through the transport with the fewest calls in flight (the first of those on a tie). Why more
+// than one: the receiver's side moves the bytes (over shared memory its UCX worker copies them
+// with CMA; over TCP it reads and reassembles them) and a worker is one thread, so concurrent Gets
+// through one transport queue behind each other's copies while other cores idle; N transports let
+// N Gets copy at once (README "Cache node"). All methods are thread-safe; concurrent Gets are
+// matched to their replies by request id. Every call has a deadline (Options::timeout).
 #pragma once
 
 #include <condition_variable>
@@ -79,8 +83,10 @@ struct LookupMatch {
 
 class CacheClient {
  public:
+  // At least one transport; each gets its own receive thread.
   static absl::StatusOr<std::unique_ptr<CacheClient>> Create(
-      const CacheClientOptions& options, std::unique_ptr<transport::Transport> transport);
+      const CacheClientOptions& options,
+      std::vector<std::unique_ptr<transport::Transport>> transports);
   ~CacheClient();
 
   absl::StatusOr<PutResult> Put(const kvstate::Manifest& manifest, std::span<const int32_t> tokens,
@@ -96,12 +102,22 @@ class CacheClient {
   absl::Status Delete(const kvstate::StateKey& key);
   absl::StatusOr<v1::CacheStatsResponse> Stats();
 
-  transport::Transport& transport() { return *transport_; }
-
  private:
-  CacheClient(const CacheClientOptions& options, std::unique_ptr<transport::Transport> t,
-              std::unique_ptr<v1::CacheNode::Stub> stub);
-  void ReceiveLoop();
+  // One transport, its peers and its receive thread.
+  struct Lane {
+    explicit Lane(std::unique_ptr<transport::Transport> t)
+        : transport(std::move(t)), peers(*transport) {}
+    const std::unique_ptr<transport::Transport> transport;
+    transport::PeerMap peers;
+    std::thread receiver;
+    int calls = 0;  // Gets and Puts in flight on it; GUARDED_BY(replies_mu_)
+  };
+
+  CacheClient(const CacheClientOptions& options, std::unique_ptr<v1::CacheNode::Stub> stub);
+  void ReceiveLoop(Lane* lane);
+  // The lane with the fewest calls in flight, counted as used until ReleaseLane.
+  Lane& AcquireLane();
+  void ReleaseLane(Lane& lane);
   absl::StatusOr<transport::ReceivedBatch> AwaitReply(uint64_t id, absl::Time deadline);
   uint64_t NewRequest();          // a request id whose reply batch the receive thread keeps
   void DropRequest(uint64_t id);  // after a failed RPC
@@ -116,10 +132,8 @@ class CacheClient {
   void SetDeadline(grpc::ClientContext* ctx) const;
 
   const CacheClientOptions options_;  // Constant after construction.
-  const std::unique_ptr<transport::Transport> transport_;
   const std::unique_ptr<v1::CacheNode::Stub> stub_;
-
-  transport::PeerMap peers_{*transport_};
+  std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Create
 
   std::mutex replies_mu_;
   std::condition_variable replies_cv_;
@@ -127,7 +141,6 @@ class CacheClient {
   std::map<uint64_t, absl::StatusOr<transport::ReceivedBatch>> replies_;  // GUARDED_BY(replies_mu_)
   uint64_t next_request_ = 1;                                             // GUARDED_BY(replies_mu_)
   bool stopping_ = false;                                                 // GUARDED_BY(replies_mu_)
-  std::thread receiver_;
 };
 
 }  // namespace glimpse::cache_client

@@ -22,6 +22,9 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
       {"cache_timeout", ConfigType::kDuration, "10s",
        "Deadline of each cache node call; an unreachable node costs a turn at most this before "
        "it recomputes (lookups), or before its state goes unstored (stores)."},
+      {"cache_engines", ConfigType::kInt, "2",
+       "UCX engines the cache client receives on (1 to 4): concurrent loads are pulled by "
+       "different engines, each moving its bytes on its own thread."},
       {"page_tokens", ConfigType::kInt, "64", "Tokens per KV page."},
       {"recall_share", ConfigType::kDouble, "0.5",
        "Cold-page recall: entries earlier turns evicted that are offered back to each (layer, "
@@ -60,13 +63,22 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
   if (!c.GetString("cache_node").empty()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
-    w.link.client_ucx_addresses.push_back(transport->LocalAddress());
+    const int64_t engines = c.GetInt("cache_engines");
+    if (engines < 1 || engines > 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cache_engines must be 1 to 4; got ", engines));
+    }
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    for (int64_t i = 0; i < engines; ++i) {
+      ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
+      w.link.client_ucx_addresses.push_back(transport->LocalAddress());
+      transports.push_back(std::move(transport));
+    }
     cache_client::CacheClientOptions o;
     o.address = c.GetString("cache_node");
     o.timeout = c.GetDuration("cache_timeout");
     o.tls = tls;
-    ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transport)));
+    ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transports)));
   }
   return w;
 }

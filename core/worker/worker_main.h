@@ -20,10 +20,9 @@
 
 namespace glimpse::worker {
 
-// model, threads, cache_node, cache_timeout, page_tokens, recall_*, lookahead_module,
-// the membership keys
-// (cluster/membership_config.h) and client_tls.*. `role` names the default node id ("decode" →
-// decode-<host>-<port>).
+// model, threads, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
+// lookahead_module, the membership keys (cluster/membership_config.h) and client_tls.*. `role`
+// names the default node id ("decode" → decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
 
 struct WorkerBase {
@@ -32,7 +31,7 @@ struct WorkerBase {
   std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node
   transport::Options transport;                      // for the worker's own engines
   std::shared_ptr<transport::PeerAllowlist> peers;   // null: engines accept any peer
-  // All but ucx_address and capacity_bytes (the cache client's engine is a client address);
+  // All but ucx_address and capacity_bytes (the cache client's engines are client addresses);
   // grpc_address is the host.
   cluster::CoordinatorLinkOptions link;
   PrefillLimits limits;  // recall settings from the config; sinks and window as default
@@ -42,7 +41,7 @@ struct WorkerBase {
 };
 
 // Loads the model (the default model, fetched if missing, when `model` is empty), makes the pool,
-// the peer allowlist and the cache node client (over its own UCX engine).
+// the peer allowlist and the cache node client (over its own UCX engines).
 absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role);
 
 }  // namespace glimpse::worker
