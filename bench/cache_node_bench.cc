@@ -2,13 +2,14 @@
 // db_bench, measured in the same run on the same filesystem.
 //
 //   put     --clients threads sharing one CacheClient over --client_engines UCX engines (2, as a
-//           worker's cache_engines; shm + tcp on loopback), put
-//           distinct states of --pages pages of ~64 KiB (63 tokens × head_dim 256, fp16) until
-//           --put_mib MiB are stored; GB/s = page bytes / wall time, ops/s = pages / s.
-//   get     after a restart, the same threads get every state (shuffled), whole, --get_batch
-//           states per GetMany request (1: one Get per state), twice: cold (RocksDB read, packed,
-//           shipped over UCX, admitted to the warm tier; the client verifies every page's CRC32C),
-//           then warm (from memory); then once more warm with one Get per state.
+//           worker's cache_engines; shm + tcp on loopback), put distinct states of --pages pages
+//           of ~64 KiB (63 tokens × head_dim 256, fp16) until --put_mib MiB are stored;
+//           GB/s = page bytes / wall time, ops/s = pages / s.
+//   get     after a restart, the same threads on a new client, kept for the three passes as a
+//           worker keeps its own, get every state (shuffled), whole, --get_batch states per
+//           GetMany request (1: one Get per state), twice: cold (RocksDB read, packed, shipped
+//           over UCX, admitted to the warm tier; the client verifies every page's CRC32C), then
+//           warm (from memory); then once more warm with one Get per state.
 //   lookup  --lookup_clients threads (own gRPC channel each) each look up --lookups token
 //           sequences (a stored state's tokens plus unstored ones, 4096 in all); p50 / p99.
 //   db_bench fillrandom with value_size=65536, compression_type=none, the same thread count,
@@ -148,21 +149,17 @@ std::unique_ptr<cache_client::CacheClient> NewClient(const ServiceProcess& node,
   return *std::move(c);
 }
 
-// One CacheClient (--client_engines UCX engines, as in a worker process) shared by --clients
-// threads: runs `warmup(client, t)` once per thread, all at once (connections, for every engine
-// the calls spread over; untimed), then `body(client, i)` for i in [0, n) spread over the
-// threads; returns the seconds of the bodies.
+// `client` shared by `threads` threads: runs `warmup(client, t)` once per thread, all at once
+// (connections, for every engine the calls spread over; untimed), then `body(client, i)` for i in
+// [0, n) spread over the threads; returns the seconds of the bodies.
 template <typename Warmup, typename Body>
-absl::StatusOr<double> RunPhase(const char* label, const ServiceProcess& node, const Config& c,
+absl::StatusOr<double> RunPhase(const char* label, cache_client::CacheClient& client, int threads,
                                 size_t n, Warmup warmup, Body body) {
-  const int threads = c.clients;
-  std::unique_ptr<cache_client::CacheClient> client = NewClient(node, c.client_engines);
-  if (!client) return absl::UnavailableError("cannot create a cache client");
   {
     std::vector<absl::Status> warm(threads);
     std::vector<std::thread> warmers;
     for (int t = 0; t < threads; ++t) {
-      warmers.emplace_back([&, t] { warm[t] = warmup(*client, t); });
+      warmers.emplace_back([&, t] { warm[t] = warmup(client, t); });
     }
     for (auto& w : warmers) w.join();
     for (const absl::Status& s : warm) RETURN_IF_ERROR(s);
@@ -180,7 +177,7 @@ absl::StatusOr<double> RunPhase(const char* label, const ServiceProcess& node, c
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       for (size_t i; (i = next.fetch_add(1)) < n;) {
-        absl::Status s = body(*client, i);
+        absl::Status s = body(client, i);
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           if (first_error.ok()) first_error = s;
@@ -428,15 +425,19 @@ void WaitForQuietStore(const ServiceProcess& node) {
 }
 
 // Put on a node with a 1 GiB warm tier; then, on the same directory after a restart, one cold
-// pass of gets (RocksDB, admitting into the warm tier), one warm pass, and the lookups.
+// pass of gets (RocksDB, admitting into the warm tier), one warm pass, and the lookups. One
+// CacheClient (--client_engines UCX engines) per node process, kept across its phases as a
+// worker keeps its own.
 absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   const std::string db = c.dir + "/node_db";
   std::filesystem::remove_all(db);
   ASSIGN_OR_RETURN(ServiceProcess node, StartNode(c, db, "1GiB"));
+  std::unique_ptr<cache_client::CacheClient> client = NewClient(node, c.client_engines);
+  if (!client) return absl::UnavailableError("cannot create a cache client");
   ASSIGN_OR_RETURN(
       r->put_s,
       RunPhase(
-          "put", node, c, w.states.size(),
+          "put", *client, c.clients, w.states.size(),
           [&](cache_client::CacheClient& cl, int t) {
             return cl.Put(w.warmup[t].manifest, w.warmup[t].tokens, w.warmup[t].spans()).status();
           },
@@ -477,14 +478,19 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   };
   // Restarted (an empty warm tier; RocksDB recovers the WAL and settles): every first get reads
   // RocksDB and admits the state; the second pass is served from memory.
+  client.reset();
   (void)node.Terminate();
   ASSIGN_OR_RETURN(node, StartNode(c, db, "1GiB"));
   WaitForQuietStore(node);
-  ASSIGN_OR_RETURN(r->cold_s, RunPhase("get (cold)", node, c, requests, warmup, get(false)));
-  ASSIGN_OR_RETURN(r->warm_s, RunPhase("get (warm)", node, c, requests, warmup, get(true)));
+  client = NewClient(node, c.client_engines);
+  if (!client) return absl::UnavailableError("cannot create a cache client");
+  ASSIGN_OR_RETURN(r->cold_s,
+                   RunPhase("get (cold)", *client, c.clients, requests, warmup, get(false)));
+  ASSIGN_OR_RETURN(r->warm_s,
+                   RunPhase("get (warm)", *client, c.clients, requests, warmup, get(true)));
   ASSIGN_OR_RETURN(r->warm_single_s,
-                   RunPhase("get (warm, one state per Get)", node, c, w.states.size(), warmup,
-                            [&](cache_client::CacheClient& cl, size_t i) -> absl::Status {
+                   RunPhase("get (warm, one state per Get)", *client, c.clients, w.states.size(),
+                            warmup, [&](cache_client::CacheClient& cl, size_t i) -> absl::Status {
                               const TestState& s = w.states[order[i]];
                               ASSIGN_OR_RETURN(cache_client::State got,
                                                cl.Get(s.manifest.state_key, w.model));
