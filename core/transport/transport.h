@@ -67,12 +67,6 @@ struct Options {
   // memory only: posix, sysv and CMA in UCX 1.13), Connect refuses the peer (FailedPrecondition)
   // unless this is set; failures then surface as for local_shared_memory.
   bool allow_no_peer_failure_detection = false;
-  // UCX backend: open an endpoint back to each sender only to be told of its death (faster than
-  // receive_stall_timeout). Off by default: in UCX 1.13 (tcp) the wireup it triggers can leave
-  // a REP message pending on the sender's endpoint, and a force close of that endpoint trips a
-  // UCX assertion that aborts the process. Cancel and deadlines no longer force-close healthy
-  // endpoints (see ucx_engine.h, CloseMode), but this mode has no tests yet.
-  bool watch_senders = false;
   // UCX backend: how long the progress thread, or a Wait() / Receive() caller that progresses the
   // worker itself, keeps busy-polling after its last completion before it sleeps. Longer trades
   // CPU for wake-up latency; on a shared host a spinning thread takes the core that the peer's

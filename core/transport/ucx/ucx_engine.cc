@@ -130,7 +130,6 @@ UcxEngine::~UcxEngine() {
       }
       for (auto& [key, in] : inbound_) in.release();
       for (auto& [id, e] : peers_) e.release();
-      for (auto& [id, e] : senders_) e.release();
       for (auto& e : dead_endpoints_) e.release();
       return;
     }
@@ -186,7 +185,6 @@ bool UcxEngine::DrainForShutdown() {
     TearDown(e, why, e->failed ? CloseMode::kForce : CloseMode::kFlush);
   };
   for (auto& [id, e] : peers_) close(e.get());
-  for (auto& [id, e] : senders_) close(e.get());
   to_close_.clear();
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -446,13 +444,6 @@ void UcxEngine::OnEndpointError(EndpointState* e, ucs_status_t status) {
       "UCX engine %07x failed or is unreachable: %s", e->remote_id, ucs_status_string(status)));
   if (e->error.ok()) e->error = why;
   e->failed = true;
-  if (e->is_sender_watch) {
-    std::vector<Inbound*> victims;
-    for (auto& [key, in] : inbound_) {
-      if ((key >> 32) == e->remote_id && !in->reported) victims.push_back(in.get());
-    }
-    for (Inbound* in : victims) FailInbound(in, why);
-  }
   to_close_.push_back(e);  // closed by the progress loop, outside UCX's callback
   cv_.notify_all();
 }

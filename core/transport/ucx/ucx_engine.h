@@ -34,15 +34,14 @@ struct RequestCtx {       // user_data of one UCX request
 };
 inline constexpr uint32_t kHeaderIndex = ~0u;
 
-struct EndpointState {  // an endpoint we opened (to a receiver, or back to a sender)
+struct EndpointState {  // an endpoint we opened to a receiver
   UcxEngine* engine = nullptr;
   ucp_ep_h ep = nullptr;
   absl::Status error;       // set once the endpoint failed or was torn down
   bool failed = false;      // UCX reported it failed (error callback): only then force-closed
   bool flush_done = false;  // Connect's wireup flush; here so a late callback finds it alive
   ucs_status_t flush_status = UCS_OK;
-  uint32_t remote_id = 0;  // remote engine id
-  bool is_sender_watch = false;
+  uint32_t remote_id = 0;              // remote engine id
   bool peer_failure_detection = true;  // false: UCP_ERR_HANDLING_MODE_NONE (shared memory)
 };
 
@@ -197,7 +196,6 @@ class UcxEngine : public Transport {
   TransferId next_transfer_ = 1;
   uint32_t next_seq_ = 0;
   std::map<PeerId, std::unique_ptr<EndpointState>> peers_;
-  std::map<uint32_t, std::unique_ptr<EndpointState>> senders_;  // by sender engine id
   std::vector<std::unique_ptr<EndpointState>> dead_endpoints_;  // kept: UCX may still call back
   std::vector<EndpointState*> to_close_;                        // failed, close soon
   std::vector<void*> closing_;                                  // ep close requests

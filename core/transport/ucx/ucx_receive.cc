@@ -96,23 +96,6 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
     cv_.notify_all();
     return;
   }
-  if (options_.watch_senders &&
-      !senders_.contains(h->sender)) {  // watch the sender so that its death is noticed
-    auto e = std::make_unique<EndpointState>();
-    e->engine = this;
-    e->remote_id = h->sender;
-    e->is_sender_watch = true;
-    absl::StatusOr<ucx_wire::ParsedAddress> a = ucx_wire::UnwrapAddress(h->sender_address);
-    if (a.ok()) {
-      absl::StatusOr<ucp_ep_h> ep = CreateEndpoint(a->ucp_address, e.get(), /*local=*/false);
-      if (ep.ok() && e->peer_failure_detection) {
-        e->ep = *ep;
-      } else if (ep.ok()) {  // a watch that cannot see failures is useless
-        TearDown(e.get(), absl::OkStatus(), CloseMode::kFlush);
-      }
-    }
-    senders_[h->sender] = std::move(e);
-  }
   auto owned = std::make_unique<Inbound>();
   Inbound* in = owned.get();
   in->engine = this;

@@ -47,8 +47,8 @@
 // at most kShutdownDrain (5 s) before ucp_worker_destroy; if that does not drain (a peer that
 // neither answers nor fails, e.g. pure shm without failure detection) it logs and leaks the
 // worker rather than risk the assertion. Receive-side stalls past
-// Options::receive_stall_timeout fail the batch; optionally (Options::watch_senders) the
-// receiver opens an endpoint back to each sender to learn of its death sooner.
+// Options::receive_stall_timeout fail the batch: a receiver learns of a dead sender that way (or
+// from a failed CMA read), as it has no endpoint to the sender.
 #pragma once
 
 #include <memory>
