@@ -50,6 +50,9 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
         absl::StrCat("recall_share must be in [0, 4] and recall_page_tokens >= 1; got ",
                      w.limits.recall_share, " and ", w.limits.recall_page_tokens));
   }
+  if (const int64_t engines = c.GetInt("cache_engines"); engines < 1 || engines > 4) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_engines must be 1 to 4; got ", engines));
+  }
   std::string path = c.GetString("model");
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
@@ -64,10 +67,6 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
   if (!c.GetString("cache_node").empty()) {
     const int64_t engines = c.GetInt("cache_engines");
-    if (engines < 1 || engines > 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cache_engines must be 1 to 4; got ", engines));
-    }
     std::vector<std::unique_ptr<transport::Transport>> transports;
     for (int64_t i = 0; i < engines; ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
