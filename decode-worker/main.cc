@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
   auto r = std::make_unique<Running>();
   ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_DECODE));
+  worker::AddCacheClientMetrics(r->base, "decode_worker", registry);
   // Prefill workers ship to the inbox's own transport (the address the coordinator hands out).
   ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> inbox, r->base.NewEngine());
   r->inbox = std::make_unique<worker::DeliveryInbox>(std::move(inbox));

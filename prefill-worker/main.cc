@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                                                       metrics::MetricsRegistry& registry) {
   auto r = std::make_unique<Running>();
   ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_PREFILL));
+  worker::AddCacheClientMetrics(r->base, "prefill_worker", registry);
   ASSIGN_OR_RETURN(r->ship, r->base.NewEngine());
   PrefillerOptions o;
   o.page_tokens = c.GetInt("page_tokens");

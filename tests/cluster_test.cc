@@ -204,6 +204,16 @@ TEST_F(ClusterTest, TurnsAreRecomputedThenHotThenWarmAndReplaysReuseState) {
   EXPECT_EQ(replay.started.source(), v1::STATE_SOURCE_WARM);
   EXPECT_EQ(replay.started.reused_tokens(), t2.started.reused_tokens());
   EXPECT_EQ(replay.text, t2.text);  // greedy, same state
+
+  // The warm load came through the decode worker's cache client, one of its two engines (the
+  // first: one call at a time); both are on /metrics.
+  const std::string metrics =
+      HttpGet("127.0.0.1", decode_->metrics_port(), "/metrics").value_or("");
+  const std::string received = "glimpse_decode_worker_cache_transport_bytes_received_total";
+  const size_t first = metrics.find(received + "{engine=\"0\"} ");
+  ASSERT_NE(first, std::string::npos) << metrics;
+  EXPECT_GT(std::stod(metrics.substr(first + received.size() + 13)), 0.0) << metrics;
+  EXPECT_NE(metrics.find(received + "{engine=\"1\"} "), std::string::npos) << metrics;
 }
 
 // Prompts over the coordinator's routing.prefill_on_decode_tokens (128) prefill on a prefill

@@ -63,6 +63,12 @@ void CacheClient::ReleaseLane(Lane& lane) {
   --lane.calls;
 }
 
+std::vector<transport::Metrics> CacheClient::TransportMetrics() const {
+  std::vector<transport::Metrics> out;
+  for (const auto& lane : lanes_) out.push_back(lane->transport->GetMetrics());
+  return out;
+}
+
 void CacheClient::SetDeadline(grpc::ClientContext* ctx) const {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
 }

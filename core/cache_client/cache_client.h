@@ -102,6 +102,9 @@ class CacheClient {
   absl::Status Delete(const kvstate::StateKey& key);
   absl::StatusOr<v1::CacheStatsResponse> Stats();
 
+  // Each transport's counters, in the order given to Create.
+  std::vector<transport::Metrics> TransportMetrics() const;
+
  private:
   // One transport, its peers and its receive thread.
   struct Lane {

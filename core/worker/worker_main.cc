@@ -82,6 +82,27 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   return w;
 }
 
+void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
+                           metrics::MetricsRegistry& registry) {
+  if (w.cache == nullptr) return;
+  const std::string prefix = absl::StrCat("glimpse_", std::string(service), "_cache_transport_");
+  registry.AddCollector([cache = w.cache.get(), prefix](metrics::SampleWriter& out) {
+    const std::vector<transport::Metrics> engines = cache->TransportMetrics();
+    for (size_t i = 0; i < engines.size(); ++i) {
+      const metrics::Labels engine = {{"engine", absl::StrCat(i)}};
+      out.Counter(prefix + "bytes_received_total",
+                  "Bytes the cache client's engine received (gets), by engine.", engine,
+                  static_cast<double>(engines[i].bytes_received));
+      out.Counter(prefix + "bytes_sent_total",
+                  "Bytes the cache client's engine sent (puts), by engine.", engine,
+                  static_cast<double>(engines[i].bytes_sent));
+      out.Counter(prefix + "receive_errors_total",
+                  "Get replies the cache client's engine failed to receive, by engine.", engine,
+                  static_cast<double>(engines[i].receive_errors));
+    }
+  });
+}
+
 absl::StatusOr<std::unique_ptr<transport::Transport>> WorkerBase::NewEngine() const {
   ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> engine,
                    transport::CreateUcxTransport(transport));

@@ -13,6 +13,7 @@
 #include "core/cache_client/cache_client.h"
 #include "core/cluster/coordinator_link.h"
 #include "core/common/config.h"
+#include "core/common/metrics.h"
 #include "core/model/model.h"
 #include "core/transport/peer_allowlist.h"
 #include "core/transport/transport.h"
@@ -39,6 +40,12 @@ struct WorkerBase {
   // A UCX engine of this worker, restricted to `peers`.
   absl::StatusOr<std::unique_ptr<transport::Transport>> NewEngine() const;
 };
+
+// Exports the cache client's transports on /metrics, if there is a cache client:
+// glimpse_<service>_cache_transport_{bytes_received,bytes_sent,receive_errors}_total{engine="i"}
+// (service: "decode_worker" or "prefill_worker"), one series per engine (cache_engines).
+void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
+                           metrics::MetricsRegistry& registry);
 
 // Loads the model (the default model, fetched if missing, when `model` is empty), makes the pool,
 // the peer allowlist and the cache node client (over its own UCX engines).
