@@ -75,11 +75,17 @@ std::vector<CoordinatorService::Victim> CoordinatorService::DemotableLocked(
   for (const auto& [expires, sid] : leases_) {
     if (sid == session) continue;
     const SessionState& v = sessions_.at(sid);
-    victims.push_back({&v, LostValueLocked(v, now) / std::max<int64_t>(1, v.reserved_bytes)});
+    const double value = LostValueLocked(v, now);
+    const double hold_s = absl::ToDoubleSeconds(
+        estimator_.ExpectedHold(v.tool, now - v.turn_ended, v.lease_expires - v.turn_ended));
+    const double byte_seconds =
+        static_cast<double>(std::max<int64_t>(1, v.reserved_bytes)) * std::max(hold_s, 1e-3);
+    victims.push_back({&v, value, value / byte_seconds});
   }
   std::sort(victims.begin(), victims.end(), [](const Victim& a, const Victim& b) {
-    return a.value_per_byte != b.value_per_byte ? a.value_per_byte < b.value_per_byte
-                                                : a.s->id < b.s->id;
+    return a.value_per_byte_second != b.value_per_byte_second
+               ? a.value_per_byte_second < b.value_per_byte_second
+               : a.s->id < b.s->id;
   });
   return victims;
 }
@@ -145,7 +151,7 @@ absl::StatusOr<CoordinatorService::Plan> CoordinatorService::PlanAdmissionLocked
       if (free >= need) break;
       if (v.s->decode_worker != c.id || chosen.count(v.s->id)) continue;
       free += v.s->reserved_bytes;
-      cost += v.value_per_byte * v.s->reserved_bytes;
+      cost += v.value;
       extra.push_back(v.s->id);
     }
     largest_free = std::max(largest_free, free);

@@ -11,8 +11,9 @@
 // demotes it, or its worker dies (tier WARM, budget freed; the KV is on cache nodes) → the next
 // RouteTurn is a hot hit on the same worker when still LEASED, else goes to the least-loaded worker
 // with room. When no worker has room, RouteTurn demotes the leases whose hot copy is least
-// valuable per byte (P(reuse before the lease ends) · (Q·eta + R(n)) / bytes, smallest first; on
-// the worker where that loses least) if that makes room, else waits in a FIFO admission queue
+// valuable per byte-second (P(reuse before the lease ends) · (Q·eta + R(n)) / (bytes × the
+// expected time it still holds them), smallest first; on the worker where that loses least) if
+// that makes room, else waits in a FIFO admission queue
 // until its deadline and answers RESOURCE_EXHAUSTED. A hot turn does not queue behind cold ones.
 //
 // Errors carry the offending value; a call that fails changes no visible state. Thread-safe: one
@@ -221,12 +222,17 @@ class CoordinatorService {
   absl::Status ValidateRouteLocked(const RouteRequest& r) const;
   // RESOURCE_EXHAUSTED when no amount of waiting could admit the turn.
   absl::Status NeverFitsLocked(const RouteRequest& r, int64_t need) const;
-  // A lease that may be demoted under pressure, with its value per byte.
+  // A lease that may be demoted under pressure: what demoting it is expected to cost (seconds of
+  // reload, LostValueLocked) and that per byte-second of memory it is expected to hold.
   struct Victim {
     const SessionState* s;
-    double value_per_byte;
+    double value;
+    double value_per_byte_second;
   };
-  // Every lease but `session`'s, least valuable per byte first (none when demotion is off).
+  // Every lease but `session`'s, least valuable per byte-second first (none when demotion is
+  // off): memory is rented by the second, and a lease whose turn is near frees its memory soon
+  // and saves its reload, where one whose turn is far (or never comes) holds it long for the
+  // same saving.
   std::vector<Victim> DemotableLocked(const std::string& session, absl::Time now) const;
   // Adds to `plan` the tenant's own leases to demote so that it fits its limit, and to `freed`
   // (per worker) their bytes and the session's own reservation.

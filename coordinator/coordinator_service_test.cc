@@ -385,6 +385,41 @@ TEST_F(CoordinatorServiceTest, PressureDemotesTheLeastValuableLeaseFirst) {
   Invariants();
 }
 
+// Two leases that would save the same reload with the same certainty: the one whose turn is far
+// holds its memory longer for it, so it goes first.
+TEST_F(CoordinatorServiceTest, PressureDemotesPerByteSecondTheLeaseThatHoldsLongest) {
+  CoordinatorOptions o = TestOptions();
+  o.lease.default_queue_delay = Seconds(100);  // G = 100 s + R(400) = 100.4 s
+  Start(o);
+  ASSERT_TRUE(svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1000, 7001)).ok());
+  // "near" always returns after 1 s (tau = 1 s), "far" after 50 s (J(50) = 100.4 − 50 > 0,
+  // tau = 50 s): 0.5 s into their pauses both are certain to be reused before their leases end,
+  // "near" within 0.5 s more, "far" within 49.5 s.
+  for (const auto& [tool, seconds] : {std::pair{"near", 1}, std::pair{"far", 50}}) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string id = absl::StrCat("warmup-", tool, i);
+      ASSERT_TRUE(svc_->RouteTurn(Turn(id, 0, 10, 0)).ok());
+      ASSERT_TRUE(svc_->EndTurn({id, 0, tool, std::nullopt, std::nullopt}).ok());
+      ASSERT_TRUE(svc_->ToolCallEnded(id, Seconds(seconds)).ok());
+      ASSERT_TRUE(svc_->EndSession(id).ok());
+    }
+  }
+  // Equal value per byte; by id alone "a" (near) would go first.
+  ASSERT_TRUE(svc_->RouteTurn(Turn("a", 0, 400, 0)).ok());
+  ASSERT_TRUE(svc_->RouteTurn(Turn("b", 0, 400, 0)).ok());
+  absl::StatusOr<LeaseResult> la = svc_->EndTurn({"a", 400, "near", std::nullopt, std::nullopt});
+  absl::StatusOr<LeaseResult> lb = svc_->EndTurn({"b", 400, "far", std::nullopt, std::nullopt});
+  ASSERT_TRUE(la.ok() && lb.ok());
+  EXPECT_EQ(la->ttl, Seconds(1)) << la->source;
+  EXPECT_EQ(lb->ttl, Seconds(50)) << lb->source;
+  clock_.Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(svc_->RouteTurn(Turn("c", 0, 400, 0)).ok());
+  EXPECT_EQ(svc_->GetSession("a")->tier, SessionTier::kLeased);
+  EXPECT_EQ(svc_->GetSession("b")->tier, SessionTier::kWarm);
+  EXPECT_EQ(svc_->Stats().demoted_pressure, 1);
+  Invariants();
+}
+
 TEST_F(CoordinatorServiceTest, TenantBudgetIsEnforced) {
   CoordinatorOptions o = TestOptions();
   o.tenant_budget_bytes = 1000;

@@ -65,6 +65,8 @@ const std::vector<double>& LeaseEstimator::Samples::Sorted() const {
   if (dirty) {
     sorted.assign(recent.begin(), recent.end());
     std::sort(sorted.begin(), sorted.end());
+    prefix.assign(sorted.size() + 1, 0.0);
+    for (size_t i = 0; i < sorted.size(); ++i) prefix[i + 1] = prefix[i] + sorted[i];
     dirty = false;
   }
   return sorted;
@@ -210,6 +212,23 @@ double LeaseEstimator::ReuseProbability(const std::string& tool, absl::Duration 
   double f_end = cdf(absl::ToDoubleSeconds(lease_end));
   if (f_elapsed >= 1.0) return 0.0;
   return std::clamp((f_end - f_elapsed) / (1.0 - f_elapsed), 0.0, 1.0);
+}
+
+absl::Duration LeaseEstimator::ExpectedHold(const std::string& tool, absl::Duration elapsed,
+                                            absl::Duration lease_end) const {
+  const absl::Duration rest = std::max(absl::ZeroDuration(), lease_end - elapsed);
+  const Samples* dist = DistributionFor(tool);
+  if (dist == nullptr) return rest;
+  const std::vector<double>& s = dist->Sorted();
+  const double e = absl::ToDoubleSeconds(elapsed);
+  const double end = std::max(e, absl::ToDoubleSeconds(lease_end));
+  const size_t first = std::upper_bound(s.begin(), s.end(), e) - s.begin();   // T > elapsed
+  const size_t past = std::upper_bound(s.begin(), s.end(), end) - s.begin();  // T > lease_end
+  if (first == s.size()) return rest;
+  // Samples in (e, end] hold until they arrive; later ones until the lease ends.
+  const double arriving = dist->prefix[past] - dist->prefix[first] - e * (past - first);
+  const double held_to_end = (end - e) * (s.size() - past);
+  return absl::Seconds((arriving + held_to_end) / (s.size() - first));
 }
 
 std::vector<LeaseEstimator::ToolSummary> LeaseEstimator::Tools() const {

@@ -24,7 +24,7 @@
 //     no admission ever waits for a lease's memory (the planner demotes it first), so the count
 //     of such waits is 0 by construction and c is its Jeffreys posterior mean, ½ / (W + 1) over
 //     the W admissions in the window (0.5 before any, 0.0019 at W = 256). The victim's own loss
-//     is already priced by F (and by the demotion order, value per byte).
+//     is already priced by F (and by the demotion order, value per byte-second).
 //
 //     tau* = argmax over tau of  F(tau) · (Q·eta + R(n)) − c · tau
 //
@@ -141,6 +141,12 @@ class LeaseEstimator {
   // distribution (or pooled); `fallback` when neither has enough samples.
   double ReuseProbability(const std::string& tool, absl::Duration elapsed, absl::Duration lease_end,
                           double fallback) const;
+  // E[min(T, lease_end) − elapsed | T > elapsed] for the next turn's arrival T: how much longer
+  // a lease `elapsed` into its pause is expected to hold its memory (until the turn comes or the
+  // lease ends). lease_end − elapsed when the tool has no distribution (nor pooled) or no
+  // sample exceeds `elapsed`.
+  absl::Duration ExpectedHold(const std::string& tool, absl::Duration elapsed,
+                              absl::Duration lease_end) const;
 
   // Q = mean admission wait of reloads (default_queue_delay before any) + mean prefill-queue
   // wait of reloads (0 before any report).
@@ -165,6 +171,7 @@ class LeaseEstimator {
   struct Samples {
     std::deque<double> recent;           // seconds, oldest first
     mutable std::vector<double> sorted;  // cache of `recent`, sorted
+    mutable std::vector<double> prefix;  // prefix[i] = sorted[0] + ... + sorted[i - 1]
     mutable bool dirty = true;
     void Add(double s, int max);
     const std::vector<double>& Sorted() const;

@@ -115,6 +115,24 @@ TEST(LeaseEstimatorTest, QueueDelayEtaAndReuseProbability) {
                    0.5);
 }
 
+TEST(LeaseEstimatorTest, ExpectedHoldIsTheConditionalMeanTimeToTheTurnOrTheLeaseEnd) {
+  LeaseEstimator e(TestOptions());
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  // 1.5 s into a 3 s lease: the turn comes at 2 or 3 s, or after the lease (10 s) → held 0.5,
+  // 1.5 and 1.5 s more: mean 3.5 / 3.
+  EXPECT_NEAR(
+      absl::ToDoubleSeconds(e.ExpectedHold("grep", absl::Milliseconds(1500), absl::Seconds(3))),
+      3.5 / 3, 1e-9);
+  // Every sample past the lease end: held to the end.
+  EXPECT_EQ(e.ExpectedHold("grep", absl::ZeroDuration(), absl::Milliseconds(500)),
+            absl::Milliseconds(500));
+  // Past every sample, or no distribution at all: what is left of the lease.
+  EXPECT_EQ(e.ExpectedHold("grep", absl::Seconds(11), absl::Seconds(20)), absl::Seconds(9));
+  LeaseEstimator fresh(TestOptions());
+  EXPECT_EQ(fresh.ExpectedHold("grep", absl::Seconds(1), absl::Seconds(4)), absl::Seconds(3));
+  EXPECT_EQ(fresh.ExpectedHold("grep", absl::Seconds(5), absl::Seconds(4)), absl::ZeroDuration());
+}
+
 TEST(LeaseEstimatorTest, FixedTtlAndPressureWeightedPinCost) {
   LeaseEstimatorOptions o = TestOptions();
   o.fixed_ttl = absl::Seconds(4);
