@@ -21,9 +21,9 @@ using kvstate::testing::TestState;
 
 // Holds back the batches it receives until Open(), and counts the calls that chose it (a Get or
 // Put takes its transport's address once).
-class HeldTransport final : public transport::Transport {
+class HeldTransport final : public transport::ForwardingTransport {
  public:
-  explicit HeldTransport(std::unique_ptr<transport::Transport> inner) : inner_(std::move(inner)) {}
+  using ForwardingTransport::ForwardingTransport;
 
   void Open() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -34,7 +34,7 @@ class HeldTransport final : public transport::Transport {
 
   std::string LocalAddress() const override {
     chosen_.fetch_add(1);
-    return inner_->LocalAddress();
+    return ForwardingTransport::LocalAddress();
   }
   absl::StatusOr<transport::ReceivedBatch> Receive(absl::Time deadline) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -42,32 +42,10 @@ class HeldTransport final : public transport::Transport {
       return absl::DeadlineExceededError("held");
     }
     lock.unlock();
-    return inner_->Receive(deadline);
+    return ForwardingTransport::Receive(deadline);
   }
-  absl::StatusOr<transport::PeerId> Connect(std::string_view address) override {
-    return inner_->Connect(address);
-  }
-  absl::Status Disconnect(transport::PeerId peer) override { return inner_->Disconnect(peer); }
-  absl::StatusOr<std::unique_ptr<transport::MemoryRegion>> RegisterMemory(const void* data,
-                                                                          size_t size) override {
-    return inner_->RegisterMemory(data, size);
-  }
-  absl::StatusOr<transport::TransferId> Submit(transport::PeerId peer,
-                                               std::span<const std::span<const uint8_t>> buffers,
-                                               const transport::SubmitOptions& options) override {
-    return inner_->Submit(peer, buffers, options);
-  }
-  absl::StatusOr<transport::TransferStatus> GetStatus(transport::TransferId id) override {
-    return inner_->GetStatus(id);
-  }
-  absl::Status Wait(transport::TransferId id, absl::Time deadline) override {
-    return inner_->Wait(id, deadline);
-  }
-  absl::Status Cancel(transport::TransferId id) override { return inner_->Cancel(id); }
-  transport::Metrics GetMetrics() const override { return inner_->GetMetrics(); }
 
  private:
-  const std::unique_ptr<transport::Transport> inner_;
   mutable std::atomic<int> chosen_{0};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -10,12 +10,10 @@
 namespace glimpse::transport {
 namespace {
 
-class RestrictedTransport final : public Transport {
+class RestrictedTransport final : public ForwardingTransport {
  public:
   RestrictedTransport(std::unique_ptr<Transport> inner, std::shared_ptr<PeerAllowlist> allowlist)
-      : inner_(std::move(inner)), allowlist_(std::move(allowlist)) {}
-
-  std::string LocalAddress() const override { return inner_->LocalAddress(); }
+      : ForwardingTransport(std::move(inner)), allowlist_(std::move(allowlist)) {}
 
   absl::StatusOr<PeerId> Connect(std::string_view peer_address) override {
     if (!allowlist_->Allows(peer_address)) {
@@ -23,28 +21,11 @@ class RestrictedTransport final : public Transport {
       return absl::PermissionDeniedError(absl::StrCat(
           DescribeAddress(peer_address), " is not a registered peer; refusing to connect"));
     }
-    return inner_->Connect(peer_address);
+    return ForwardingTransport::Connect(peer_address);
   }
-
-  absl::Status Disconnect(PeerId peer) override { return inner_->Disconnect(peer); }
-
-  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(const void* data,
-                                                               size_t size) override {
-    return inner_->RegisterMemory(data, size);
-  }
-
-  absl::StatusOr<TransferId> Submit(PeerId peer, std::span<const std::span<const uint8_t>> buffers,
-                                    const SubmitOptions& options) override {
-    return inner_->Submit(peer, buffers, options);
-  }
-  absl::StatusOr<TransferStatus> GetStatus(TransferId id) override { return inner_->GetStatus(id); }
-  absl::Status Wait(TransferId id, absl::Time deadline) override {
-    return inner_->Wait(id, deadline);
-  }
-  absl::Status Cancel(TransferId id) override { return inner_->Cancel(id); }
 
   absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override {
-    absl::StatusOr<ReceivedBatch> batch = inner_->Receive(deadline);
+    absl::StatusOr<ReceivedBatch> batch = ForwardingTransport::Receive(deadline);
     if (!batch.ok() || allowlist_->Allows(batch->sender_address())) return batch;
     refused_.fetch_add(1);
     return absl::PermissionDeniedError(
@@ -53,13 +34,12 @@ class RestrictedTransport final : public Transport {
   }
 
   Metrics GetMetrics() const override {
-    Metrics m = inner_->GetMetrics();
+    Metrics m = ForwardingTransport::GetMetrics();
     m.peers_refused += refused_.load();
     return m;
   }
 
  private:
-  const std::unique_ptr<Transport> inner_;
   const std::shared_ptr<PeerAllowlist> allowlist_;
   std::atomic<uint64_t> refused_{0};
 };

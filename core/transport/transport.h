@@ -183,6 +183,39 @@ class Transport {
   virtual Metrics GetMetrics() const = 0;
 };
 
+// Forwards every call to the transport it wraps: the base of decorators (a peer allowlist, test
+// doubles), which override only what they change.
+class ForwardingTransport : public Transport {
+ public:
+  explicit ForwardingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+
+  std::string LocalAddress() const override { return inner_->LocalAddress(); }
+  absl::StatusOr<PeerId> Connect(std::string_view peer_address) override {
+    return inner_->Connect(peer_address);
+  }
+  absl::Status Disconnect(PeerId peer) override { return inner_->Disconnect(peer); }
+  absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(const void* data,
+                                                               size_t size) override {
+    return inner_->RegisterMemory(data, size);
+  }
+  absl::StatusOr<TransferId> Submit(PeerId peer, std::span<const std::span<const uint8_t>> buffers,
+                                    const SubmitOptions& options) override {
+    return inner_->Submit(peer, buffers, options);
+  }
+  absl::StatusOr<TransferStatus> GetStatus(TransferId id) override { return inner_->GetStatus(id); }
+  absl::Status Wait(TransferId id, absl::Time deadline) override {
+    return inner_->Wait(id, deadline);
+  }
+  absl::Status Cancel(TransferId id) override { return inner_->Cancel(id); }
+  absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override {
+    return inner_->Receive(deadline);
+  }
+  Metrics GetMetrics() const override { return inner_->GetMetrics(); }
+
+ private:
+  const std::unique_ptr<Transport> inner_;
+};
+
 // A caller's endpoints by peer address: connected on first use and kept; Forget drops one (after
 // a failed transfer, so the next use connects again). Thread-safe.
 class PeerMap {

@@ -50,8 +50,10 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
         absl::StrCat("recall_share must be in [0, 4] and recall_page_tokens >= 1; got ",
                      w.limits.recall_share, " and ", w.limits.recall_page_tokens));
   }
-  if (const int64_t engines = c.GetInt("cache_engines"); engines < 1 || engines > 4) {
-    return absl::InvalidArgumentError(absl::StrCat("cache_engines must be 1 to 4; got ", engines));
+  const int64_t cache_engines = c.GetInt("cache_engines");
+  if (cache_engines < 1 || cache_engines > 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache_engines must be 1 to 4; got ", cache_engines));
   }
   std::string path = c.GetString("model");
   if (path.empty()) {
@@ -66,9 +68,8 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
   if (!c.GetString("cache_node").empty()) {
-    const int64_t engines = c.GetInt("cache_engines");
     std::vector<std::unique_ptr<transport::Transport>> transports;
-    for (int64_t i = 0; i < engines; ++i) {
+    for (int64_t i = 0; i < cache_engines; ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
       w.link.client_ucx_addresses.push_back(transport->LocalAddress());
       transports.push_back(std::move(transport));
