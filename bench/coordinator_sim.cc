@@ -348,4 +348,12 @@ absl::StatusOr<Result> Simulate(const std::vector<SessionSpec>& workload,
   return result;
 }
 
+absl::StatusOr<Result> SimulateAllHot(const std::vector<SessionSpec>& workload,
+                                      const ClusterOptions& cluster, const Figures& figures) {
+  ClusterOptions unlimited = cluster;
+  unlimited.decode_capacity_bytes = int64_t{1} << 40;
+  return Simulate(workload, unlimited, figures,
+                  {"bound: every later turn hot, memory unlimited", absl::Hours(24)});
+}
+
 }  // namespace glimpse::coordinator::sim

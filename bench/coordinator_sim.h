@@ -100,4 +100,9 @@ absl::StatusOr<Result> Simulate(const std::vector<SessionSpec>& workload,
                                 const ClusterOptions& cluster, const Figures& figures,
                                 const Policy& policy);
 
+// What no lease policy can beat on this workload and cluster: every later turn hot, on decode
+// workers with memory to spare (no lease ends, no admission wait, no reload).
+absl::StatusOr<Result> SimulateAllHot(const std::vector<SessionSpec>& workload,
+                                      const ClusterOptions& cluster, const Figures& figures);
+
 }  // namespace glimpse::coordinator::sim
