@@ -1,11 +1,13 @@
 // Coordinator benchmark (make bench-coordinator):
 //   1. the agent-trace simulator (coordinator_sim.h) for two reload modes, comparing job
-//      completion time and TTFT of evict-at-turn-end, fixed TTLs and the estimator;
+//      completion time and TTFT of evict-at-turn-end, fixed TTLs and the estimator, beside the
+//      all-hot bound no lease policy can beat, per seed and averaged over the seeds;
 //   2. RouteTurn/EndTurn ops/s and latency under 32 concurrent gRPC clients against a real
 //      in-process server (GrpcServer + CoordinatorGrpc + RocksStateStore).
 // Flags: --sessions=N (500) --rate=R (sessions/s, 0.1) --seed=S (1) --seeds=K (3: seeds S..S+K-1,
 // full tables for S, ratios for the others) --decode_workers=2 --decode_mib=128
-// --prefill_workers=2 --no_demote --min_samples=100 (the estimator's) --grpc_seconds=T (10)
+// --prefill_workers=2 --no_demote --min_samples=100 (the estimator's) --ttls=1,2,5,10,30,60
+// (the fixed TTLs, seconds) --grpc_seconds=T (10)
 // --clients=C (32) --figures=FILE
 // --quick (100 sessions, one seed, 2 s of gRPC load).
 #include <unistd.h>
