@@ -110,6 +110,7 @@ UcxEngine::~UcxEngine() {
   stop_ = true;
   if (progress_.joinable()) {
     Wake();
+    progress_parked_cv_.notify_all();
     progress_.join();
   }
   if (worker_ != nullptr) {
@@ -240,78 +241,80 @@ void UcxEngine::MaybeCheckDeadlines(absl::Time now) {
   last_deadline_check_ = now;
 }
 
-// Busy-polls while UCX has work and for Options::progress_spin after the last work, then sleeps
-// on the worker's event fd (woken by UCX events and Wake(); at most 2 ms, for deadlines). Parks
-// while a caller drives the worker (DriveUntil).
+void UcxEngine::TakeTurn(std::unique_lock<std::mutex>& l, WorkerTurn& t, absl::Time wake_by) {
+  t.worked |= ProgressOnce();
+  if (++t.passes % kClockEvery != 0) return;
+  const absl::Time now = absl::Now();
+  MaybeCheckDeadlines(now);
+  if (t.worked) {
+    t.worked = false;
+    t.last_work = now;
+    return;
+  }
+  if (now - t.last_work < options_.progress_spin) return;
+  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // events pending: keep polling
+  const absl::Duration sleep = std::clamp(wake_by - now, absl::ZeroDuration(), kMaxWorkerSleep);
+  const timespec ts = absl::ToTimespec(sleep);
+  l.unlock();
+  pollfd pfd{efd_, POLLIN, 0};
+  ppoll(&pfd, 1, &ts, nullptr);
+  l.lock();
+  t.last_work = absl::Now() - options_.progress_spin / 2;  // after a wake-up, spin half as long
+}
+
+bool UcxEngine::ProgressThreadStaysOff(uint64_t& drives_seen) const {
+  if (driving_) return true;
+  if (drives_ == drives_seen) return false;  // no caller drove since: no clock reading needed
+  if (absl::Now() - driver_left_ < kDriverGrace) return true;
+  drives_seen = drives_;
+  return false;
+}
+
 void UcxEngine::ProgressLoop() {
-  uint32_t iterations = 0;
-  bool worked = false;
-  absl::Time last_work = absl::Now();
+  WorkerTurn turn{.last_work = absl::Now()};
+  uint64_t drives_seen = 0;
+  std::unique_lock l(mu_);
   while (!stop_.load(std::memory_order_relaxed)) {
-    std::unique_lock l(mu_);
-    if (driving_) {
-      progress_parked_cv_.wait(l, [this] { return !driving_; });
-      last_work = absl::Now();
+    if (ProgressThreadStaysOff(drives_seen)) {
+      progress_parked_cv_.wait_for(l, absl::ToChronoNanoseconds(kDriverGrace));
+      turn.last_work = absl::Now();
       continue;
     }
-    worked |= ProgressOnce();
-    worked |= HandOffToReceiver(l);
-    if (++iterations % kClockEvery != 0) continue;
-    const absl::Time now = absl::Now();
-    MaybeCheckDeadlines(now);
-    if (worked) {
-      worked = false;
-      last_work = now;
-      continue;
-    }
-    if (now - last_work < options_.progress_spin) continue;
-    ucs_status_t s = ucp_worker_arm(worker_);
-    l.unlock();
-    if (s == UCS_ERR_BUSY) continue;
-    pollfd pfd{efd_, POLLIN, 0};
-    poll(&pfd, 1, /*ms=*/2);
-    last_work = absl::Now() - options_.progress_spin / 2;  // after a wake-up, spin half as long
+    turn.worked |= HandOffToReceiver(l);
+    TakeTurn(l, turn, absl::InfiniteFuture());
+    l.unlock();  // others may take mu_ between passes
+    l.lock();
   }
 }
 
 bool UcxEngine::DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
                            absl::FunctionRef<bool()> pred) {
   bool mine = false;  // this caller holds the worker (driving_)
-  auto give_back = [&] {
-    if (!mine) return;
-    mine = driving_ = false;
-    progress_parked_cv_.notify_one();
-  };
-  uint32_t iterations = 0;
-  bool worked = false;
-  absl::Time last_work;
+  WorkerTurn turn;
   while (!pred()) {
     if (!mine && !driving_) {
       mine = driving_ = true;
-      last_work = absl::Now();
+      ++drives_;
+      turn.last_work = absl::Now();
     }
     if (mine) {
-      worked |= ProgressOnce();
-      if (++iterations % kClockEvery != 0) {
-        l.unlock();  // as the progress loop does: others may take mu_ between passes
+      TakeTurn(l, turn, deadline);
+      if (turn.passes % kClockEvery != 0) {
+        l.unlock();  // others may take mu_ between passes
         l.lock();
         continue;
       }
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) break;
-    if (mine) {
-      MaybeCheckDeadlines(now);
-      if (worked || now - last_work < options_.progress_spin) {
-        if (worked) last_work = now;
-        worked = false;
-        continue;
-      }
-      give_back();  // idle: the progress thread sleeps on UCX's event fd and wakes us via cv_
-    }
-    cv_.wait_for(l, absl::ToChronoNanoseconds(std::min(deadline - now, absl::Milliseconds(100))));
+    // Another caller drives: its completions notify cv_ (and it notifies when it leaves).
+    if (!mine) cv_.wait_for(l, absl::ToChronoNanoseconds(std::min(deadline - now, kMaxCallerWait)));
   }
-  give_back();
+  if (mine) {
+    driving_ = false;
+    driver_left_ = absl::Now();
+    cv_.notify_all();  // a caller waiting behind this one drives next
+  }
   return pred();
 }
 

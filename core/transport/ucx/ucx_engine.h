@@ -133,6 +133,7 @@ class UcxEngine : public Transport {
  private:
   explicit UcxEngine(const Options& options);
   absl::Status Init();
+  // The progress thread: runs the worker while no caller does (see DriveUntil).
   void ProgressLoop();
   // One pass over the worker under mu_: ucp_worker_progress, new batch headers, endpoints to
   // close. Returns whether UCX reported work. Run by the progress thread, or by a caller that
@@ -140,12 +141,23 @@ class UcxEngine : public Transport {
   bool ProgressOnce();
   // Transfer deadlines and receive stalls, at most once a millisecond.
   void MaybeCheckDeadlines(absl::Time now);
-  // Progresses the worker in the calling thread until pred() or the deadline, instead of
-  // sleeping while the progress thread does it: on a 2-core host the hand-off between the two
-  // threads, and the two threads themselves, cost the cores that copy and checksum the bytes.
-  // One caller drives at a time (driving_; the progress thread parks meanwhile). After
-  // Options::progress_spin without work the caller sleeps on cv_ and the progress thread takes
-  // the worker back (sleeping on UCX's event fd). Returns pred().
+  // Spin state of whoever holds the worker.
+  struct WorkerTurn {
+    uint32_t passes = 0;
+    bool worked = false;  // since the last clock reading
+    absl::Time last_work;
+  };
+  // One step of the worker's holder: a ProgressOnce pass; once Options::progress_spin has gone
+  // by without work, a sleep on UCX's event fd instead (mu_ released; woken by UCX events and
+  // Wake(), at the latest at `wake_by` or after kMaxWorkerSleep, for deadlines).
+  void TakeTurn(std::unique_lock<std::mutex>& l, WorkerTurn& t, absl::Time wake_by);
+  // Progresses the worker in the calling thread until pred() or the deadline, sleeping on UCX's
+  // event fd itself when idle. One caller drives at a time (driving_); the progress thread stays
+  // off the worker meanwhile and for kDriverGrace after a caller leaves (ProgressThreadStaysOff),
+  // so that a busy sender (Submit, Wait, Submit...) or receiver (Receive, Receive...) is one
+  // thread, as in ucx_perftest. Two threads taking turns on a 2-core host moved the socket and
+  // buffers between the cores' caches at every turn (TCP, 1 MiB pages: the sender's kernel copy
+  // cost twice ucx_perftest's per byte) and idled cores at every hand-off. Returns pred().
   bool DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
                   absl::FunctionRef<bool()> pred);
   // Lets a Receive() caller that has work waiting (a landed buffer to checksum, a batch to take)
@@ -155,6 +167,15 @@ class UcxEngine : public Transport {
   // batches of 8 x 1 MiB in flight: 2.6 GB RSS after 3 s, every page faulted in, 1.7 GB/s).
   bool HandOffToReceiver(std::unique_lock<std::mutex>& l);
   static constexpr absl::Duration kHandOffPause = absl::Microseconds(20);
+  // The progress thread takes the worker back only this long after the last caller stopped
+  // driving it: work a caller posts and then does not wait for (a Submit without Wait, a batch
+  // that lands between Receive() calls) waits at most this long to be progressed.
+  // `drives_seen`: the progress thread's copy of drives_, so that it reads the clock only after
+  // a caller drove.
+  bool ProgressThreadStaysOff(uint64_t& drives_seen) const;
+  static constexpr absl::Duration kDriverGrace = absl::Milliseconds(1);
+  static constexpr absl::Duration kMaxWorkerSleep = absl::Milliseconds(2);
+  static constexpr absl::Duration kMaxCallerWait = absl::Milliseconds(100);
   void PollHeaders();
   void CheckDeadlines(absl::Time now);
   // `local`: a peer on this host that takes shared-memory endpoints (Options::local_shared_memory),
@@ -185,12 +206,14 @@ class UcxEngine : public Transport {
   std::atomic<bool> stop_{false};
   std::atomic<int> receivers_{0};  // threads inside Receive()
   std::thread progress_;
-  std::condition_variable progress_parked_cv_;  // the progress thread waits here while driving_
+  std::condition_variable progress_parked_cv_;  // the progress thread waits here (StaysOff)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Metrics metrics_;
   bool driving_ = false;  // a Wait() or Receive() caller progresses the worker (DriveUntil)
+  uint64_t drives_ = 0;   // times a caller took the worker
+  absl::Time driver_left_ = absl::InfinitePast();  // when the last driving caller left
   absl::Time last_deadline_check_;
   PeerId next_peer_ = 1;
   TransferId next_transfer_ = 1;

@@ -21,10 +21,11 @@
 // SubmitOptions::checksum is off (then neither side hashes the bytes; the header says so); the
 // receiver checksums each buffer as soon as it lands, in a Receive() caller's thread while the
 // worker moves the next buffers, and combines the values (Crc32cCombine). Receive buffers come
-// from a last-in-first-out pool. Whoever progresses the worker busy-polls only for
-// Options::progress_spin (50 us) after the last completion: a waiting caller then sleeps and the
-// progress thread takes over, sleeping on UCX's event fd, so neither keeps a core from the
-// threads that move and check bytes.
+// from a last-in-first-out pool. A Wait() or Receive() caller progresses the worker itself, and
+// the progress thread stays off it while a caller does and for 1 ms after, so a busy sender or
+// receiver is one thread. Whoever progresses the worker busy-polls only for
+// Options::progress_spin (50 us) after the last completion, then sleeps on UCX's event fd, so
+// it keeps no core from the threads that move and check bytes.
 //
 // UCX 1.13 has no shared-memory transport that can detect a dead peer, and with peer error
 // handling takes a rendezvous lane only from a transport whose memory domain can invalidate
