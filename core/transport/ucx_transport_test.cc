@@ -328,6 +328,41 @@ TEST_P(UcxInProcess, NoBusyPollingAndBatchesWaitingForReceive) {
   EXPECT_EQ(m.receive_errors, 0u);
 }
 
+// Once a caller has driven the worker and left, the progress thread takes it back (after
+// kDriverGrace): a transfer nobody waits for still completes, and its batches arrive.
+TEST_P(UcxInProcess, TransferCompletesWithoutWaitAfterACallerDrove) {
+  Pair p = MakePair(TestOptions(GetParam()));
+  std::vector<std::vector<uint8_t>> first = MakeBuffers(2, 1 << 20, 0);
+  auto waited = p.a->Submit(p.a_to_b, Spans(first));
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  ASSERT_TRUE(p.a->Wait(*waited, absl::Now() + absl::Seconds(20)).ok());
+  // Nothing arrives at `a`: this caller surely drives a's worker until its deadline, then leaves.
+  EXPECT_EQ(p.a->Receive(absl::Now() + absl::Milliseconds(50)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::vector<std::vector<uint8_t>> second = MakeBuffers(3, 1 << 20, 1);
+  auto polled = p.a->Submit(p.a_to_b, Spans(second));
+  ASSERT_TRUE(polled.ok()) << polled.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::StatusOr<TransferStatus> st = p.a->GetStatus(*polled);
+  while (st.ok() && !st->done && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+    st = p.a->GetStatus(*polled);
+  }
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(st->done) << "transfer not done without Wait()";
+  EXPECT_TRUE(st->status.ok()) << st->status;
+  for (uint64_t batch = 0; batch < 2; ++batch) {
+    auto got = p.b->Receive(absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(got.ok()) << "batch " << batch << ": " << got.status();
+    const auto& sent = batch == 0 ? first : second;
+    ASSERT_EQ(got->buffers().size(), sent.size());
+    for (size_t i = 0; i < sent.size(); ++i) {
+      EXPECT_TRUE(CheckPattern(got->buffers()[i], 1, batch, i))
+          << "batch " << batch << " buf " << i;
+    }
+  }
+}
+
 TEST(UcxTransport, NegativeProgressSpinIsInvalid) {
   Options options;
   options.progress_spin = absl::Microseconds(-1);
