@@ -172,25 +172,14 @@ absl::Status SendBatches(Transport& t, PeerId peer,
 // Send pages start on a page boundary, as ucx_perftest's buffers (mapped by UCX) do. A vector's
 // bytes start 16 bytes into a page, and the kernel's copy out of such a buffer cost our sender
 // 10-20 % more per byte than ucx_perftest's (tcp, 1 MiB pages, perf samples in _copy_from_iter).
-class PageAlignedBytes {
- public:
-  static absl::StatusOr<PageAlignedBytes> Allocate(size_t size) {
-    void* p = nullptr;
-    if (posix_memalign(&p, static_cast<size_t>(sysconf(_SC_PAGESIZE)), size) != 0) {
-      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
-    }
-    return PageAlignedBytes(static_cast<uint8_t*>(p), size);
+using FreedBytes = std::unique_ptr<uint8_t, decltype(&std::free)>;
+absl::StatusOr<FreedBytes> PageAlignedBytes(size_t size) {
+  void* p = nullptr;
+  if (posix_memalign(&p, static_cast<size_t>(sysconf(_SC_PAGESIZE)), size) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", size, " bytes"));
   }
-  std::span<uint8_t> span() const { return {data_.get(), size_}; }
-
- private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  PageAlignedBytes(uint8_t* data, size_t size) : data_(data), size_(size) {}
-  std::unique_ptr<uint8_t, Free> data_;
-  size_t size_;
-};
+  return FreedBytes(static_cast<uint8_t*>(p), &std::free);
+}
 
 // Our transport: this process sends, a glimpse_transport_peer child receives. Returns seconds.
 absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page_bytes,
@@ -206,8 +195,8 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
     const Shape shape = ShapeFor(cfg, page_bytes);
     const size_t pages =
         variant.distinct_pages ? std::max<size_t>(1, kDistinctBytes / page_bytes) : 1;
-    ASSIGN_OR_RETURN(PageAlignedBytes arena_bytes, PageAlignedBytes::Allocate(pages * page_bytes));
-    std::span<uint8_t> arena = arena_bytes.span();  // [pages][page_bytes]
+    ASSIGN_OR_RETURN(FreedBytes arena_bytes, PageAlignedBytes(pages * page_bytes));
+    std::span<uint8_t> arena(arena_bytes.get(), pages * page_bytes);  // [pages][page_bytes]
     for (size_t i = 0; i < arena.size(); ++i) arena[i] = static_cast<uint8_t>(i * 131 + 7);
     ASSIGN_OR_RETURN(std::unique_ptr<MemoryRegion> region,
                      t->RegisterMemory(arena.data(), arena.size()));
