@@ -62,6 +62,12 @@ void RegisterMetrics(metrics::MetricsRegistry& registry, CacheNodeService* servi
             s.transport.peers_refused);
     counter("glimpse_cache_node_transport_local_peers_total",
             "Endpoints opened to peers on this host over shared memory.", s.transport.local_peers);
+    counter("glimpse_cache_node_transport_receives_deferred_total",
+            "Page receives held back by a local sender's receive window.",
+            s.transport.receive_buffers_deferred);
+    gauge("glimpse_cache_node_transport_pending_batches",
+          "Batches announced to this node, neither delivered nor failed yet.",
+          s.transport.receive_pending_batches);
     for (size_t m = 0; m < s.errors.size(); ++m) {
       for (size_t c = 0; c < s.errors[m].size(); ++c) {
         if (s.errors[m][c] == 0) continue;

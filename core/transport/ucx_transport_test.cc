@@ -1,10 +1,17 @@
-// UcxTransport between two engines in one process, over shm and over tcp.
+// UcxTransport between two engines in one process, over shm and over tcp; and a bare UCP
+// worker posing as a peer that announces batches and never sends their data.
 #include "core/transport/ucx/ucx_transport.h"
 
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
 #include <thread>
 
 #include "core/transport/testing/peer_util.h"
+#include "core/transport/ucx/ucx_locality.h"
+#include "core/transport/ucx/ucx_wire.h"
 #include "core/transport/ucx_test_env.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::transport {
@@ -71,7 +78,53 @@ TEST_P(UcxInProcess, BatchesOf1To64BuffersOf1ByteTo4MiB) {
   Metrics m = p.a->GetMetrics();
   EXPECT_EQ(m.transfers_completed, batch);
   EXPECT_EQ(m.inflight_bytes, 0u);
-  EXPECT_EQ(p.b->GetMetrics().batches_received, batch);
+  Metrics mb = p.b->GetMetrics();
+  EXPECT_EQ(mb.batches_received, batch);
+  EXPECT_EQ(mb.receive_pending_batches, 0u);
+  // 16 x 4 MiB is more than the default local receive window: held back over shared memory only.
+  EXPECT_EQ(mb.receive_buffers_deferred > 0, m.local_peers > 0) << mb.receive_buffers_deferred;
+}
+
+// A receive window of one buffer (Options::local_receive_window_bytes): batches submitted
+// together queue behind each other at the receiver, whole and in order, and none is left pending.
+TEST_P(UcxInProcess, BatchesQueuedBehindAReceiveWindowArriveWholeAndInOrder) {
+  Options options = TestOptions(GetParam());
+  options.local_receive_window_bytes = 1;
+  Pair p = MakePair(options);
+  const std::pair<size_t, size_t> shapes[] = {{3, (1 << 20) + 5}, {64, 0},      {1, 1},
+                                              {8, 65536},         {2, 3 << 20}, {5, 4097}};
+  std::vector<std::vector<std::vector<uint8_t>>> bufs;
+  std::vector<TransferId> ids;
+  for (uint64_t batch = 0; batch < std::size(shapes); ++batch) {
+    bufs.push_back(MakeBuffers(shapes[batch].first, shapes[batch].second, batch));
+    auto id = p.a->Submit(p.a_to_b, Spans(bufs.back()));
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  const bool local = p.a->GetMetrics().local_peers > 0;
+  std::vector<bool> seen(std::size(shapes), false);
+  for (uint64_t n = 0; n < std::size(shapes); ++n) {
+    auto got = p.b->Receive(absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(got.ok()) << "batch " << n << ": " << got.status();
+    // Over TCP (no window) batches may complete out of order; the shapes' counts differ.
+    uint64_t batch = 0;
+    while (batch < std::size(shapes) && shapes[batch].first != got->buffers().size()) ++batch;
+    ASSERT_LT(batch, std::size(shapes));
+    if (local) EXPECT_EQ(batch, n) << "one sender's batches pass its window in order";
+    seen[batch] = true;
+    for (size_t i = 0; i < bufs[batch].size(); ++i) {
+      ASSERT_TRUE(CheckPattern(got->buffers()[i], 1, batch, i))
+          << "batch " << batch << " buf " << i;
+    }
+  }
+  for (TransferId id : ids) EXPECT_TRUE(p.a->Wait(id, absl::Now() + absl::Seconds(20)).ok());
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](bool b) { return b; }));
+  Metrics m = p.b->GetMetrics();
+  EXPECT_EQ(m.receive_pending_batches, 0u);
+  EXPECT_EQ(m.receive_errors, 0u);
+  // All but the first batch's first buffer wait when the window holds one buffer.
+  if (local) EXPECT_GT(m.receive_buffers_deferred, 64u);
+  if (!local) EXPECT_EQ(m.receive_buffers_deferred, 0u);
 }
 
 TEST_P(UcxInProcess, CorruptedChecksumIsDataLoss) {
@@ -406,6 +459,100 @@ TEST(UcxTransport, LocalPeersUseSharedMemoryOnlyWhereUcxTlsHasIt) {
   ASSERT_TRUE(local.ok()) << local.status();
   EXPECT_EQ((*c)->GetMetrics().local_peers, 1u);
   EXPECT_TRUE((*c)->Disconnect(*local).ok());
+}
+
+// A bare UCP worker that tag-sends hand-made messages to an engine: a peer that announces
+// batches and then sends nothing (hung, or killed between the header and the data).
+class RawUcpSender {
+ public:
+  explicit RawUcpSender(std::string_view engine_address) {
+    ucp_config_t* config = nullptr;
+    EXPECT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    EXPECT_EQ(ucp_init(&params, config, &context_), UCS_OK);
+    ucp_config_release(config);
+    ucp_worker_params_t wp{};
+    EXPECT_EQ(ucp_worker_create(context_, &wp, &worker_), UCS_OK);
+    absl::StatusOr<ucx_wire::ParsedAddress> a = ucx_wire::UnwrapAddress(engine_address);
+    EXPECT_TRUE(a.ok()) << a.status();
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(a->ucp_address.data());
+    EXPECT_EQ(ucp_ep_create(worker_, &ep, &ep_), UCS_OK);
+    ucp_address_t* own = nullptr;
+    size_t len = 0;
+    EXPECT_EQ(ucp_worker_get_address(worker_, &own, &len), UCS_OK);
+    address_.assign(reinterpret_cast<const uint8_t*>(own),
+                    reinterpret_cast<const uint8_t*>(own) + len);
+    ucp_worker_release_address(worker_, own);
+  }
+  ~RawUcpSender() {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    Complete(ucp_ep_close_nbx(ep_, &p));
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+  }
+  std::span<const uint8_t> ucp_address() const { return address_; }
+  void Send(uint64_t tag, std::span<const uint8_t> bytes) {
+    ucp_request_param_t p{};
+    Complete(ucp_tag_send_nbx(ep_, bytes.data(), bytes.size(), tag, &p));
+  }
+
+ private:
+  void Complete(ucs_status_ptr_t r) {  // progresses until `r` is done, at most 10 s
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
+           absl::Now() < give_up) {
+      ucp_worker_progress(worker_);
+    }
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+  }
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  std::vector<uint8_t> address_;
+};
+
+// A local sender announces two batches and sends no data. The first stalls; the second, which
+// waits behind it in the sender's receive window, fails with it rather than being posted and
+// stalling on its own one timeout later.
+TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
+  setenv("UCX_TLS", "posix,sysv,cma,tcp,self", 1);
+  Options options;
+  options.receive_stall_timeout = absl::Milliseconds(300);
+  auto rx = CreateUcxTransport(options);
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  RawUcpSender sender((*rx)->LocalAddress());
+  constexpr uint32_t kSender = 0x1234567;
+  for (uint32_t seq = 0; seq < 2; ++seq) {
+    ucx_wire::BatchHeader h;
+    h.sender = kSender;
+    h.seq = seq;
+    h.has_crc = false;
+    h.sizes = {options.local_receive_window_bytes, options.local_receive_window_bytes};
+    h.total_bytes = 2 * options.local_receive_window_bytes;
+    h.sender_address =
+        ucx_wire::WrapAddress(kSender, ucx_locality::LocalHostKey(), sender.ucp_address());
+    sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, seq, 0),
+                ucx_wire::EncodeHeader(h));
+  }
+  auto first = (*rx)->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kDeadlineExceeded) << first.status();
+  EXPECT_THAT(first.status().message(),
+              ::testing::HasSubstr("batch 0 from engine 1234567: no data"));
+  auto second = (*rx)->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kDeadlineExceeded) << second.status();
+  EXPECT_THAT(second.status().message(),
+              ::testing::HasSubstr("batch 1 from engine 1234567: not started; an earlier batch"));
+  Metrics m = (*rx)->GetMetrics();
+  EXPECT_EQ(m.receive_pending_batches, 0u);
+  EXPECT_EQ(m.receive_errors, 2u);
+  // Each buffer fills the window: all but batch 0's first waited.
+  EXPECT_EQ(m.receive_buffers_deferred, 3u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxInProcess, ::testing::ValuesIn(kTlsCases), TlsName);

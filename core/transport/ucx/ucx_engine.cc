@@ -169,7 +169,7 @@ bool UcxEngine::DrainForShutdown() {
   }
   for (void* r : posted) ucp_request_cancel(worker_, r);
   // Landed buffers no Receive() will checksum now: their batches are dropped.
-  for (const Landed& item : landed_) --item.in->crc_pending;
+  for (const BufferRef& item : landed_) --item.in->crc_pending;
   landed_.clear();
   std::vector<Inbound*> idle;  // nothing posted: no callback would retire them
   for (auto& [key, in] : inbound_) {
@@ -482,7 +482,10 @@ ucp_mem_h UcxEngine::FindMemh(const uint8_t* p, size_t n) {
 
 Metrics UcxEngine::GetMetrics() const {
   std::lock_guard l(mu_);
-  return metrics_;
+  Metrics m = metrics_;
+  m.receive_pending_batches = std::count_if(inbound_.begin(), inbound_.end(),
+                                            [](const auto& kv) { return !kv.second->reported; });
+  return m;
 }
 
 }  // namespace ucx_internal

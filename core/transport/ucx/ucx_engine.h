@@ -68,7 +68,9 @@ struct Inbound {
   std::vector<uint32_t> crcs;  // CRC32C of each landed buffer (see UcxEngine::landed_)
   std::vector<RequestCtx> ctx;
   int outstanding = 0;
-  int crc_pending = 0;  // landed buffers not yet checksummed; `in` is not freed while > 0
+  int unposted = 0;       // buffers waiting for the sender's receive window (SenderWindow)
+  int crc_pending = 0;    // landed buffers not yet checksummed; `in` is not freed while > 0
+  bool windowed = false;  // from a local shared-memory sender: posted through its SenderWindow
   absl::Time last_progress;
   absl::Status status;
   bool reported = false;  // handed to the ready queue (OK or error)
@@ -188,6 +190,18 @@ class UcxEngine : public Transport {
   void CancelSends(Outbound* o);
   void FinishOutbound(Outbound* o);
   void FailInbound(Inbound* in, absl::Status why);
+  // Posts the receive of one announced buffer into a pool buffer; records a failure in
+  // in->status. Returns whether UCX holds the request (it did not complete at once).
+  bool PostReceive(Inbound* in, uint32_t index);
+  // Whether a batch header comes from a local shared-memory sender (see SenderWindow).
+  bool FromLocalSender(const ucx_wire::BatchHeader& h) const;
+  // Posts the sender's waiting buffers while its window has room.
+  void PostWindowed(uint32_t sender);
+  // Forgets the sender's window once nothing waits in it or is posted through it.
+  void DropWindowIfIdle(uint32_t sender);
+  // Fails the sender's batches that have buffers waiting for its window.
+  // (DeadlineExceeded: "batch <seq> from engine <sender>: <why>").
+  void FailWaitingBatches(uint32_t sender, std::string_view why);
   void MaybeRetireInbound(Inbound* in);
   absl::Status PostSends(Outbound* o, EndpointState* e, uint32_t seq,
                          std::span<const std::span<const uint8_t>> buffers);
@@ -227,14 +241,22 @@ class UcxEngine : public Transport {
   // Waited-for transfers whose sends UCX still holds (aborted ones): freed on the last callback.
   std::map<TransferId, std::unique_ptr<Outbound>> retiring_;
   std::map<uint64_t, std::unique_ptr<Inbound>> inbound_;
-  // Buffers that landed but whose CRC32C is not computed yet. Receive() callers compute them, one
-  // buffer at a time and outside mu_, while the bytes UCX just wrote are still in cache (and,
-  // when another thread progresses the worker, while it moves the next buffers).
-  struct Landed {
+  struct BufferRef {  // one buffer of an inbound batch
     Inbound* in;
     uint32_t index;
   };
-  std::deque<Landed> landed_;
+  // Buffers that landed but whose CRC32C is not computed yet. Receive() callers compute them, one
+  // buffer at a time and outside mu_, while the bytes UCX just wrote are still in cache (and,
+  // when another thread progresses the worker, while it moves the next buffers).
+  std::deque<BufferRef> landed_;
+  // Options::local_receive_window_bytes, per local sender engine: its announced buffers not yet
+  // posted, in arrival order, and the bytes of its posted ones.
+  struct SenderWindow {
+    std::deque<BufferRef> waiting;
+    size_t posted_bytes = 0;
+  };
+  std::map<uint32_t, SenderWindow> windows_;
+  bool posting_windowed_ = false;  // PostWindowed is running (a cancel may call back into it)
   std::deque<ReadyItem> ready_;
   struct Region {
     const uint8_t* end;

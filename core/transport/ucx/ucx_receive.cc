@@ -1,5 +1,6 @@
 // UcxEngine receive side: headers are probed by whoever progresses the worker (the progress
-// thread or a Receive() caller); each posts one tag receive per buffer into pooled memory; whole
+// thread or a Receive() caller); each posts one tag receive per buffer into pooled memory (for a
+// local shared-memory sender, in its receive window's turn: SenderWindow, PostWindowed); whole
 // batches queue for Receive(), which verifies the CRC32C. Each buffer is checksummed as soon as
 // it lands, by a Receive() caller outside the lock (see UcxEngine::landed_), while the bytes UCX
 // just wrote are still in cache; a batch is ready when every buffer has landed and been
@@ -102,31 +103,26 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
   in->key = key;
   in->header = *std::move(h);
   in->last_progress = absl::Now();
-  const size_t n = in->header.sizes.size();
+  const uint32_t n = static_cast<uint32_t>(in->header.sizes.size());
   in->ctx.assign(n, RequestCtx{in, 0, nullptr});
   in->crcs.assign(n, 0);
+  in->buffers.resize(n);
+  in->windowed = n > 0 && FromLocalSender(in->header);
   inbound_[key] = std::move(owned);
-  for (uint32_t i = 0; i < n; ++i) {
-    size_t size = in->header.sizes[i];
-    in->buffers.push_back(pool_->Get(size));
-    RequestCtx* c = &in->ctx[i];
-    c->index = i;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.recv = DataCb;
-    p.user_data = c;
-    uint64_t tag = ucx_wire::MakeTag(ucx_wire::kKindData, in->header.sender, in->header.seq, i);
-    void* r =
-        ucp_tag_recv_nbx(worker_, in->buffers[i].data.get(), size, tag, ucx_wire::kFullMask, &p);
-    if (UCS_PTR_IS_PTR(r)) {
-      c->request = r;
-      ++in->outstanding;
-    } else if (UCS_PTR_STATUS(r) == UCS_OK) {
-      OnBufferLanded(in, i);
-    } else if (in->status.ok()) {
-      in->status = RecvError(*in, i, UCS_PTR_STATUS(r));
-    }
+  if (in->windowed) {  // `in` may be retired (freed) by PostWindowed: not touched after it
+    const uint32_t sender = in->header.sender;
+    SenderWindow& w = windows_[sender];
+    const bool full = !w.waiting.empty();  // buffers wait only while the window has no room
+    for (uint32_t i = 0; i < n; ++i) w.waiting.push_back({in, i});
+    in->unposted = static_cast<int>(n);
+    PostWindowed(sender);
+    auto it = windows_.find(sender);  // what still waits is this batch's (or it failed)
+    metrics_.receive_buffers_deferred += full                   ? n
+                                         : it == windows_.end() ? 0
+                                                                : it->second.waiting.size();
+    return;
   }
+  for (uint32_t i = 0; i < n; ++i) PostReceive(in, i);
   if (!in->status.ok()) {
     FailInbound(in, in->status);
   } else {
@@ -134,7 +130,91 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
   }
 }
 
+bool UcxEngine::PostReceive(Inbound* in, uint32_t index) {
+  const size_t size = in->header.sizes[index];
+  in->buffers[index] = pool_->Get(size);
+  RequestCtx* c = &in->ctx[index];
+  c->index = index;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv = DataCb;
+  p.user_data = c;
+  uint64_t tag = ucx_wire::MakeTag(ucx_wire::kKindData, in->header.sender, in->header.seq, index);
+  void* r =
+      ucp_tag_recv_nbx(worker_, in->buffers[index].data.get(), size, tag, ucx_wire::kFullMask, &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    c->request = r;
+    ++in->outstanding;
+    return true;
+  }
+  if (UCS_PTR_STATUS(r) == UCS_OK) {
+    OnBufferLanded(in, index);
+  } else if (in->status.ok()) {
+    in->status = RecvError(*in, index, UCS_PTR_STATUS(r));
+  }
+  return false;
+}
+
+bool UcxEngine::FromLocalSender(const ucx_wire::BatchHeader& h) const {
+  if (shm_host_ == 0 || options_.local_receive_window_bytes == 0) return false;
+  absl::StatusOr<ucx_wire::ParsedAddress> a = ucx_wire::UnwrapAddress(h.sender_address);
+  return a.ok() && a->shm_host == shm_host_;  // the sender's endpoint to us is a local one
+}
+
+void UcxEngine::PostWindowed(uint32_t sender) {
+  auto it = windows_.find(sender);
+  if (posting_windowed_ || stop_ || it == windows_.end()) return;
+  posting_windowed_ = true;
+  SenderWindow& w = it->second;
+  while (!w.waiting.empty()) {
+    auto [in, index] = w.waiting.front();
+    const size_t size = in->header.sizes[index];
+    if (w.posted_bytes > 0 && w.posted_bytes + size > options_.local_receive_window_bytes) break;
+    w.waiting.pop_front();
+    --in->unposted;
+    in->last_progress = absl::Now();  // its stall clock starts once its bytes may move
+    if (PostReceive(in, index)) w.posted_bytes += size;
+    if (!in->status.ok()) {
+      FailInbound(in, in->status);  // also drops its buffers still waiting
+    } else {
+      MaybeRetireInbound(in);
+    }
+  }
+  posting_windowed_ = false;
+  DropWindowIfIdle(sender);
+}
+
+void UcxEngine::DropWindowIfIdle(uint32_t sender) {
+  auto it = windows_.find(sender);
+  if (posting_windowed_ || it == windows_.end()) return;  // PostWindowed holds a reference
+  if (it->second.waiting.empty() && it->second.posted_bytes == 0) windows_.erase(it);
+}
+
+void UcxEngine::FailWaitingBatches(uint32_t sender, std::string_view why) {
+  auto it = windows_.find(sender);
+  if (it == windows_.end()) return;
+  std::vector<Inbound*> batches;  // a batch's waiting buffers are consecutive
+  for (const BufferRef& b : it->second.waiting) {
+    if (batches.empty() || batches.back() != b.in) batches.push_back(b.in);
+    --b.in->unposted;
+  }
+  it->second.waiting.clear();  // so that no cancel's callback posts them meanwhile
+  DropWindowIfIdle(sender);
+  for (Inbound* in : batches) {
+    FailInbound(in, absl::DeadlineExceededError(absl::StrFormat("batch %d from engine %07x: %s",
+                                                                in->header.seq, sender, why)));
+  }
+}
+
 void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
+  // A windowed buffer makes room for its sender's next ones, posted once `in` is handled (it may
+  // be retired, and freed, below).
+  const bool windowed = in->windowed;
+  const uint32_t sender = in->header.sender;
+  if (windowed) windows_[sender].posted_bytes -= in->header.sizes[c->index];
+  absl::Cleanup post_next = [&] {
+    if (windowed) PostWindowed(sender);
+  };
   c->request = nullptr;
   --in->outstanding;
   if (status == UCS_OK) {
@@ -163,7 +243,7 @@ void UcxEngine::OnBufferLanded(Inbound* in, uint32_t index) {
 // crc_pending > 0, or by the destructor, which no Receive() may overlap. A landed buffer is no
 // longer written (its receive completed), so reading it unlocked is safe.
 void UcxEngine::ChecksumOneLanded(std::unique_lock<std::mutex>& l) {
-  Landed item = landed_.front();
+  BufferRef item = landed_.front();
   landed_.pop_front();
   Inbound* in = item.in;
   if (!in->reported) {  // a failed batch is not checked
@@ -183,6 +263,12 @@ void UcxEngine::ChecksumOneLanded(std::unique_lock<std::mutex>& l) {
 void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
   if (in->reported) return;
   in->reported = true;
+  if (in->unposted > 0) {  // its buffers waiting in the sender's window are never posted now
+    auto w = windows_.find(in->header.sender);
+    std::erase_if(w->second.waiting, [in](const BufferRef& b) { return b.in == in; });
+    in->unposted = 0;
+    DropWindowIfIdle(in->header.sender);
+  }
   if (in->status.ok()) in->status = why;
   ++metrics_.receive_errors;
   ready_.push_back({std::move(why), nullptr});
@@ -200,7 +286,7 @@ void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
 }
 
 void UcxEngine::MaybeRetireInbound(Inbound* in) {
-  if (in->outstanding > 0 || in->crc_pending > 0) return;
+  if (in->outstanding > 0 || in->crc_pending > 0 || in->unposted > 0) return;
   auto node = inbound_.extract(in->key);
   if (node.empty()) return;
   std::unique_ptr<Inbound> owned = std::move(node.mapped());

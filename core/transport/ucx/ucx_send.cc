@@ -255,12 +255,19 @@ void UcxEngine::CheckDeadlines(absl::Time now) {
       stalled.push_back(in.get());
     }
   }
+  std::vector<uint32_t> stalled_senders;  // windowed: their batches queued behind fail too
   for (Inbound* in : stalled) {
+    if (in->windowed) stalled_senders.push_back(in->header.sender);
     FailInbound(in, absl::DeadlineExceededError(absl::StrFormat(
                         "batch %d from engine %07x: no data for %s (%d of %d buffers pending)",
                         in->header.seq, in->header.sender,
                         absl::FormatDuration(options_.receive_stall_timeout), in->outstanding,
                         in->header.sizes.size())));
+  }
+  // Otherwise each would be posted in turn and stall on its own: one timeout per queued batch
+  // of a dead sender.
+  for (uint32_t sender : stalled_senders) {
+    FailWaitingBatches(sender, "not started; an earlier batch from that engine stalled");
   }
 }
 
