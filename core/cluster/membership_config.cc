@@ -26,12 +26,15 @@ std::vector<ConfigKey> MembershipKeys(std::string_view role) {
       {"transport.local_shared_memory", ConfigType::kBool, "true",
        "Reach peers on this host (same boot, user, IPC and PID namespaces) through shared memory, "
        "without UCX's peer failure detection."},
+      {"transport.local_receive_window", ConfigType::kBytes, "2MiB",
+       "Bytes of receives posted ahead for each sender on this host (shared memory); 0: all."},
   };
 }
 
 void ApplyTransportKeys(const Config& c, transport::Options* o) {
   o->allow_no_peer_failure_detection = c.GetBool("transport.allow_no_peer_failure_detection");
   o->local_shared_memory = c.GetBool("transport.local_shared_memory");
+  o->local_receive_window_bytes = static_cast<size_t>(c.GetBytes("transport.local_receive_window"));
 }
 
 CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,

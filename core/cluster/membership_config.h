@@ -14,12 +14,13 @@
 namespace glimpse::cluster {
 
 // node_id, advertise_host, coordinator, transport.peer_allowlist,
-// transport.allow_no_peer_failure_detection and transport.local_shared_memory. `role` names the
-// default node id ("decode" → decode-<host>-<port>).
+// transport.allow_no_peer_failure_detection, transport.local_shared_memory and
+// transport.local_receive_window. `role` names the default node id ("decode" →
+// decode-<host>-<port>).
 std::vector<ConfigKey> MembershipKeys(std::string_view role);
 
 // The node's UCX engine options among those keys (allow_no_peer_failure_detection,
-// local_shared_memory).
+// local_shared_memory, local_receive_window_bytes).
 void ApplyTransportKeys(const Config& c, transport::Options* o);
 
 // All of CoordinatorLinkOptions but the addresses and capacity; grpc_address is the host.
