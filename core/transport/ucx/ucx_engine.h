@@ -256,7 +256,10 @@ class UcxEngine : public Transport {
     size_t posted_bytes = 0;
   };
   std::map<uint32_t, SenderWindow> windows_;
-  bool posting_windowed_ = false;  // PostWindowed is running (a cancel may call back into it)
+  // Set while PostWindowed runs or CheckDeadlines fails stalled batches: PostWindowed then posts
+  // nothing (a cancel's callback may call into it) and no window is dropped (PostWindowed holds a
+  // reference to its window).
+  bool hold_windows_ = false;
   std::deque<ReadyItem> ready_;
   struct Region {
     const uint8_t* end;

@@ -163,8 +163,8 @@ bool UcxEngine::FromLocalSender(const ucx_wire::BatchHeader& h) const {
 
 void UcxEngine::PostWindowed(uint32_t sender) {
   auto it = windows_.find(sender);
-  if (posting_windowed_ || stop_ || it == windows_.end()) return;
-  posting_windowed_ = true;
+  if (hold_windows_ || stop_ || it == windows_.end()) return;
+  hold_windows_ = true;
   SenderWindow& w = it->second;
   while (!w.waiting.empty()) {
     auto [in, index] = w.waiting.front();
@@ -180,13 +180,13 @@ void UcxEngine::PostWindowed(uint32_t sender) {
       MaybeRetireInbound(in);
     }
   }
-  posting_windowed_ = false;
+  hold_windows_ = false;
   DropWindowIfIdle(sender);
 }
 
 void UcxEngine::DropWindowIfIdle(uint32_t sender) {
   auto it = windows_.find(sender);
-  if (posting_windowed_ || it == windows_.end()) return;  // PostWindowed holds a reference
+  if (hold_windows_ || it == windows_.end()) return;
   if (it->second.waiting.empty() && it->second.posted_bytes == 0) windows_.erase(it);
 }
 

@@ -255,7 +255,11 @@ void UcxEngine::CheckDeadlines(absl::Time now) {
       stalled.push_back(in.get());
     }
   }
-  std::vector<uint32_t> stalled_senders;  // windowed: their batches queued behind fail too
+  // A windowed sender's batches queued behind a stalled one fail with it: posted in turn, each
+  // would stall on its own, one timeout per queued batch of a dead sender. Held meanwhile, so that
+  // no cancel's callback posts them first.
+  std::vector<uint32_t> stalled_senders;
+  hold_windows_ = true;
   for (Inbound* in : stalled) {
     if (in->windowed) stalled_senders.push_back(in->header.sender);
     FailInbound(in, absl::DeadlineExceededError(absl::StrFormat(
@@ -264,11 +268,11 @@ void UcxEngine::CheckDeadlines(absl::Time now) {
                         absl::FormatDuration(options_.receive_stall_timeout), in->outstanding,
                         in->header.sizes.size())));
   }
-  // Otherwise each would be posted in turn and stall on its own: one timeout per queued batch
-  // of a dead sender.
   for (uint32_t sender : stalled_senders) {
     FailWaitingBatches(sender, "not started; an earlier batch from that engine stalled");
   }
+  hold_windows_ = false;
+  for (uint32_t sender : stalled_senders) DropWindowIfIdle(sender);
 }
 
 }  // namespace glimpse::transport::ucx_internal
