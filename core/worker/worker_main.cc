@@ -100,6 +100,12 @@ void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
       out.Counter(prefix + "receive_errors_total",
                   "Get replies the cache client's engine failed to receive, by engine.", engine,
                   static_cast<double>(engines[i].receive_errors));
+      out.Counter(prefix + "receives_deferred_total",
+                  "Get reply pages held back by a local sender's receive window, by engine.",
+                  engine, static_cast<double>(engines[i].receive_buffers_deferred));
+      out.Gauge(prefix + "pending_batches",
+                "Get replies announced, neither delivered nor failed yet, by engine.", engine,
+                static_cast<double>(engines[i].receive_pending_batches));
     }
   });
 }

@@ -199,7 +199,8 @@ class UcxEngine : public Transport {
   void PostWindowed(uint32_t sender);
   // Forgets the sender's window once nothing waits in it or is posted through it.
   void DropWindowIfIdle(uint32_t sender);
-  // Fails the sender's batches that have buffers waiting for its window.
+  // Fails the sender's batches that have buffers waiting for its window. Called with the windows
+  // held (hold_windows_), so that a cancel's callback posts none of them first.
   // (DeadlineExceeded: "batch <seq> from engine <sender>: <why>").
   void FailWaitingBatches(uint32_t sender, std::string_view why);
   void MaybeRetireInbound(Inbound* in);

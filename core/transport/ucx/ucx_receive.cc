@@ -116,10 +116,12 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
     for (uint32_t i = 0; i < n; ++i) w.waiting.push_back({in, i});
     in->unposted = static_cast<int>(n);
     PostWindowed(sender);
-    auto it = windows_.find(sender);  // what still waits is this batch's (or it failed)
-    metrics_.receive_buffers_deferred += full                   ? n
-                                         : it == windows_.end() ? 0
-                                                                : it->second.waiting.size();
+    size_t deferred = n;
+    if (!full) {  // what still waits is this batch's (none if it failed)
+      auto it = windows_.find(sender);
+      deferred = it == windows_.end() ? 0 : it->second.waiting.size();
+    }
+    metrics_.receive_buffers_deferred += deferred;
     return;
   }
   for (uint32_t i = 0; i < n; ++i) PostReceive(in, i);
@@ -166,13 +168,14 @@ void UcxEngine::PostWindowed(uint32_t sender) {
   if (hold_windows_ || stop_ || it == windows_.end()) return;
   hold_windows_ = true;
   SenderWindow& w = it->second;
+  const absl::Time now = absl::Now();
   while (!w.waiting.empty()) {
     auto [in, index] = w.waiting.front();
     const size_t size = in->header.sizes[index];
     if (w.posted_bytes > 0 && w.posted_bytes + size > options_.local_receive_window_bytes) break;
     w.waiting.pop_front();
     --in->unposted;
-    in->last_progress = absl::Now();  // its stall clock starts once its bytes may move
+    in->last_progress = now;  // its stall clock starts once its bytes may move
     if (PostReceive(in, index)) w.posted_bytes += size;
     if (!in->status.ok()) {
       FailInbound(in, in->status);  // also drops its buffers still waiting
@@ -196,11 +199,8 @@ void UcxEngine::FailWaitingBatches(uint32_t sender, std::string_view why) {
   std::vector<Inbound*> batches;  // a batch's waiting buffers are consecutive
   for (const BufferRef& b : it->second.waiting) {
     if (batches.empty() || batches.back() != b.in) batches.push_back(b.in);
-    --b.in->unposted;
   }
-  it->second.waiting.clear();  // so that no cancel's callback posts them meanwhile
-  DropWindowIfIdle(sender);
-  for (Inbound* in : batches) {
+  for (Inbound* in : batches) {  // each drops its waiting buffers
     FailInbound(in, absl::DeadlineExceededError(absl::StrFormat("batch %d from engine %07x: %s",
                                                                 in->header.seq, sender, why)));
   }
