@@ -3,17 +3,8 @@
 // each press, compression ratio and prompt, every (layer, kv-head) must keep the same positions as
 // kvpress, except where the two sides disagree only at a near-tie of the cut.
 //
-// Settings that make our pipeline do what each press does (kvpress 0.5.5):
-//   snapkv / pyramidkv  snapkv scorer with the fixture's window_size and kernel_size (W = 32,
-//                       k = 5, avg pooling); sinks 0 (kvpress protects only the window, via max + 1
-//                       scores; the pipeline makes the scorer's window the selection window).
-//   streamingllm        sinks 4, window 0: the scorer ranks recent entries highest.
-//   expected_attention  sinks 4 (kvpress pads the 4 sinks with max + 1), window 0.
-// Budget: kvpress keeps n_kept = int(T·(1 − ratio)) per head (truncation), which the fixture
-// records per layer; we pass it as budget_tokens, since our budget_ratio rounds to nearest.
-// PyramidKV: schedule kPyramid with budget_ratio = 1 − compression ratio, so that it spreads the
-// unrounded T·(1 − ratio) as kvpress's get_layer_budget does (selection.h); the per-layer kept
-// counts must equal the fixture's n_kept exactly.
+// The settings that make our pipeline do what each press does are in tests/kvpress_fixtures.h.
+// PyramidKV: the per-layer kept counts must equal the fixture's n_kept exactly.
 //
 // Tie tolerance: a mismatch is accepted when every entry kept by one side only has, on our scores,
 // |s − s_cut| <= kRtol·|s_cut| + kAtol, where s_cut is our lowest kept score (forced entries
@@ -25,9 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +26,7 @@
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/kvpress_fixtures.h"
 
 namespace glimpse::eviction {
 namespace {
@@ -46,35 +36,17 @@ constexpr double kAtol = 1e-9;
 
 using nlohmann::json;
 
-json ReadFixture(const std::string& name) {
-  const std::string path = std::string(GLIMPSE_SOURCE_DIR) + "/tests/fixtures/kvpress/" + name;
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "missing " << path << " (tools/oracle/make_kvpress_fixtures.py)";
-  return in.good() ? json::parse(in) : json();
-}
-
-// Hex bitmask (byte i = positions 8i..8i+7, bit p % 8) → sorted positions.
-std::vector<int32_t> DecodeMask(const std::string& hex) {
-  std::vector<int32_t> positions;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    const int byte = std::stoi(hex.substr(i, 2), nullptr, 16);
-    for (int b = 0; b < 8; ++b) {
-      if (byte & (1 << b)) positions.push_back(static_cast<int32_t>(i / 2 * 8 + b));
-    }
-  }
-  return positions;
-}
-
-// Forwards to a real scorer and keeps each layer's scores [Hkv, T].
+// Forwards to a real scorer and keeps each layer's scores [Hkv, T]. The pipeline scores layers
+// concurrently, so every layer's slot exists before the first call.
 class RecordingScorer : public Scorer {
  public:
-  explicit RecordingScorer(std::unique_ptr<Scorer> inner) : inner_(std::move(inner)) {}
+  RecordingScorer(std::unique_ptr<Scorer> inner, int32_t n_layers)
+      : recorded(n_layers), inner_(std::move(inner)) {}
   std::string_view name() const override { return inner_->name(); }
   uint32_t needs() const override { return inner_->needs(); }
   int64_t window() const override { return inner_->window(); }
   absl::Status Score(const LayerView& view, float* scores) const override {
     absl::Status status = inner_->Score(view, scores);
-    if (static_cast<int32_t>(recorded.size()) <= view.layer) recorded.resize(view.layer + 1);
     recorded[view.layer].assign(scores, scores + view.n_kv_heads * view.n_tokens);
     return status;
   }
@@ -129,22 +101,18 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.method << " cr " << c.ratio; }
 
-class KvpressTest : public testing::TestWithParam<Case> {
+class KvpressTest : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() {
     model_ = model::testing::SharedDefaultModel();
     ASSERT_NE(model_, nullptr);
     pool_ = &model::testing::SharedPool();
-    prompts_ = new json(ReadFixture("prompts.json"));
+    prompts_ = new json(testing::ReadKvpressFixture("prompts.json"));
   }
   static void TearDownTestSuite() { delete prompts_; }
 
   static std::vector<int32_t> Tokens(const std::string& name) {
-    for (const json& p : (*prompts_)["prompts"]) {
-      if (p["name"] == name) return p["tokens"].get<std::vector<int32_t>>();
-    }
-    ADD_FAILURE() << "prompt " << name << " not in prompts.json";
-    return {};
+    return testing::KvpressPromptTokens(*prompts_, name);
   }
 
   static const model::Model* model_;
@@ -155,31 +123,6 @@ class KvpressTest : public testing::TestWithParam<Case> {
 const model::Model* KvpressTest::model_ = nullptr;
 kernels::ThreadPool* KvpressTest::pool_ = nullptr;
 json* KvpressTest::prompts_ = nullptr;
-
-// The scorer matching the press, with the window and kernel the fixture records.
-ScorerConfig ScorerFor(const std::string& method, const json& settings) {
-  ScorerConfig config;
-  config.method = method;
-  if (method == "snapkv" || method == "pyramidkv") {
-    config.method = "snapkv";
-    config.window = settings["window_size"].get<int64_t>();
-    config.kernel = settings["kernel_size"].get<int64_t>();
-    config.pooling = "avg";
-  }
-  return config;
-}
-
-// n_kept = kvpress's int(T·(1 − ratio)), the budget of the uniform presses.
-SelectionOptions OptionsFor(const std::string& method, double ratio, int64_t n_kept) {
-  const bool window = method == "snapkv" || method == "pyramidkv";
-  SelectionOptions o{.budget_tokens = n_kept, .sinks = window ? 0 : 4, .window = 0};
-  if (method == "pyramidkv") {
-    o.budget_tokens = 0;
-    o.budget_ratio = 1.0 - ratio;
-    o.schedule = Schedule::kPyramid;
-  }
-  return o;
-}
 
 std::vector<bool> Forced(const SelectionOptions& o, int64_t window, int64_t T) {
   std::vector<bool> forced(T, false);
@@ -194,7 +137,7 @@ void CompareLayer(const RecordingScorer& scorer, const EvictionResult& result, i
   const std::vector<std::vector<int32_t>>& ours = result.kept_positions[l];
   ASSERT_EQ(static_cast<int64_t>(ours[0].size()), layer["n_kept"].get<int64_t>());
   for (size_t h = 0; h < ours.size(); ++h) {
-    const std::vector<int32_t> theirs = DecodeMask(layer["heads"][h]["kept"]);
+    const std::vector<int32_t> theirs = testing::DecodeKeptMask(layer["heads"][h]["kept"]);
     const float* scores = scorer.recorded[l].data() + h * T;
     std::string error;
     total.Add(CompareHead(ours[h], theirs, scores, forced, &error));
@@ -206,7 +149,7 @@ TEST_P(KvpressTest, KeepsTheSamePositionsAsKvpress) {
   const Case& c = GetParam();
   char name[64];
   std::snprintf(name, sizeof(name), "%s_cr%.1f.json", c.method.c_str(), c.ratio);
-  const json fixture = ReadFixture(name);
+  const json fixture = testing::ReadKvpressFixture(name);
   ASSERT_FALSE(fixture.is_null());
   ASSERT_EQ(fixture["model"], std::filesystem::path(model::DefaultModelPath()).filename().string());
   Tally total;
@@ -215,17 +158,16 @@ TEST_P(KvpressTest, KeepsTheSamePositionsAsKvpress) {
     const int64_t T = static_cast<int64_t>(tokens.size());
     ASSERT_EQ(T, fc["n_tokens"].get<int64_t>());
     const json& layers = fc["layers"];
-    auto inner = CreateScorer(ScorerFor(c.method, fixture["settings"]));
+    auto inner = CreateScorer(testing::KvpressScorer(c.method, fixture["settings"]));
     ASSERT_TRUE(inner.ok()) << inner.status();
-    RecordingScorer scorer(std::move(*inner));
-    const int64_t n_kept = static_cast<int64_t>(static_cast<double>(T) * (1.0 - c.ratio));
-    const SelectionOptions options = OptionsFor(c.method, c.ratio, n_kept);
+    RecordingScorer scorer(std::move(*inner), model_->config().n_layers);
+    const SelectionOptions options = testing::KvpressSelection(c.method, c.ratio, T);
     model::Session session(*model_, *pool_);
     auto result = PrefillAndEvict(session, tokens, scorer, options);
     ASSERT_TRUE(result.ok()) << result.status();
     const std::vector<bool> forced = Forced(options, scorer.window(), T);
     for (size_t l = 0; l < layers.size(); ++l) {
-      SCOPED_TRACE(testing::Message() << fc["prompt"] << " layer " << l);
+      SCOPED_TRACE(::testing::Message() << fc["prompt"] << " layer " << l);
       CompareLayer(scorer, *result, static_cast<int32_t>(l), layers[l], forced, total);
     }
   }
@@ -239,12 +181,12 @@ TEST_P(KvpressTest, KeepsTheSamePositionsAsKvpress) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presses, KvpressTest,
-                         testing::Values(Case{"snapkv", 0.5}, Case{"snapkv", 0.8},
+                         ::testing::Values(Case{"snapkv", 0.5}, Case{"snapkv", 0.8},
                                          Case{"streamingllm", 0.5}, Case{"streamingllm", 0.8},
                                          Case{"pyramidkv", 0.5}, Case{"pyramidkv", 0.8},
                                          Case{"expected_attention", 0.5},
                                          Case{"expected_attention", 0.8}),
-                         [](const testing::TestParamInfo<Case>& info) {
+                         [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.method + (info.param.ratio < 0.6 ? "_cr05" : "_cr08");
                          });
 
