@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.limits = r->base.limits;
   o.max_output_tokens = static_cast<int32_t>(c.GetInt("max_output_tokens"));
   o.lookahead_module = c.GetString("lookahead_module");
+  o.profile = r->base.profile;
   o.delivery_timeout = c.GetDuration("delivery_timeout");
   r->runner = std::make_unique<TurnRunner>(*r->base.model, *r->base.pool, r->base.cache.get(),
                                            r->inbox.get(), *r->hot, o);

@@ -51,7 +51,7 @@ TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool,
       inbox_(inbox),
       hot_(hot),
       options_(std::move(options)),
-      scorers_(options_.lookahead_module) {}
+      scorers_(options_.lookahead_module, options_.profile) {}
 
 std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* start,
                                                std::vector<model::KvHead>* cold) {
@@ -173,16 +173,16 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   }
   RETURN_IF_ERROR(worker::ValidateConversation(model_, r.tokens));
   ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(r.sampling));
-  const eviction::Scorer* scorer = nullptr;
+  worker::Method method;  // none: keep everything
   if (!r.policy.method.empty()) {
-    ASSIGN_OR_RETURN(scorer, scorers_.For(r.policy));
+    ASSIGN_OR_RETURN(method, scorers_.For(r.policy));
   }
 
   ASSIGN_OR_RETURN(std::optional<HotSession> checked_out, hot_.Checkout(r.session_id));
   TurnResult result;
   std::vector<model::KvHead> newest_cold;  // a warm start's evicted entries, fetched with it
   HotSession s = StartState(r, std::move(checked_out), &result.start,
-                            Recalls(scorer) ? &newest_cold : nullptr);
+                            Recalls(method.scorer) ? &newest_cold : nullptr);
   model::Session& session = *s.session;
   result.start.reused_tokens = static_cast<int32_t>(s.tokens.size());
   std::span<const int32_t> fresh(r.tokens.data() + s.tokens.size(),
@@ -192,13 +192,13 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   // A prefill worker's delivery is evicted already (and recalled); the rest (the last token) is
   // only fed.
   const bool delivered = result.start.source == Source::kPrefillWorker;
-  if (delivered) scorer = nullptr;
+  if (delivered) method = worker::Method{};
   const std::vector<model::KvHead> cold =
-      Recalls(scorer) ? ColdEntries(r, s, std::move(newest_cold), &result.start)
-                      : std::vector<model::KvHead>();
+      Recalls(method.scorer) ? ColdEntries(r, s, std::move(newest_cold), &result.start)
+                             : std::vector<model::KvHead>();
   const auto t_prefill = Clock::now();
   absl::StatusOr<worker::PolicyPrefill> prefill =
-      worker::PrefillWithPolicy(session, fresh, scorer, r.policy, options_.limits, cold);
+      worker::PrefillTurn(session, fresh, method, r.policy, options_.limits, cold);
   if (!prefill.ok()) {
     // A failed prefill may have reset the session (pipeline.h); nothing of it stays hot.
     hot_.Abandon(r.session_id);

@@ -102,8 +102,9 @@ struct TurnCallbacks {
 struct TurnRunnerOptions {
   int64_t page_tokens = 64;
   int32_t max_output_tokens = 4096;
-  worker::PrefillLimits limits;  // sinks, window, recall
-  std::string lookahead_module;  // the LookaheadKV module for method "lookahead"
+  worker::PrefillLimits limits;        // recall
+  std::string lookahead_module;        // the LookaheadKV module for method "lookahead"
+  eviction::EvictionProfile profile;   // each method's settings
   absl::Duration delivery_timeout = absl::Seconds(10);  // wait for a prefill worker's delivery
 };
 

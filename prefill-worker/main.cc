@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
   o.lookahead_module = c.GetString("lookahead_module");
+  o.profile = r->base.profile;
   o.ship_timeout = c.GetDuration("ship_timeout");
   r->prefiller =
       std::make_unique<Prefiller>(*r->base.model, *r->base.pool, r->base.cache.get(), *r->ship, o);

@@ -27,7 +27,7 @@ Prefiller::Prefiller(const model::Model& model, kernels::ThreadPool& pool,
       cache_(cache),
       ship_(ship),
       options_(std::move(options)),
-      scorers_(options_.lookahead_module),
+      scorers_(options_.lookahead_module, options_.profile),
       peers_(ship) {}
 
 absl::Status Prefiller::Check(const PrefillJob& job) const {
@@ -45,13 +45,13 @@ absl::Status Prefiller::Check(const PrefillJob& job) const {
 
 absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   RETURN_IF_ERROR(Check(job));
-  const eviction::Scorer* scorer = nullptr;
+  worker::Method method;  // none: keep everything
   if (!job.policy.method.empty()) {
-    ASSIGN_OR_RETURN(scorer, scorers_.For(job.policy));
+    ASSIGN_OR_RETURN(method, scorers_.For(job.policy));
   }
   PrefillOutcome out;
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
-  const bool recalls = cache_ != nullptr && worker::Recalls(scorer, options_.limits);
+  const bool recalls = cache_ != nullptr && worker::Recalls(method.scorer, options_.limits);
   std::unique_ptr<model::Session> session;
   std::vector<model::KvHead> newest_cold;  // the stored state's evicted entries, fetched with it
   if (cache_ != nullptr) {
@@ -88,7 +88,7 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   worker::PolicyPrefill prefill;  // nothing to prefill when the whole prefix was stored
   prefill.total_entries = session->cache().TotalEntries();
   if (!fresh.empty()) {
-    ASSIGN_OR_RETURN(prefill, worker::PrefillWithPolicy(*session, fresh, scorer, job.policy,
+    ASSIGN_OR_RETURN(prefill, worker::PrefillWithPolicy(*session, fresh, method, job.policy,
                                                         options_.limits, cold));
   }
   out.prefilled_tokens = static_cast<int32_t>(fresh.size());

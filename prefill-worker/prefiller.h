@@ -69,6 +69,7 @@ struct PrefillerOptions {
   int64_t page_tokens = 64;
   worker::PrefillLimits limits;
   std::string lookahead_module;
+  eviction::EvictionProfile profile;  // each method's settings
   absl::Duration ship_timeout = absl::Seconds(30);
 };
 

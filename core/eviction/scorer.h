@@ -101,6 +101,14 @@ absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config)
 // The registry's method names, sorted.
 std::vector<std::string> KnownScorers();
 
+// A scorer's default window and pooling kernel (both 0 for scorers that take none; their pooling
+// default is avg). NotFound for an unknown name.
+struct WindowDefaults {
+  int64_t window = 0;
+  int64_t kernel = 0;
+};
+absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method);
+
 // Pooling of window scores along the key axis: stride 1, padding kernel / 2 (kernel odd, so the
 // length is kept). kAvg counts the zero padding in the divisor (torch avg_pool1d's default,
 // count_include_pad=True, as kvpress uses); kMax ignores the padding (torch max_pool1d).

@@ -65,6 +65,13 @@ const std::map<std::string, Method>& Registry() {
   return *registry;
 }
 
+absl::Status UnknownScorer(std::string_view method) {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : Registry()) names.push_back(name);
+  return absl::NotFoundError(absl::StrCat("unknown scorer \"", std::string(method),
+                                          "\"; known: ", absl::StrJoin(names, ", ")));
+}
+
 absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method) {
   const std::string& who = config.method;
   Params p;
@@ -112,12 +119,15 @@ std::vector<std::string> KnownScorers() {
   return names;
 }
 
+absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method) {
+  const auto it = Registry().find(std::string(method));
+  if (it == Registry().end()) return UnknownScorer(method);
+  return WindowDefaults{.window = it->second.window, .kernel = it->second.kernel};
+}
+
 absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config) {
   const auto it = Registry().find(config.method);
-  if (it == Registry().end()) {
-    return absl::NotFoundError(absl::StrCat("unknown scorer \"", config.method,
-                                            "\"; known: ", absl::StrJoin(KnownScorers(), ", ")));
-  }
+  if (it == Registry().end()) return UnknownScorer(config.method);
   if (it->second.open != nullptr) return it->second.open(config);
   if (!config.module_path.empty()) {
     return absl::InvalidArgumentError(

@@ -13,10 +13,10 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
                                    std::string_view codec) {
   Policy p;
   if (!method.empty() && method != "none") {
-    const std::vector<std::string> known = eviction::KnownScorers();
+    const std::vector<std::string> known = eviction::PolicyMethods();
     if (std::find(known.begin(), known.end(), method) == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat("policy.method \"", std::string(method),
-                                                     "\" is not a scorer; known: none, ",
+                                                     "\" is not an eviction method; known: none, ",
                                                      absl::StrJoin(known, ", ")));
     }
     if (!(budget_ratio > 0.0 && budget_ratio <= 1.0)) {
@@ -38,24 +38,24 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
   return p;
 }
 
-absl::StatusOr<const eviction::Scorer*> ScorerCache::For(const Policy& policy) {
+absl::StatusOr<Method> ScorerCache::For(const Policy& policy) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = scorers_.find(policy.method);
-  if (it != scorers_.end()) return it->second.get();
-  eviction::ScorerConfig config;
-  config.method = policy.method;
-  if (policy.method == "lookahead") {
-    if (lookahead_module_.empty()) {
-      return absl::FailedPreconditionError(
-          "policy.method \"lookahead\" needs a LookaheadKV module; this worker has none "
-          "(config key lookahead_module)");
+  auto it = methods_.find(policy.method);
+  if (it == methods_.end()) {
+    ASSIGN_OR_RETURN(eviction::MethodSettings settings, profile_.For(policy.method));
+    eviction::ScorerConfig config = settings.scorer;
+    if (config.method == "lookahead") {
+      if (lookahead_module_.empty()) {
+        return absl::FailedPreconditionError(
+            "policy.method \"lookahead\" needs a LookaheadKV module; this worker has none "
+            "(config key lookahead_module)");
+      }
+      config.module_path = lookahead_module_;
     }
-    config.module_path = lookahead_module_;
+    ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, eviction::CreateScorer(config));
+    it = methods_.emplace(policy.method, Built{std::move(settings), std::move(scorer)}).first;
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, eviction::CreateScorer(config));
-  const eviction::Scorer* out = scorer.get();
-  scorers_.emplace(policy.method, std::move(scorer));
-  return out;
+  return Method{.scorer = it->second.scorer.get(), .settings = &it->second.settings};
 }
 
 }  // namespace glimpse::worker

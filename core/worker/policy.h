@@ -1,6 +1,7 @@
 // A session's eviction policy as prefill and decode workers run it (proto EvictionPolicy): which
-// scorer, what share of the tokens to keep, and the codec of its pages; and the scorers a worker
-// has built, one per method, made on first use.
+// method, what share of the tokens to keep, and the codec of its pages; and the methods a worker
+// has built, one per method name, made on first use with the settings of the worker's eviction
+// profile (core/eviction/profile.h).
 #pragma once
 
 #include <map>
@@ -10,13 +11,14 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
 
 namespace glimpse::worker {
 
 struct Policy {
-  std::string method;  // a scorer name; "" keeps everything
+  std::string method;  // a policy method (eviction::PolicyMethods()); "" keeps everything
   double budget_ratio = 1.0;
   kvpage::Codec codec = kvpage::Codec::kFp16;
 };
@@ -26,21 +28,33 @@ struct Policy {
 absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
                                    std::string_view codec);
 
-// Scorers are built once per method (a LookaheadKV module loads its weights) and shared by turns.
+// A policy's method as a worker runs it: its scorer and the settings it was built from. A null
+// scorer keeps everything.
+struct Method {
+  const eviction::Scorer* scorer = nullptr;           // owned by the ScorerCache
+  const eviction::MethodSettings* settings = nullptr;  // likewise; set exactly when scorer is
+};
+
+// Methods are built once per name (a LookaheadKV module loads its weights) and shared by turns.
 // Thread-safe; a scorer itself is used by one turn at a time (workers serialise their turns).
 class ScorerCache {
  public:
-  explicit ScorerCache(std::string lookahead_module)
-      : lookahead_module_(std::move(lookahead_module)) {}
+  ScorerCache(std::string lookahead_module, eviction::EvictionProfile profile)
+      : lookahead_module_(std::move(lookahead_module)), profile_(std::move(profile)) {}
 
-  // The scorer for `policy.method` (not empty). FailedPrecondition for "lookahead" without a
-  // module.
-  absl::StatusOr<const eviction::Scorer*> For(const Policy& policy);
+  // The method `policy.method` names (not empty), with the profile's settings.
+  // FailedPrecondition for "lookahead" without a module.
+  absl::StatusOr<Method> For(const Policy& policy);
 
  private:
+  struct Built {
+    eviction::MethodSettings settings;
+    std::unique_ptr<eviction::Scorer> scorer;
+  };
   const std::string lookahead_module_;
+  const eviction::EvictionProfile profile_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<eviction::Scorer>> scorers_;  // GUARDED_BY(mu_)
+  std::map<std::string, Built> methods_;  // GUARDED_BY(mu_); entries never move
 };
 
 }  // namespace glimpse::worker

@@ -191,21 +191,17 @@ bool Recalls(const eviction::Scorer* scorer, const PrefillLimits& limits) {
 
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
-                                                const eviction::Scorer* scorer,
-                                                const Policy& policy, const PrefillLimits& limits,
+                                                const Method& method, const Policy& policy,
+                                                const PrefillLimits& limits,
                                                 std::span<const model::KvHead> cold) {
   const model::KvCache& cache = session.cache();
+  const eviction::Scorer* scorer = method.scorer;
   PolicyPrefill out;
   const int64_t n_new = static_cast<int64_t>(fresh.size());
   out.total_entries = cache.TotalEntries() + n_new * cache.n_layers() * cache.n_kv_heads();
   if (scorer != nullptr) {
-    eviction::SelectionOptions selection;
-    selection.sinks = limits.sinks;
-    selection.window = scorer->window() > 0 ? scorer->window() : limits.window;
-    const int64_t total_tokens = session.next_position() + n_new;
-    selection.budget_tokens =
-        std::max<int64_t>(static_cast<int64_t>(std::ceil(policy.budget_ratio * total_tokens)),
-                          selection.sinks + selection.window);
+    const eviction::SelectionOptions selection = eviction::SelectionFor(
+        *method.settings, scorer->window(), policy.budget_ratio, session.next_position() + n_new);
     const bool recalls = Recalls(scorer, limits) && HasEntries(cold);
     const eviction::RecallRequest recall{
         .cold = cold,
@@ -224,6 +220,19 @@ absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
     }
   }
   ASSIGN_OR_RETURN(out.logits, session.Forward(fresh));
+  return out;
+}
+
+absl::StatusOr<PolicyPrefill> PrefillTurn(model::Session& session, std::span<const int32_t> fresh,
+                                          const Method& method, const Policy& policy,
+                                          const PrefillLimits& limits,
+                                          std::span<const model::KvHead> cold) {
+  if (fresh.size() < 2) return PrefillWithPolicy(session, fresh, Method{}, policy, limits);
+  const std::span<const int32_t> last = fresh.last(1);
+  ASSIGN_OR_RETURN(PolicyPrefill out, PrefillWithPolicy(session, fresh.first(fresh.size() - 1),
+                                                        method, policy, limits, cold));
+  out.total_entries += int64_t{session.cache().n_layers()} * session.cache().n_kv_heads();
+  ASSIGN_OR_RETURN(out.logits, session.Forward(last));
   return out;
 }
 

@@ -59,9 +59,9 @@ struct TierScores {
   std::vector<model::KvHead> evicted_entries;
 };
 
+// Sinks, recent window, schedule and granularity come with each method (Method::settings); these
+// apply to every method.
 struct PrefillLimits {
-  int64_t sinks = 4;    // first tokens every head keeps
-  int64_t window = 32;  // last tokens every head keeps (a scorer's own window wins)
   // Cold-page recall (core/eviction/recall.h): cold entries offered per head as candidates, as a
   // share of the head's budget (0: no recall), in summarised pages of recall_page_tokens entries.
   double recall_share = 0.5;
@@ -96,16 +96,26 @@ struct PolicyPrefill {
   int64_t recalled = 0;           // ... and kept
 };
 
-// Prefills `fresh` into `session`. With a scorer, the budget per (layer, kv-head) is
-// max(ceil(ratio × tokens), sinks + window) and eviction runs when a head would hold more or
+// Prefills `fresh` into `session`. With a method (a scorer), the selection is
+// eviction::SelectionFor(settings, ratio, tokens): per (layer, kv-head)
+// max(ceil(ratio × tokens), sinks + window), and eviction runs when a head would hold more or
 // `cold` (GatherColdEntries; may be empty) has entries to recall: up to recall_share × budget of
 // them per head compete for the budget when Recalls(scorer, limits). A failed prefill may have
 // reset the session (pipeline.h).
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
-                                                const eviction::Scorer* scorer,
-                                                const Policy& policy, const PrefillLimits& limits,
+                                                const Method& method, const Policy& policy,
+                                                const PrefillLimits& limits,
                                                 std::span<const model::KvHead> cold = {});
+
+// A turn's prefill as every worker runs it (Glimpse's convention, as kvpress's pipeline): the
+// prompt's tokens but the last are prefilled with eviction (PrefillWithPolicy), then the last is
+// run over the evicted cache for the logits decoding starts from. A prefill worker does the first
+// part and ships; the decode worker feeds the last token.
+absl::StatusOr<PolicyPrefill> PrefillTurn(model::Session& session, std::span<const int32_t> fresh,
+                                          const Method& method, const Policy& policy,
+                                          const PrefillLimits& limits,
+                                          std::span<const model::KvHead> cold = {});
 
 // The state of `tokens` (the session's cache holds their KV after eviction): retained pages from
 // `cache`, evicted pages from `tiers`. Entries without a score (decoded after the prefill) rank

@@ -33,6 +33,10 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "Cold entries per summarised page when choosing what to recall."},
       {"lookahead_module", ConfigType::kString, "",
        "LookaheadKV module (.safetensors) for policy method \"lookahead\"."},
+      {"eviction_profile", ConfigType::kString, "",
+       "Each eviction method's measured settings for this model (glimpse tune): a file, \"none\" "
+       "for the built-in settings, or empty for the <module>.eviction.json beside "
+       "lookahead_module when it exists."},
   };
   for (ConfigKey& k : cluster::MembershipKeys(role)) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator and the cache node")) keys.push_back(k);
@@ -60,6 +64,10 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
   }
   ASSIGN_OR_RETURN(w.model, model::Model::Load(path));
+  ASSIGN_OR_RETURN(w.profile,
+                   eviction::ResolveProfile(c.GetString("eviction_profile"),
+                                            c.GetString("lookahead_module"), w.model->fingerprint()));
+  log::Info("eviction profile", {{"source", w.profile.source()}});
   const int64_t threads = c.GetInt("threads");
   w.pool = std::make_unique<kernels::ThreadPool>(
       threads > 0 ? static_cast<int>(threads)

@@ -14,6 +14,7 @@
 #include "core/cluster/coordinator_link.h"
 #include "core/common/config.h"
 #include "core/common/metrics.h"
+#include "core/eviction/profile.h"
 #include "core/model/model.h"
 #include "core/transport/peer_allowlist.h"
 #include "core/transport/transport.h"
@@ -22,7 +23,7 @@
 namespace glimpse::worker {
 
 // model, threads, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
-// lookahead_module, the membership keys (cluster/membership_config.h) and client_tls.*. `role`
+// lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h) and client_tls.*. `role`
 // names the default node id ("decode" → decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
 
@@ -35,7 +36,8 @@ struct WorkerBase {
   // All but ucx_address and capacity_bytes (the cache client's engines are client addresses);
   // grpc_address is the host.
   cluster::CoordinatorLinkOptions link;
-  PrefillLimits limits;  // recall settings from the config; sinks and window as default
+  PrefillLimits limits;                // recall settings from the config
+  eviction::EvictionProfile profile;   // each method's settings (config key eviction_profile)
 
   // A UCX engine of this worker, restricted to `peers`.
   absl::StatusOr<std::unique_ptr<transport::Transport>> NewEngine() const;
@@ -47,8 +49,9 @@ struct WorkerBase {
 void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
                            metrics::MetricsRegistry& registry);
 
-// Loads the model (the default model, fetched if missing, when `model` is empty), makes the pool,
-// the peer allowlist and the cache node client (over its own UCX engines).
+// Loads the model (the default model, fetched if missing, when `model` is empty) and its eviction
+// profile (eviction::ResolveProfile), makes the pool, the peer allowlist and the cache node client
+// (over its own UCX engines).
 absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role);
 
 }  // namespace glimpse::worker
