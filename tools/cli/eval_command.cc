@@ -27,6 +27,7 @@
 #include "core/eviction/eval/report.h"
 #include "core/eviction/eval/runner.h"
 #include "core/eviction/eval/tasks.h"
+#include "core/eviction/profile.h"
 #include "core/model/model.h"
 #include "core/model/model_store.h"
 #include "tools/cli/args.h"
@@ -45,7 +46,12 @@ const std::vector<FlagSpec>& EvalFlags() {
        "comma-separated scorers (pyramidkv = snapkv + pyramid schedule; laq = snapkv, then 8 "
        "draft tokens rescore; lookahead needs --module)",
        false, kDefaultMethods},
-      {"module", "LookaheadKV module (.safetensors) for method lookahead", false, ""},
+      {"module", "LookaheadKV module (.safetensors) for method lookahead", false,
+       "the committed module of the default model"},
+      {"profile",
+       "eviction profile (glimpse tune) giving each method's settings, or none for the built-in "
+       "ones",
+       false, "<module>.eviction.json beside --module when it exists"},
       {"budgets", "comma-separated kept fractions of the prompt, each in (0, 1]", false,
        kDefaultBudgets},
       {"tasks", "tasks per kind (4 kinds; lengths cycle 512/1024/1536/2048 tokens)", false,
@@ -66,7 +72,9 @@ const std::vector<FlagSpec>& EvalFlags() {
 
 struct EvalOptions {
   std::string model_path;
-  eviction::eval::RunOptions run;
+  std::vector<std::string> methods;
+  std::string profile_path;            // as given ("" = beside the module, "none")
+  eviction::eval::RunOptions run;      // arms made in Run() from methods and the profile
   eviction::eval::SuiteOptions suite;
   bool quick = false;
   bool recall = false;
@@ -91,11 +99,12 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   EvalOptions o;
   o.model_path = args.GetString("model");
   o.recall = args.Has("recall");
-  o.run.methods = absl::StrSplit(args.GetString("methods", o.recall ? "snapkv" : kDefaultMethods),
-                                 ',', absl::SkipWhitespace());
+  o.methods = absl::StrSplit(args.GetString("methods", o.recall ? "snapkv" : kDefaultMethods),
+                             ',', absl::SkipWhitespace());
+  if (o.methods.empty()) return absl::InvalidArgumentError("--methods names no method");
   ASSIGN_OR_RETURN(o.run.budgets, ParseBudgets(args.GetString("budgets", kDefaultBudgets)));
   o.run.lookahead_module = args.GetString("module");
-  RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
+  o.profile_path = args.GetString("profile");
   ASSIGN_OR_RETURN(int64_t tasks, args.GetInt("tasks", kDefaultTasksPerKind));
   if (tasks < 1 || tasks > 1000) {
     return absl::InvalidArgumentError(absl::StrCat("--tasks must be in [1, 1000], got ", tasks));
@@ -126,8 +135,29 @@ std::string Today() {
   return buf;
 }
 
+// The command line that reproduces a run.
+std::string CommandLine(const EvalOptions& o) {
+  return absl::StrCat(
+      "glimpse eval", o.recall ? " --recall" : "",
+      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), " --seed ",
+      o.suite.seed, " --methods ", absl::StrJoin(o.methods, ","), " --budgets ",
+      absl::StrJoin(o.run.budgets, ","),
+      o.run.lookahead_module.empty() ? "" : absl::StrCat(" --module ", o.run.lookahead_module),
+      o.profile_path.empty() ? "" : absl::StrCat(" --profile ", o.profile_path));
+}
+
+// Each arm's settings, one markdown bullet per method.
+std::string SettingsList(const std::vector<eviction::eval::Arm>& arms) {
+  std::string out;
+  for (const eviction::eval::Arm& arm : arms) {
+    absl::StrAppend(&out, "- ", arm.label, ": ", eviction::Describe(arm.settings),
+                    arm.laq ? " (stage 1; 8 draft tokens rescore)" : "", "\n");
+  }
+  return out;
+}
+
 // The markdown report: what was run, the table, and what the columns mean.
-std::string Markdown(const EvalOptions& o, const model::Model& model,
+std::string Markdown(const EvalOptions& o, const model::Model& model, const std::string& profile,
                      const std::vector<eviction::eval::TaskScores>& tasks,
                      const std::vector<eviction::eval::ReportRow>& rows) {
   double tokens = 0.0, prefill = 0.0;
@@ -138,9 +168,9 @@ std::string Markdown(const EvalOptions& o, const model::Model& model,
   const double n = static_cast<double>(std::max<size_t>(tasks.size(), 1));
   return absl::StrFormat(
       "# Eviction quality\n\n"
-      "`glimpse eval%s --seed %d --methods %s --budgets %s%s`, %s, model fingerprint %s.\n"
+      "`%s`, %s, model fingerprint %s.\n"
       "%d tasks (%d per kind), prompts of %.0f tokens on average, plain prefill %.2f s on "
-      "average.\n\n%s\n"
+      "average. Settings (eviction profile: %s):\n\n%s\n%s\n"
       "accuracy: the last turn's answer contains the expected number. agreement: fraction of the "
       "first %d greedy answer tokens equal to the full cache's, position by position. KL: mean "
       "KL(full || evicted) of next-token distributions with the full cache's answers "
@@ -148,10 +178,8 @@ std::string Markdown(const EvalOptions& o, const model::Model& model,
       "(nats). scoring overhead: the method's scoring + selection + cache compaction as a "
       "percentage of a plain prefill (capture of the inputs a method needs, e.g. H2O's accumulated "
       "attention, happens during the prefill and is not counted).\n",
-      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), o.suite.seed,
-      absl::StrJoin(o.run.methods, ","), absl::StrJoin(o.run.budgets, ","),
-      o.run.lookahead_module.empty() ? "" : absl::StrCat(" --module ", o.run.lookahead_module),
-      Today(), model.fingerprint(), tasks.size(), o.suite.tasks_per_kind, tokens / n, prefill / n,
+      CommandLine(o), Today(), model.fingerprint(), tasks.size(), o.suite.tasks_per_kind,
+      tokens / n, prefill / n, profile, SettingsList(o.run.arms),
       eviction::eval::MarkdownTable(rows), o.run.max_answer_tokens);
 }
 
@@ -191,17 +219,14 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
   for (eviction::eval::Task& t : eviction::eval::GenerateSuite(o.suite)) {
     if (t.kind == eviction::eval::TaskKind::kTwoTurnQa) suite.push_back(std::move(t));
   }
-  ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.methods.size()));
+  ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.arms.size()));
   int64_t done = 0;
   std::string markdown = absl::StrFormat(
-      "# Cold-page recall\n\n`glimpse eval --recall%s --seed %d --methods %s --budgets %s`, %s, "
-      "model fingerprint %s.\n",
-      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), o.suite.seed,
-      absl::StrJoin(o.run.methods, ","), absl::StrJoin(o.run.budgets, ","), Today(),
-      model.fingerprint());
-  for (const std::string& method : o.run.methods) {
+      "# Cold-page recall\n\n`%s`, %s, model fingerprint %s.\n\n%s", CommandLine(o), Today(),
+      model.fingerprint(), SettingsList(o.run.arms));
+  for (const eviction::eval::Arm& arm : o.run.arms) {
     eviction::eval::RecallEvalOptions options;
-    options.method = method;
+    options.settings = arm.settings;
     options.budgets = o.run.budgets;
     options.lookahead_module = o.run.lookahead_module;
     std::vector<eviction::eval::RecallTaskScores> scores;
@@ -211,7 +236,7 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
       scores.push_back(std::move(s));
       progress.Update(++done);
     }
-    absl::StrAppend(&markdown, "\n## ", method, "\n\n", eviction::eval::RecallReport(scores));
+    absl::StrAppend(&markdown, "\n## ", arm.label, "\n\n", eviction::eval::RecallReport(scores));
   }
   progress.Done();
   std::error_code ec;
@@ -225,17 +250,27 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
   return absl::OkStatus();
 }
 
-absl::Status Run(const EvalOptions& o) {
+absl::Status Run(const EvalOptions& given) {
+  EvalOptions o = given;  // completed with the module, the profile's arms
   std::string path = o.model_path;
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
+    if (o.run.lookahead_module.empty() &&
+        std::filesystem::exists(GLIMPSE_DEFAULT_LOOKAHEAD_MODULE)) {
+      o.run.lookahead_module = GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
+    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
+  ASSIGN_OR_RETURN(const eviction::EvictionProfile profile,
+                   eviction::ResolveProfile(o.profile_path, o.run.lookahead_module,
+                                            model->fingerprint()));
+  ASSIGN_OR_RETURN(o.run.arms, eviction::eval::ArmsFor(o.methods, profile));
+  RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
   kernels::ThreadPool pool(o.threads);
   if (o.recall) return RunRecall(o, *model, pool);
   const std::vector<eviction::eval::Task> suite = eviction::eval::GenerateSuite(o.suite);
   const int64_t runs_per_task =
-      1 + static_cast<int64_t>(o.run.methods.size() * o.run.budgets.size());
+      1 + static_cast<int64_t>(o.run.arms.size() * o.run.budgets.size());
   ProgressBar progress("eval", static_cast<int64_t>(suite.size()) * runs_per_task);
   int64_t done = 0;
   std::vector<eviction::eval::TaskScores> tasks;
@@ -252,13 +287,15 @@ absl::Status Run(const EvalOptions& o) {
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
-  const std::string markdown = Markdown(o, *model, tasks, rows);
+  const std::string markdown = Markdown(o, *model, profile.source(), tasks, rows);
   RETURN_IF_ERROR(WriteFile(dir / "eval.md", markdown));
   nlohmann::json doc = eviction::eval::ReportJson(rows, tasks);
   doc["model"] = model->fingerprint();
   doc["seed"] = o.suite.seed;
   doc["tasks_per_kind"] = o.suite.tasks_per_kind;
   doc["date"] = Today();
+  doc["command"] = CommandLine(o);
+  doc["profile"] = profile.source();
   RETURN_IF_ERROR(WriteFile(dir / "eval.json", doc.dump(1) + "\n"));
   const bool plotted = Plot(dir / "eval.json", dir / "eval.png");
   const std::string written =
@@ -273,8 +310,8 @@ absl::Status Run(const EvalOptions& o) {
 int EvalCommand(int argc, char** argv) {
   return RunSubcommand<EvalOptions>(
       "eval",
-      "[--model PATH] [--methods LIST] [--budgets LIST] [--module FILE] [--tasks N] "
-      "[--quick] [--recall] [--seed S] [--out DIR]",
+      "[--model PATH] [--methods LIST] [--budgets LIST] [--module FILE] [--profile FILE|none] "
+      "[--tasks N] [--quick] [--recall] [--seed S] [--out DIR]",
       EvalFlags(), argc, argv, &ParseOptions, &Run);
 }
 

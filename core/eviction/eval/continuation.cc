@@ -91,7 +91,7 @@ absl::StatusOr<std::vector<int32_t>> GreedyContinuation(
 
 absl::StatusOr<ContinuationScores> ScoreContinuation(
     model::Session& session, const Script& script, int32_t max_tokens,
-    const std::vector<std::vector<std::vector<int32_t>>>& seen) {
+    const std::vector<std::vector<std::vector<int32_t>>>& seen, bool answers) {
   const int64_t vocab = session.model().config().vocab_size;
   ASSIGN_OR_RETURN(std::vector<float> logits, PeekLogits(session, script.tokens, true));
   ContinuationScores scores;
@@ -102,6 +102,7 @@ absl::StatusOr<ContinuationScores> ScoreContinuation(
       scores.log_probs.push_back(
           LogSoftmax(std::span<const float>(logits).subspan(row * vocab, vocab)));
     }
+    if (!answers) continue;
     std::vector<std::vector<int32_t>> drafts = {{all.begin() + begin, all.begin() + end}};
     if (t < seen.size()) drafts.insert(drafts.end(), seen[t].begin(), seen[t].end());
     const std::span<const float> verified =

@@ -54,10 +54,11 @@ struct ContinuationScores {
 };
 
 // Runs the session's current cache through the script: one teacher-forced pass (log_probs of the
-// rows that predict each reference answer token) and a free-running greedy answer per turn.
-// seen[t] (optional) holds other runs' answers to turn t, used as extra drafts.
+// rows that predict each reference answer token) and, with `answers`, a free-running greedy answer
+// per turn (else `answers` stays empty). seen[t] (optional) holds other runs' answers to turn t,
+// used as extra drafts.
 absl::StatusOr<ContinuationScores> ScoreContinuation(
     model::Session& session, const Script& script, int32_t max_tokens,
-    const std::vector<std::vector<std::vector<int32_t>>>& seen = {});
+    const std::vector<std::vector<std::vector<int32_t>>>& seen = {}, bool answers = true);
 
 }  // namespace glimpse::eviction::eval

@@ -19,7 +19,10 @@ namespace {
 TEST(EvalTest, QuickSuiteFullBudgetEqualsBaseline) {
   const model::Model* model = model::testing::SharedDefaultModel();
   ASSERT_NE(model, nullptr);
-  const RunOptions options{.methods = {"snapkv", "h2o"}, .budgets = {0.2, 1.0}};
+  RunOptions options{.budgets = {0.2, 1.0}};
+  auto arms = ArmsFor({"snapkv", "h2o"}, EvictionProfile());
+  ASSERT_TRUE(arms.ok()) << arms.status();
+  options.arms = *arms;
   std::vector<TaskScores> tasks;
   for (const Task& task : GenerateSuite(QuickSuiteOptions(1))) {
     auto scores = RunTask(*model, model::testing::SharedPool(), task, options);
@@ -59,32 +62,30 @@ TEST(EvalTest, QuickSuiteFullBudgetEqualsBaseline) {
 }
 
 // The harness's shortcut (one prefill, cache contents swapped, continuations not kept) answers
-// as the real path does: PrefillAndEvict with the method's own scorer, then Generate.
+// as the real path does: PrefillAndEvict of the prompt but its last token with the method's own
+// scorer and the workers' selection, then Generate from the last token.
 TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
   const model::Model* model = model::testing::SharedDefaultModel();
   ASSERT_NE(model, nullptr);
   const Task task = GenerateTask(TaskKind::kNeedleSingle, 11, 512);
+  MethodSettings settings = *BuiltInSettings("snapkv");
+  settings.scorer.window = 16;  // not the built-in: the arm's settings reach the scorer
   for (const double budget : {0.5, 0.2}) {
-    const RunOptions options{.methods = {"snapkv"}, .budgets = {budget}};
+    RunOptions options{.budgets = {budget}};
+    options.arms = {{.label = "snapkv", .settings = settings}};
     auto scores = RunTask(*model, model::testing::SharedPool(), task, options);
     ASSERT_TRUE(scores.ok()) << scores.status();
 
     const model::Tokenizer& tok = model->tokenizer();
-    const std::vector<int32_t> prompt =
-        tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, false));
+    const std::vector<int32_t> prompt = EvictedPrompt(tok, task);
     model::Session session(*model, model::testing::SharedPool());
-    ScorerConfig config;
-    config.method = "snapkv";
-    config.window = options.window;
-    auto scorer = CreateScorer(config);
+    auto scorer = CreateScorer(settings.scorer);
     ASSERT_TRUE(scorer.ok()) << scorer.status();
-    SelectionOptions selection;
-    selection.budget_ratio = budget;
-    selection.sinks = options.sinks;
+    const SelectionOptions selection = SelectionFor(settings, 16, budget, prompt.size());
     ASSERT_TRUE(PrefillAndEvict(session, prompt, **scorer, selection).ok());
     auto sampler = model::Sampler::Create({});
     ASSERT_TRUE(sampler.ok());
-    auto generated = model::Generate(session, *sampler, tok.Encode("<|im_start|>assistant\n"),
+    auto generated = model::Generate(session, *sampler, TurnRows(tok, task, 0, false),
                                      options.max_answer_tokens);
     ASSERT_TRUE(generated.ok()) << generated.status();
     auto text = tok.Decode(generated->tokens);
@@ -92,6 +93,27 @@ TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
     EXPECT_EQ(*text, scores->runs[0].answer) << "budget " << budget;
     std::printf("budget %.1f: full '%s', evicted '%s'\n", budget, scores->full.answer.c_str(),
                 text->c_str());
+  }
+}
+
+// kl_only scores only the KL: the same KL as a full run, no answers.
+TEST(EvalTest, KlOnlyRunsGiveTheSameKlWithoutAnswers) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const Task task = GenerateTask(TaskKind::kVariableTracking, 4, 512);
+  RunOptions options{.budgets = {0.3}};
+  options.arms = *ArmsFor({"streamingllm", "cake"}, EvictionProfile());
+  auto full = RunTask(*model, model::testing::SharedPool(), task, options);
+  ASSERT_TRUE(full.ok()) << full.status();
+  options.kl_only = true;
+  auto kl = RunTask(*model, model::testing::SharedPool(), task, options);
+  ASSERT_TRUE(kl.ok()) << kl.status();
+  ASSERT_EQ(kl->runs.size(), 2u);
+  for (size_t i = 0; i < kl->runs.size(); ++i) {
+    EXPECT_EQ(kl->runs[i].kl, full->runs[i].kl);
+    EXPECT_GT(kl->runs[i].kl, 0.0);
+    EXPECT_EQ(kl->runs[i].answer, "");
+    EXPECT_NE(full->runs[i].answer, "");
   }
 }
 
@@ -103,8 +125,7 @@ TEST(EvalTest, LaqScoresAreDraftAttentionOverTheFullCache) {
   ASSERT_NE(model, nullptr);
   const Task task = GenerateTask(TaskKind::kNeedleSingle, 3, 512);
   const model::Tokenizer& tok = model->tokenizer();
-  const std::vector<int32_t> prompt =
-      tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, false));
+  const std::vector<int32_t> prompt = EvictedPrompt(tok, task);
   model::Session session(*model, model::testing::SharedPool());
   ASSERT_TRUE(session.Forward(prompt).ok());
   const std::vector<model::KvHead> full = Snapshot(session.cache());
@@ -116,7 +137,7 @@ TEST(EvalTest, LaqScoresAreDraftAttentionOverTheFullCache) {
       for (int64_t j = 0; j < T; j += 3) head.push_back(j);  // a third of the prompt
     }
   }
-  const std::vector<int32_t> header = tok.Encode("<|im_start|>assistant\n");
+  const std::vector<int32_t> header = TurnRows(tok, task, 0, false);
   auto scores = LaqScores(session, full, stage1, header, {.draft_tokens = 8, .kernel = 1});
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->size(), static_cast<size_t>(L));

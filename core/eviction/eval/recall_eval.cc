@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,15 +54,28 @@ std::vector<int32_t> SecondTurnRows(const model::Tokenizer& tok, const Task& tas
   return rows;
 }
 
-// The worker's budget (core/worker/session_state.h): max(ceil(ratio × tokens), sinks + window).
-SelectionOptions Budget(const RecallEvalOptions& o, const Scorer& scorer, double ratio,
-                        int64_t tokens) {
-  SelectionOptions s;
-  s.sinks = o.sinks;
-  s.window = scorer.window() > 0 ? scorer.window() : o.window;
-  s.budget_tokens =
-      std::max<int64_t>(static_cast<int64_t>(std::ceil(ratio * tokens)), s.sinks + s.window);
-  return s;
+// A turn as the workers run it (worker::PrefillTurn): every row but the last prefilled with
+// eviction under `settings` at `ratio` of the tokens so far, then the last row fed.
+absl::StatusOr<EvictionResult> EvictTurn(model::Session& session, std::span<const int32_t> rows,
+                                         const Scorer& scorer, const MethodSettings& settings,
+                                         double ratio, const RecallEvalOptions* recall,
+                                         const std::vector<model::KvHead>* cold) {
+  const std::span<const int32_t> evicted = rows.first(rows.size() - 1);
+  const SelectionOptions selection =
+      SelectionFor(settings, scorer.window(), ratio,
+                   session.next_position() + static_cast<int64_t>(evicted.size()));
+  std::optional<RecallRequest> request;
+  if (recall != nullptr) {
+    request = RecallRequest{.cold = *cold,
+                            .candidate_tokens = static_cast<int64_t>(std::ceil(
+                                recall->recall_share * static_cast<double>(selection.budget_tokens))),
+                            .page_tokens = recall->recall_page_tokens};
+  }
+  ASSIGN_OR_RETURN(EvictionResult result,
+                   PrefillAndEvict(session, evicted, scorer, selection,
+                                   request ? &*request : nullptr));
+  ASSIGN_OR_RETURN(result.last_logits, session.Forward(rows.last(1)));
+  return result;
 }
 
 std::vector<model::KvHead> Flatten(std::vector<std::vector<model::KvHead>> evicted) {
@@ -80,21 +94,13 @@ absl::StatusOr<RecallRun> RunTurns(const model::Model& model, kernels::ThreadPoo
   const model::Tokenizer& tok = model.tokenizer();
   model::Session session(model, pool);
   ASSIGN_OR_RETURN(EvictionResult first,
-                   PrefillAndEvict(session, prompt, scorer,
-                                   Budget(o, scorer, budget, static_cast<int64_t>(prompt.size()))));
+                   EvictTurn(session, prompt, scorer, o.settings, budget, nullptr, nullptr));
   ASSIGN_OR_RETURN(const Answer answer1,
                    Decode(session, std::move(first.last_logits), o.max_answer_tokens));
   const std::vector<model::KvHead> cold = Flatten(std::move(first.evicted));
-
-  const std::vector<int32_t> rows = SecondTurnRows(tok, task, answer1);
-  const SelectionOptions selection =
-      Budget(o, scorer, budget, session.next_position() + static_cast<int64_t>(rows.size()));
-  const RecallRequest request{.cold = cold,
-                              .candidate_tokens = static_cast<int64_t>(std::ceil(
-                                  o.recall_share * static_cast<double>(selection.budget_tokens))),
-                              .page_tokens = o.recall_page_tokens};
   ASSIGN_OR_RETURN(EvictionResult second,
-                   PrefillAndEvict(session, rows, scorer, selection, recall ? &request : nullptr));
+                   EvictTurn(session, SecondTurnRows(tok, task, answer1), scorer, o.settings,
+                             budget, recall ? &o : nullptr, &cold));
   ASSIGN_OR_RETURN(const Answer answer2,
                    Decode(session, std::move(second.last_logits), o.max_answer_tokens));
   RecallRun run{.budget = budget,
@@ -131,12 +137,13 @@ absl::StatusOr<RecallTaskScores> RunRecallTask(const model::Model& model, kernel
       return absl::InvalidArgumentError(absl::StrCat("budget ", b, " is outside (0, 1]"));
     }
   }
-  ScorerConfig config{.method = options.method, .module_path = options.lookahead_module};
-  ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(config));
-  if (scorer->window() > 0) {  // window scorers observe the selection's recent window
-    config.window = options.window;
-    ASSIGN_OR_RETURN(scorer, CreateScorer(config));
+  RecallEvalOptions o = options;
+  if (o.settings.scorer.method.empty()) {
+    ASSIGN_OR_RETURN(o.settings, BuiltInSettings("snapkv"));
   }
+  ScorerConfig config = o.settings.scorer;
+  if (config.method == "lookahead") config.module_path = o.lookahead_module;
+  ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(config));
   const model::Tokenizer& tok = model.tokenizer();
   const std::vector<int32_t> prompt =
       tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, true));
@@ -149,7 +156,7 @@ absl::StatusOr<RecallTaskScores> RunRecallTask(const model::Model& model, kernel
   for (double budget : options.budgets) {
     for (bool recall : {false, true}) {
       ASSIGN_OR_RETURN(RecallRun run,
-                       RunTurns(model, pool, task, prompt, *scorer, options, budget, recall));
+                       RunTurns(model, pool, task, prompt, *scorer, o, budget, recall));
       out.runs.push_back(std::move(run));
     }
   }

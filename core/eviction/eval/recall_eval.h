@@ -1,10 +1,11 @@
 // The multi-turn recall task of `glimpse eval --recall`: two-turn QA (tasks.h kTwoTurnQa) run the
 // way a serving session runs it, to show what cold-page recall (core/eviction/recall.h) buys.
 //
-// Per task and budget, twice (without and with recall), on one Session:
-//   turn 1  the haystack and question 1, prefilled with eviction (PrefillAndEvict, the budget a
-//           share of the tokens so far, at least sinks + window per head), then answered greedily;
-//           its evicted entries are the session's cold tier;
+// Per task and budget, twice (without and with recall), on one Session, each turn as the workers
+// run it (every new token but the last prefilled with eviction, the last fed after; the budget
+// eviction::SelectionFor of the method's settings and the tokens so far):
+//   turn 1  the haystack and question 1, prefilled with eviction, then answered greedily; its
+//           evicted entries are the session's cold tier;
 //   turn 2  question 2 (about the second needle, which turn 1's queries did not ask for) prefilled
 //           over the evicted history with eviction again, recall offering up to
 //           recall_share × budget cold entries per head; answered greedily and scored (the
@@ -19,20 +20,21 @@
 
 #include "absl/status/statusor.h"
 #include "core/eviction/eval/tasks.h"
+#include "core/eviction/profile.h"
 #include "core/model/model.h"
 #include "kernels/cpu/parallel.h"
 
 namespace glimpse::eviction::eval {
 
 struct RecallEvalOptions {
-  std::string method = "snapkv";  // the eviction scorer (not one needing accumulated attention)
+  // The method (its scorer must not need accumulated attention); BuiltInSettings("snapkv") when
+  // the scorer is left empty.
+  MethodSettings settings;
   std::vector<double> budgets = {0.1, 0.2};
   double recall_share = 0.5;        // candidates per head, as a share of its budget
   int64_t recall_page_tokens = 16;  // cold entries per summarised page
-  int64_t sinks = 4;
-  int64_t window = 32;  // also the observation window of window scorers
   int32_t max_answer_tokens = 16;
-  std::string lookahead_module;  // for method "lookahead"
+  std::string lookahead_module;  // for scorer "lookahead"
 };
 
 struct RecallRun {

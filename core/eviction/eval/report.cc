@@ -43,17 +43,17 @@ struct Sum {
 
 std::vector<ReportRow> Aggregate(const std::vector<TaskScores>& tasks, const RunOptions& options) {
   Sum full;
-  std::vector<Sum> sums(options.methods.size() * options.budgets.size());
+  std::vector<Sum> sums(options.arms.size() * options.budgets.size());
   for (const TaskScores& task : tasks) {
     full.Add(task, task.full);
     for (size_t i = 0; i < task.runs.size() && i < sums.size(); ++i)
       sums[i].Add(task, task.runs[i]);
   }
   std::vector<ReportRow> rows = {full.Row("full", 1.0)};
-  for (size_t m = 0; m < options.methods.size(); ++m) {
+  for (size_t m = 0; m < options.arms.size(); ++m) {
     for (size_t b = 0; b < options.budgets.size(); ++b) {
       rows.push_back(
-          sums[m * options.budgets.size() + b].Row(options.methods[m], options.budgets[b]));
+          sums[m * options.budgets.size() + b].Row(options.arms[m].label, options.budgets[b]));
     }
   }
   return rows;

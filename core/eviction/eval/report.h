@@ -23,7 +23,7 @@ struct ReportRow {
       0.0;  // Σ scoring seconds (summed over layers) / Σ plain prefill seconds · 100 (0 for full)
 };
 
-// Rows: the full cache, then each method in `options` order with its budgets in order.
+// Rows: the full cache, then each arm in `options` order with its budgets in order.
 std::vector<ReportRow> Aggregate(const std::vector<TaskScores>& tasks, const RunOptions& options);
 
 std::string MarkdownTable(const std::vector<ReportRow>& rows);

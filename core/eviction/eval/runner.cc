@@ -25,40 +25,31 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// PyramidKV is SnapKV's scores under the pyramid schedule (as `glimpse evict` treats it); LAQ's
-// first stage is SnapKV.
-std::string ScorerName(const std::string& method) {
-  return method == "pyramidkv" || method == "laq" ? "snapkv" : method;
-}
-
-ScorerConfig ConfigFor(const std::string& name, const RunOptions& options) {
-  ScorerConfig config;
-  config.method = name;
-  if (name == "lookahead") config.module_path = options.lookahead_module;
-  return config;
+// Arms share a scorer when their scorer configs are equal.
+std::string ScorerKey(const ScorerConfig& c) {
+  return absl::StrCat(c.method, "|", c.window, "|", c.kernel, "|", c.pooling);
 }
 
 // A scorer holding several: needs and window are the union / maximum of its members', Score()
-// runs and times every member and records its scores; it reports zeros (the prefill keeps all).
-// The pipeline scores layers concurrently, so every (member, layer) has its own slots, sized up
-// front: Score() writes only its layer's.
+// runs and times every member and records its scores (and, for members that rank layers, CAKE,
+// their layer preference); it reports zeros (the prefill keeps all). The pipeline scores layers
+// concurrently, so every (member, layer) has its own slots, sized up front: Score() writes only
+// its layer's.
 class MultiScorer : public Scorer {
  public:
   explicit MultiScorer(int32_t n_layers) : n_layers_(n_layers) {}
 
-  absl::Status Add(const std::string& name, const RunOptions& options) {
-    ScorerConfig config = ConfigFor(name, options);
+  // Adds the member for `config` unless one with the same key exists; its index either way.
+  absl::StatusOr<size_t> Add(const ScorerConfig& config) {
+    const std::string key = ScorerKey(config);
+    if (auto it = index_.find(key); it != index_.end()) return it->second;
     ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(config));
-    if (scorer->window() > 0) {  // window scorers observe the selection's recent window
-      config.window = options.window;
-      ASSIGN_OR_RETURN(scorer, CreateScorer(config));
-    }
-    index_[name] = members_.size();
+    index_[key] = members_.size();
     members_.push_back(std::move(scorer));
     scores_.emplace_back(n_layers_);
+    preferences_.emplace_back(n_layers_, 0.0);
     seconds_.emplace_back(n_layers_, 0.0);
-    extra_seconds_.push_back(0.0);
-    return absl::OkStatus();
+    return members_.size() - 1;
   }
 
   std::string_view name() const override { return "eval-multi"; }
@@ -88,32 +79,42 @@ class MultiScorer : public Scorer {
       std::vector<float>& layer = scores_[i][view.layer];
       layer.assign(n, 0.0f);
       const Clock::time_point start = Clock::now();
-      RETURN_IF_ERROR(members_[i]->Score(view, layer.data()));
+      if (members_[i]->has_layer_preference()) {
+        RETURN_IF_ERROR(members_[i]->ScoreWithPreference(view, layer.data(),
+                                                         &preferences_[i][view.layer]));
+      } else {
+        RETURN_IF_ERROR(members_[i]->Score(view, layer.data()));
+      }
       seconds_[i][view.layer] = SecondsSince(start);
     }
     std::fill(scores, scores + n, 0.0f);
     return absl::OkStatus();
   }
 
-  bool Has(const std::string& name) const { return index_.count(name) > 0; }
-  size_t index(const std::string& name) const { return index_.at(name); }
+  const Scorer& member(size_t i) const { return *members_[i]; }
   const std::vector<std::vector<float>>& scores(size_t i) const { return scores_[i]; }
-  // Scoring time summed over layers (CPU seconds when layers ran in parallel), plus any
-  // AddSeconds.
+  // [layer] the member's layer preferences (zeros unless it ranks layers).
+  const std::vector<double>& preferences(size_t i) const { return preferences_[i]; }
+  // Scoring time summed over layers (CPU seconds when layers ran in parallel).
   double seconds(size_t i) const {
-    return extra_seconds_[i] + std::accumulate(seconds_[i].begin(), seconds_[i].end(), 0.0);
+    return std::accumulate(seconds_[i].begin(), seconds_[i].end(), 0.0);
   }
-  // Time a member cost outside Score(), e.g. LookaheadKV's second pass.
-  void AddSeconds(size_t i, double seconds) { extra_seconds_[i] += seconds; }
 
  private:
   const int32_t n_layers_;
   std::vector<std::unique_ptr<Scorer>> members_;
   std::map<std::string, size_t> index_;
   mutable std::vector<std::vector<std::vector<float>>> scores_;  // [member][layer][Hkv · T]
+  mutable std::vector<std::vector<double>> preferences_;         // [member][layer]
   mutable std::vector<std::vector<double>> seconds_;             // [member][layer]
-  std::vector<double> extra_seconds_;                            // [member]
 };
+
+// The scorer config an arm runs: its settings' plus the module file for LookaheadKV.
+ScorerConfig ConfigOf(const Arm& arm, const RunOptions& options) {
+  ScorerConfig config = arm.settings.scorer;
+  if (config.method == "lookahead") config.module_path = options.lookahead_module;
+  return config;
+}
 
 // Answers of earlier runs of a task, per turn (drafts for the next runs' decoding).
 using Answers = std::vector<std::vector<std::vector<int32_t>>>;
@@ -159,23 +160,29 @@ absl::StatusOr<Script> ReferenceScript(model::Session& session, const Task& task
 absl::StatusOr<RunScores> ScoreCache(model::Session& session, const Task& task,
                                      const Script& script,
                                      const std::vector<std::vector<double>>* full_log_probs,
-                                     int32_t max_tokens, Answers& seen,
+                                     const RunOptions& options, Answers& seen,
                                      ContinuationScores* raw = nullptr) {
-  ASSIGN_OR_RETURN(ContinuationScores c, ScoreContinuation(session, script, max_tokens, seen));
+  ASSIGN_OR_RETURN(ContinuationScores c,
+                   ScoreContinuation(session, script, options.max_answer_tokens, seen,
+                                     /*answers=*/!options.kl_only));
   seen.resize(c.answers.size());
   for (size_t t = 0; t < c.answers.size(); ++t) seen[t].push_back(c.answers[t]);
   RunScores run;
   const std::span<const int32_t> all(script.tokens);
   for (size_t t = 0; t < c.answers.size(); ++t) {
     const int64_t begin = script.answer_begin[t];
-    run.agreement +=
-        GreedyAgreement(c.answers[t], all.subspan(begin, script.answer_end[t] - begin), max_tokens);
+    run.agreement += GreedyAgreement(c.answers[t], all.subspan(begin, script.answer_end[t] - begin),
+                                     options.max_answer_tokens);
   }
   run.agreement /= static_cast<double>(std::max<size_t>(c.answers.size(), 1));
-  std::vector<int32_t> last = c.answers.back();
-  if (!last.empty() && session.model().tokenizer().IsEndOfGeneration(last.back())) last.pop_back();
-  ASSIGN_OR_RETURN(run.answer, session.model().tokenizer().Decode(last));
-  run.correct = AnswerMatches(run.answer, task.turns.back().answer);
+  if (!c.answers.empty()) {
+    std::vector<int32_t> last = c.answers.back();
+    if (!last.empty() && session.model().tokenizer().IsEndOfGeneration(last.back())) {
+      last.pop_back();
+    }
+    ASSIGN_OR_RETURN(run.answer, session.model().tokenizer().Decode(last));
+    run.correct = AnswerMatches(run.answer, task.turns.back().answer);
+  }
   const std::vector<std::vector<double>>& reference =
       full_log_probs != nullptr ? *full_log_probs : c.log_probs;
   for (size_t r = 0; r < c.log_probs.size(); ++r) {
@@ -184,17 +191,6 @@ absl::StatusOr<RunScores> ScoreCache(model::Session& session, const Task& task,
   run.kl /= static_cast<double>(std::max<size_t>(c.log_probs.size(), 1));
   if (raw != nullptr) *raw = std::move(c);
   return run;
-}
-
-// The selection a run uses: the pipeline's sinks and recent window, per head, uniform (pyramid
-// for PyramidKV).
-SelectionOptions Selection(const RunOptions& options, const std::string& method, double budget) {
-  SelectionOptions selection;
-  selection.budget_ratio = budget;
-  selection.sinks = options.sinks;
-  selection.window = options.window;
-  if (method == "pyramidkv") selection.schedule = Schedule::kPyramid;
-  return selection;
 }
 
 // The plain prefill (timed: the denominator of the scoring overhead) and, continuing it, the full
@@ -211,18 +207,45 @@ absl::StatusOr<Script> PlainPrefill(const model::Model& model, kernels::ThreadPo
 
 }  // namespace
 
+std::vector<int32_t> EvictedPrompt(const model::Tokenizer& tok, const Task& task) {
+  std::vector<int32_t> prompt =
+      tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, true));
+  prompt.pop_back();
+  return prompt;
+}
+
 std::vector<int32_t> TurnRows(const model::Tokenizer& tok, const Task& task, size_t t,
                               bool previous_ended) {
-  if (t == 0) return tok.Encode("<|im_start|>assistant\n");
+  if (t == 0) {
+    return {tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, true)).back()};
+  }
   return tok.Encode(absl::StrCat(previous_ended ? "\n" : "<|im_end|>\n", "<|im_start|>user\n",
                                  task.turns[t].question, "<|im_end|>\n<|im_start|>assistant\n"));
 }
 
+absl::StatusOr<std::vector<Arm>> ArmsFor(const std::vector<std::string>& methods,
+                                         const EvictionProfile& profile) {
+  std::vector<Arm> arms;
+  for (const std::string& method : methods) {
+    Arm arm{.label = method, .laq = method == "laq"};
+    absl::StatusOr<MethodSettings> settings = profile.For(arm.laq ? "snapkv" : method);
+    if (!settings.ok()) {
+      return absl::NotFoundError(absl::StrCat(settings.status().message(), ", laq"));
+    }
+    arm.settings = *std::move(settings);
+    arms.push_back(std::move(arm));
+  }
+  return arms;
+}
+
 absl::Status ValidateRunOptions(const RunOptions& options) {
-  if (options.methods.empty()) return absl::InvalidArgumentError("no methods to evaluate");
+  if (options.arms.empty()) return absl::InvalidArgumentError("no methods to evaluate");
   if (options.budgets.empty()) return absl::InvalidArgumentError("no budgets to evaluate");
-  for (const std::string& method : options.methods) {
-    RETURN_IF_ERROR(CreateScorer(ConfigFor(ScorerName(method), options)).status());
+  for (const Arm& arm : options.arms) {
+    RETURN_IF_ERROR(CreateScorer(ConfigOf(arm, options)).status());
+    if (arm.settings.schedule == Schedule::kCake && arm.settings.scorer.method != "cake") {
+      return absl::InvalidArgumentError(absl::StrCat(arm.label, ": schedule cake needs cake"));
+    }
   }
   for (double b : options.budgets) {
     if (!(b > 0.0 && b <= 1.0)) {
@@ -241,14 +264,13 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
                                    const std::function<void()>& on_run) {
   RETURN_IF_ERROR(ValidateRunOptions(options));
   MultiScorer multi(model.config().n_layers);
-  for (const std::string& method : options.methods) {
-    if (!multi.Has(ScorerName(method))) {
-      RETURN_IF_ERROR(multi.Add(ScorerName(method), options));
-    }
+  std::vector<size_t> member;  // [arm] its scorer's index in `multi`
+  for (const Arm& arm : options.arms) {
+    ASSIGN_OR_RETURN(const size_t i, multi.Add(ConfigOf(arm, options)));
+    member.push_back(i);
   }
   const model::Tokenizer& tok = model.tokenizer();
-  const std::vector<int32_t> prompt =
-      tok.Encode(tok.ApplyChatTemplate({{"user", FirstUserMessage(task)}}, false));
+  const std::vector<int32_t> prompt = EvictedPrompt(tok, task);
   TaskScores out;
   out.kind = task.kind;
   out.seed = task.seed;
@@ -257,46 +279,53 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
                    PlainPrefill(model, pool, prompt, task, options, out.prefill_seconds));
 
   model::Session session(model, pool);
-  const SelectionOptions keep_all = Selection(options, "", 1.0);
+  const SelectionOptions keep_all{.budget_ratio = 1.0, .sinks = 0, .window = 0};
   ASSIGN_OR_RETURN(EvictionResult prefill, PrefillAndEvict(session, prompt, multi, keep_all));
   out.capture_prefill_seconds = prefill.prefill_seconds;
-  if (multi.Has("lookahead")) multi.AddSeconds(multi.index("lookahead"), prefill.lookahead_seconds);
   const std::vector<model::KvHead> full = Snapshot(session.cache());
   ContinuationScores full_raw;
   Answers seen;
-  ASSIGN_OR_RETURN(out.full, ScoreCache(session, task, script, nullptr, options.max_answer_tokens,
-                                        seen, &full_raw));
+  ASSIGN_OR_RETURN(out.full,
+                   ScoreCache(session, task, script, nullptr, options, seen, &full_raw));
   out.full.method = "full";
   if (on_run) on_run();
 
-  const std::vector<int32_t> header = TurnRows(model.tokenizer(), task, 0, false);
-  for (const std::string& method : options.methods) {
-    const size_t i = multi.index(ScorerName(method));
+  const std::vector<int32_t> header = TurnRows(tok, task, 0, false);
+  for (size_t a = 0; a < options.arms.size(); ++a) {
+    const Arm& arm = options.arms[a];
+    const size_t i = member[a];
+    const double lookahead_seconds =
+        multi.member(i).lookahead_module() != nullptr ? prefill.lookahead_seconds : 0.0;
     for (double budget : options.budgets) {
       const Clock::time_point start = Clock::now();
-      const SelectionOptions selection = Selection(options, method, budget);
+      const SelectionOptions selection =
+          SelectionFor(arm.settings, multi.member(i).window(), budget, out.prompt_tokens);
       auto select = [&](const std::vector<std::vector<float>>& scores) {
         absl::StatusOr<KeptEntries> kept =
-            Select(scores, out.prompt_tokens, session.cache().n_kv_heads(), selection);
+            Select(scores, out.prompt_tokens, session.cache().n_kv_heads(), selection,
+                   selection.schedule == Schedule::kCake ? multi.preferences(i)
+                                                         : std::vector<double>());
         if (kept.ok()) return kept;
         return absl::StatusOr<KeptEntries>(absl::InvalidArgumentError(
-            absl::StrCat(method, " at budget ", budget, " on a ", out.prompt_tokens,
+            absl::StrCat(arm.label, " at budget ", budget, " on a ", out.prompt_tokens,
                          "-token prompt: ", kept.status().message())));
       };
       ASSIGN_OR_RETURN(KeptEntries kept, select(multi.scores(i)));
-      if (method == "laq") {
+      if (arm.laq) {
         ASSIGN_OR_RETURN(
             const std::vector<std::vector<float>> rescored,
-            LaqScores(session, full, kept, header, {.draft_tokens = options.laq_draft_tokens}));
+            LaqScores(session, full, kept, header,
+                      {.draft_tokens = options.laq_draft_tokens,
+                       .kernel = arm.settings.scorer.kernel > 0 ? arm.settings.scorer.kernel : 5}));
         ASSIGN_OR_RETURN(kept, select(rescored));
       }
       SetCache(session, full, &kept);
       const double select_seconds = SecondsSince(start);
       ASSIGN_OR_RETURN(RunScores run, ScoreCache(session, task, script, &full_raw.log_probs,
-                                                 options.max_answer_tokens, seen));
-      run.method = method;
+                                                 options, seen));
+      run.method = arm.label;
       run.budget = budget;
-      run.scoring_seconds = multi.seconds(i) + select_seconds;
+      run.scoring_seconds = multi.seconds(i) + lookahead_seconds + select_seconds;
       out.runs.push_back(std::move(run));
       if (on_run) on_run();
     }
