@@ -1,6 +1,8 @@
 #include "tools/cli/evict_command.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/pipeline.h"
+#include "core/eviction/profile.h"
 #include "core/model/model.h"
 #include "core/model/model_store.h"
 #include "nlohmann/json.hpp"
@@ -23,23 +26,24 @@ const std::vector<FlagSpec>& EvictFlags() {
       {"model", "GGUF model file", false, "the cached default model"},
       {"prompt-file", "file holding the prompt text (required)", false, ""},
       {"chat", "wrap the file's text as a user message in the model's chat template", true, ""},
-      {"method", "scorer: snapkv, pyramidkv (= snapkv + pyramid), streamingllm, h2o, ...", false,
-       ""},
+      {"method", "snapkv, pyramidkv, streamingllm, h2o, lookahead, ... (an eviction method)",
+       false, ""},
       {"budget", "kept entries per head: a fraction of the prompt in (0, 1], or a count > 1", false,
        ""},
+      {"profile", "eviction profile (glimpse tune) with each method's settings, or none", false,
+       "<module>.eviction.json beside --module when it exists"},
       {"window",
-       "the scorer's observation window (methods with one), else the always-kept "
-       "recent window",
-       false, "the method's default; 32 for selection"},
-      {"kernel", "pooling kernel of window scorers", false, "the method's default"},
-      {"pooling", "avg or max, for window scorers", false, "the method's default"},
-      {"module", "lookahead module file (.safetensors), for --method lookahead", false, ""},
+       "the scorer's observation window (methods with one), else the always-kept recent window",
+       false, "the profile's"},
+      {"kernel", "pooling kernel of window scorers", false, "the profile's"},
+      {"pooling", "avg or max, for window scorers", false, "the profile's"},
+      {"module", "LookaheadKV module file (.safetensors), for --method lookahead", false,
+       "the committed module of the default model"},
       {"weights", "gate weights (.safetensors) for kvzip_gate, trimkv_gate, retention_global",
        false, ""},
-      {"sinks", "always-kept first entries", false, "4"},
-      {"granularity", "head, layer or global", false, "head"},
-      {"schedule", "uniform, pyramid or cake", false,
-       "uniform (pyramid for pyramidkv, cake for cake)"},
+      {"sinks", "always-kept first entries", false, "the profile's"},
+      {"granularity", "head, layer or global", false, "the profile's"},
+      {"schedule", "uniform, pyramid or cake", false, "the profile's"},
       {"json", "write the kept positions as JSON to this file (- = stdout)", false, ""},
       {"threads", "worker threads", false, "the number of cores"},
       {"help", "show this help", true, ""},
@@ -51,52 +55,65 @@ struct EvictOptions {
   std::string model_path;
   std::string prompt_file;
   bool chat = false;
-  std::string method;  // as given (pyramidkv included)
-  eviction::ScorerConfig scorer;
-  bool has_window = false;
-  double budget = 0.0;
-  eviction::SelectionOptions selection;
+  std::string method;
+  double budget = 0.0;  // a ratio in (0, 1] or a whole token count
+  std::string profile_path;
+  std::string module_path;
+  std::string weights_path;
+  // Settings given on the command line; the rest come from the profile.
+  std::optional<int64_t> window, kernel, sinks;
+  std::optional<std::string> pooling;
+  std::optional<eviction::Granularity> granularity;
+  std::optional<eviction::Schedule> schedule;
   std::string json_path;
   int32_t threads = 0;
 };
+
+absl::StatusOr<std::optional<int64_t>> OptionalInt(const Args& args, const std::string& name) {
+  if (!args.Has(name)) return std::optional<int64_t>();
+  ASSIGN_OR_RETURN(int64_t v, args.GetInt(name, 0));
+  if (v < 0) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= 0, got ", v));
+  return std::optional<int64_t>(v);
+}
 
 absl::Status ParseSelection(const Args& args, EvictOptions& o) {
   ASSIGN_OR_RETURN(o.budget, args.GetDouble("budget", 0.0));
   if (!(o.budget > 0.0)) {
     return absl::InvalidArgumentError(absl::StrCat("--budget must be > 0, got ", o.budget));
   }
-  if (o.budget <= 1.0) {
-    o.selection.budget_ratio = o.budget;
-  } else if (o.budget == static_cast<double>(static_cast<int64_t>(o.budget))) {
-    o.selection.budget_tokens = static_cast<int64_t>(o.budget);
-  } else {
+  if (o.budget > 1.0 && o.budget != static_cast<double>(static_cast<int64_t>(o.budget))) {
     return absl::InvalidArgumentError(
         absl::StrCat("--budget above 1 is a token count and must be whole, got ", o.budget));
   }
-  ASSIGN_OR_RETURN(o.selection.sinks, args.GetInt("sinks", 4));
-  const std::string granularity = args.GetString("granularity", "head");
-  if (granularity == "head") {
-    o.selection.granularity = eviction::Granularity::kPerHead;
-  } else if (granularity == "layer") {
-    o.selection.granularity = eviction::Granularity::kPerLayer;
-  } else if (granularity == "global") {
-    o.selection.granularity = eviction::Granularity::kGlobal;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--granularity must be head, layer or global, got '", granularity, "'"));
+  ASSIGN_OR_RETURN(o.window, OptionalInt(args, "window"));
+  ASSIGN_OR_RETURN(o.kernel, OptionalInt(args, "kernel"));
+  ASSIGN_OR_RETURN(o.sinks, OptionalInt(args, "sinks"));
+  if (args.Has("pooling")) o.pooling = args.GetString("pooling");
+  if (args.Has("granularity")) {
+    const std::string g = args.GetString("granularity");
+    if (g == "head") {
+      o.granularity = eviction::Granularity::kPerHead;
+    } else if (g == "layer") {
+      o.granularity = eviction::Granularity::kPerLayer;
+    } else if (g == "global") {
+      o.granularity = eviction::Granularity::kGlobal;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--granularity must be head, layer or global, got '", g, "'"));
+    }
   }
-  const std::string schedule = args.GetString("schedule", o.method == "pyramidkv" ? "pyramid"
-                                                          : o.method == "cake"    ? "cake"
-                                                                                  : "uniform");
-  if (schedule == "uniform") {
-    o.selection.schedule = eviction::Schedule::kUniform;
-  } else if (schedule == "pyramid") {
-    o.selection.schedule = eviction::Schedule::kPyramid;
-  } else if (schedule == "cake") {
-    o.selection.schedule = eviction::Schedule::kCake;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--schedule must be uniform, pyramid or cake, got '", schedule, "'"));
+  if (args.Has("schedule")) {
+    const std::string schedule = args.GetString("schedule");
+    if (schedule == "uniform") {
+      o.schedule = eviction::Schedule::kUniform;
+    } else if (schedule == "pyramid") {
+      o.schedule = eviction::Schedule::kPyramid;
+    } else if (schedule == "cake") {
+      o.schedule = eviction::Schedule::kCake;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--schedule must be uniform, pyramid or cake, got '", schedule, "'"));
+    }
   }
   return absl::OkStatus();
 }
@@ -108,21 +125,12 @@ absl::StatusOr<EvictOptions> ParseOptions(const Args& args) {
   o.chat = args.Has("chat");
   o.method = args.GetString("method");
   o.json_path = args.GetString("json");
+  o.profile_path = args.GetString("profile");
+  o.module_path = args.GetString("module");
+  o.weights_path = args.GetString("weights");
   if (o.prompt_file.empty()) return absl::InvalidArgumentError("--prompt-file is required");
   if (o.method.empty()) return absl::InvalidArgumentError("--method is required");
   if (!args.Has("budget")) return absl::InvalidArgumentError("--budget is required");
-  // PyramidKV is SnapKV's scores under the pyramid schedule.
-  o.scorer.method = o.method == "pyramidkv" ? "snapkv" : o.method;
-  o.scorer.pooling = args.GetString("pooling");
-  o.scorer.weights_path = args.GetString("weights");
-  o.scorer.module_path = args.GetString("module");
-  ASSIGN_OR_RETURN(o.scorer.kernel, args.GetInt("kernel", 0));
-  o.has_window = args.Has("window");
-  ASSIGN_OR_RETURN(int64_t window, args.GetInt("window", 0));
-  if (o.has_window && window < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--window must be >= 0, got ", window));
-  }
-  o.selection.window = o.has_window ? window : o.selection.window;
   RETURN_IF_ERROR(ParseSelection(args, o));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   if (threads < 0 || threads > 1024) {
@@ -133,16 +141,20 @@ absl::StatusOr<EvictOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-// The scorer; --window goes to it when the method has an observation window, else it stays the
-// selection's recent window (CreateScorer rejects a window for methods without one).
-absl::StatusOr<std::unique_ptr<eviction::Scorer>> MakeScorer(const EvictOptions& o) {
-  ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, eviction::CreateScorer(o.scorer));
-  if (scorer->window() > 0 && o.has_window) {
-    eviction::ScorerConfig config = o.scorer;
-    config.window = o.selection.window;
-    ASSIGN_OR_RETURN(scorer, eviction::CreateScorer(config));
-  }
-  return scorer;
+// The method's settings from the profile, with the command line's on top. --window goes to the
+// scorer when it has an observation window, else it is the selection's recent window.
+absl::StatusOr<eviction::MethodSettings> Settings(const EvictOptions& o,
+                                                  const eviction::EvictionProfile& profile) {
+  ASSIGN_OR_RETURN(eviction::MethodSettings s, profile.For(o.method));
+  if (o.window) (s.scorer.window > 0 ? s.scorer.window : s.recent_window) = *o.window;
+  if (o.kernel) s.scorer.kernel = *o.kernel;
+  if (o.pooling) s.scorer.pooling = *o.pooling;
+  if (o.sinks) s.sinks = *o.sinks;
+  if (o.granularity) s.granularity = *o.granularity;
+  if (o.schedule) s.schedule = *o.schedule;
+  s.scorer.module_path = o.module_path;
+  s.scorer.weights_path = o.weights_path;
+  return s;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -179,21 +191,38 @@ absl::Status WriteJson(const std::string& path, const nlohmann::json& doc) {
   return absl::OkStatus();
 }
 
-absl::Status Run(const EvictOptions& o) {
-  ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, MakeScorer(o));
+absl::Status Run(const EvictOptions& given) {
+  EvictOptions o = given;
   ASSIGN_OR_RETURN(std::string text, ReadFile(o.prompt_file));
   std::string path = o.model_path;
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
+    if (o.module_path.empty() && o.method == "lookahead" &&
+        std::filesystem::exists(GLIMPSE_DEFAULT_LOOKAHEAD_MODULE)) {
+      o.module_path = GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
+    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
+  const std::string module_for_profile =
+      !o.module_path.empty() || !o.model_path.empty() ? o.module_path
+                                                      : GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
+  ASSIGN_OR_RETURN(const eviction::EvictionProfile profile,
+                   eviction::ResolveProfile(o.profile_path, module_for_profile,
+                                            model->fingerprint()));
+  ASSIGN_OR_RETURN(const eviction::MethodSettings settings, Settings(o, profile));
+  ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer,
+                   eviction::CreateScorer(settings.scorer));
   const model::Tokenizer& tok = model->tokenizer();
   const std::vector<int32_t> prompt =
       tok.Encode(o.chat ? tok.ApplyChatTemplate({{"user", text}}, true) : text);
+  eviction::SelectionOptions selection =
+      eviction::SelectionFor(settings, scorer->window(), std::min(o.budget, 1.0),
+                             static_cast<int64_t>(prompt.size()));
+  if (o.budget > 1.0) selection.budget_tokens = static_cast<int64_t>(o.budget);
   kernels::ThreadPool pool(o.threads);
   model::Session session(*model, pool);
   ASSIGN_OR_RETURN(eviction::EvictionResult result,
-                   eviction::PrefillAndEvict(session, prompt, *scorer, o.selection));
+                   eviction::PrefillAndEvict(session, prompt, *scorer, selection));
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (!o.json_path.empty()) RETURN_IF_ERROR(WriteJson(o.json_path, ToJson(o, n, result)));
   const model::ModelConfig& c = model->config();
@@ -202,9 +231,10 @@ absl::Status Run(const EvictOptions& o) {
   // The summary goes to stderr when the JSON takes stdout.
   std::FILE* out = o.json_path == "-" ? stderr : stdout;
   std::fprintf(out,
-               "%s: kept %lld of %lld entries (%.1f %%) over %d layers x %d kv-heads, prompt %lld "
-               "tokens\nprefill %.1f ms, scoring %.1f ms (%.1f %% of prefill)\n",
-               o.method.c_str(), static_cast<long long>(kept), static_cast<long long>(total),
+               "%s (%s; profile %s): kept %lld of %lld entries (%.1f %%) over %d layers x %d "
+               "kv-heads, prompt %lld tokens\nprefill %.1f ms, scoring %.1f ms (%.1f %% of "
+               "prefill)\n",
+               o.method.c_str(), eviction::Describe(settings).c_str(), profile.source().c_str(), static_cast<long long>(kept), static_cast<long long>(total),
                100.0 * kept / std::max<int64_t>(total, 1), c.n_layers, c.n_kv_heads,
                static_cast<long long>(n), result.prefill_seconds * 1e3,
                result.scoring_seconds * 1e3,

@@ -8,6 +8,7 @@
 #include "tools/cli/eval_command.h"
 #include "tools/cli/evict_command.h"
 #include "tools/cli/generate_command.h"
+#include "tools/cli/tune_command.h"
 
 namespace {
 
@@ -18,6 +19,7 @@ constexpr char kUsage[] =
     "  generate   run the model on a prompt or a chat (glimpse generate --help)\n"
     "  evict      prefill a prompt with KV-cache eviction, report kept positions (--help)\n"
     "  eval       score eviction methods and budgets against the full cache (--help)\n"
+    "  tune       choose each eviction method's settings for a model by measurement (--help)\n"
     "  up         start a local cluster (coordinator, cache node, decode worker, frontend)\n"
     "  chat       a multi-turn chat against a running frontend (--help)\n"
     "\n"
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return glimpse::cli::GenerateCommand(argc, argv);
   if (command == "evict") return glimpse::cli::EvictCommand(argc, argv);
   if (command == "eval") return glimpse::cli::EvalCommand(argc, argv);
+  if (command == "tune") return glimpse::cli::TuneCommand(argc, argv);
   if (command == "up") return glimpse::cli::UpCommand(argc, argv);
   if (command == "chat") return glimpse::cli::ChatCommand(argc, argv);
   std::fprintf(stderr, "glimpse: unknown command '%s'\n\n%s", command.c_str(), kUsage);

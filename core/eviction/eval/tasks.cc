@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/eviction/eval/rng.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -25,37 +26,6 @@ constexpr const char* kVariables[] = {"X", "Q", "Z", "K", "M", "W", "J", "P"};
 // add ~48 (measured: targets 512…2048 give prompts of ~500…2050 tokens).
 constexpr int32_t kTokensPerSentence = 10;
 constexpr int32_t kPromptOverhead = 48;
-
-// splitmix64: a fixed, platform-independent stream (std::uniform_int_distribution is not).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi] (modulo bias is irrelevant here).
-  int64_t Between(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
-  }
-  template <typename T, size_t N>
-  const T& Pick(const T (&items)[N]) {
-    return items[Next() % N];
-  }
-  // k distinct indices of [0, n), in random order.
-  std::vector<int64_t> Distinct(int64_t n, int64_t k) {
-    std::vector<int64_t> all(n);
-    for (int64_t i = 0; i < n; ++i) all[i] = i;
-    for (int64_t i = 0; i < k; ++i) std::swap(all[i], all[Between(i, n - 1)]);
-    all.resize(k);
-    return all;
-  }
-
- private:
-  uint64_t state_;
-};
 
 std::vector<std::string> Filler(Rng& rng, int32_t target_tokens) {
   const int32_t n = std::max(4, (target_tokens - kPromptOverhead) / kTokensPerSentence);
@@ -148,6 +118,8 @@ std::string_view TaskKindName(TaskKind kind) {
       return "variable_tracking";
     case TaskKind::kTwoTurnQa:
       return "two_turn_qa";
+    case TaskKind::kCalibrationText:
+      return "calibration_text";
   }
   return "unknown";
 }
@@ -175,6 +147,8 @@ Task GenerateTask(TaskKind kind, uint64_t seed, int32_t target_tokens) {
       break;
     case TaskKind::kTwoTurnQa:
       Doors(task, rng, 2, 2);
+      break;
+    case TaskKind::kCalibrationText:  // made from files by calibration.h, not from a seed
       break;
   }
   return task;

@@ -19,7 +19,8 @@
 
 namespace glimpse::eviction::eval {
 
-enum class TaskKind { kNeedleSingle, kNeedleMulti, kVariableTracking, kTwoTurnQa };
+// kCalibrationText is `glimpse tune`'s (calibration.h), never part of the evaluation suite.
+enum class TaskKind { kNeedleSingle, kNeedleMulti, kVariableTracking, kTwoTurnQa, kCalibrationText };
 
 struct QaTurn {
   std::string question;  // the user's message of this turn (turn 1 follows the haystack)
@@ -34,12 +35,14 @@ struct Task {
   std::vector<QaTurn> turns;  // 1 turn, or 2 for kTwoTurnQa; the last turn is the scored one
 };
 
-// "needle_single", "needle_multi", "variable_tracking", "two_turn_qa".
+// "needle_single", "needle_multi", "variable_tracking", "two_turn_qa", "calibration_text".
 std::string_view TaskKindName(TaskKind kind);
+// The evaluation suite's kinds (not kCalibrationText).
 std::vector<TaskKind> AllTaskKinds();
 
-// One task. target_tokens >= 64; the haystack has max(4, (target_tokens − 48) / 10) filler
-// sentences, so that the default model's chat prompt is about target_tokens long.
+// One task of a kind in AllTaskKinds() (kCalibrationText gives an empty task). target_tokens >=
+// 64; the haystack has max(4, (target_tokens − 48) / 10) filler sentences, so that the default
+// model's chat prompt is about target_tokens long.
 Task GenerateTask(TaskKind kind, uint64_t seed, int32_t target_tokens);
 
 struct SuiteOptions {

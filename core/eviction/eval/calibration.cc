@@ -1,0 +1,162 @@
+#include "core/eviction/eval/calibration.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/common/status_macros.h"
+#include "core/eviction/eval/rng.h"
+
+namespace glimpse::eviction::eval {
+namespace {
+
+constexpr int32_t kPromptOverhead = 64;  // chat template and instruction, in tokens
+constexpr size_t kMinWordLetters = 7;
+
+struct Source {
+  std::string path;
+  std::string text;
+  std::vector<std::string> lines;     // each with its '\n'
+  std::vector<int64_t> line_tokens;  // tokens of each line, encoded alone
+  int64_t tokens = 0;
+};
+
+uint64_t Fnv1a64(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+absl::StatusOr<std::vector<std::string>> ListFiles(const std::vector<std::string>& sources) {
+  std::vector<std::string> files;
+  for (const std::string& source : sources) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(source, ec)) {
+      files.push_back(source);
+      continue;
+    }
+    if (!std::filesystem::is_directory(source, ec)) {
+      return absl::NotFoundError(absl::StrCat("calibration source ", source, " does not exist"));
+    }
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(source, ec)) {
+      if (entry.is_regular_file() && !entry.is_symlink()) found.push_back(entry.path().string());
+    }
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
+absl::StatusOr<Source> ReadSource(const model::Tokenizer& tok, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read calibration source ", path));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  Source s{.path = path, .text = bytes.str()};
+  for (absl::string_view line : absl::StrSplit(s.text, absl::ByChar('\n'))) {
+    s.lines.push_back(absl::StrCat(line, "\n"));
+    s.line_tokens.push_back(static_cast<int64_t>(tok.Encode(s.lines.back()).size()));
+    s.tokens += s.line_tokens.back();
+  }
+  return s;
+}
+
+// Whole lines from `first` until they hold `tokens` tokens (or the file ends).
+std::string Excerpt(const Source& s, size_t first, int64_t tokens) {
+  std::string out;
+  int64_t have = 0;
+  for (size_t i = first; i < s.lines.size() && have < tokens; ++i) {
+    out += s.lines[i];
+    have += s.line_tokens[i];
+  }
+  return out;
+}
+
+// A word of >= 7 letters occurring once in `text`, starting in its middle 80 %; "" when none.
+std::string RareWord(const std::string& text, Rng& rng) {
+  std::map<std::string, std::pair<int, size_t>> words;  // word → (count, first offset)
+  for (size_t i = 0; i < text.size();) {
+    if (!std::isalpha(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && std::isalpha(static_cast<unsigned char>(text[j]))) ++j;
+    auto& [count, offset] = words[text.substr(i, j - i)];
+    if (count++ == 0) offset = i;
+    i = j;
+  }
+  std::vector<std::string> candidates;
+  for (const auto& [word, seen] : words) {
+    const double at = static_cast<double>(seen.second) / static_cast<double>(text.size());
+    if (seen.first == 1 && word.size() >= kMinWordLetters && at >= 0.1 && at <= 0.9) {
+      candidates.push_back(word);
+    }
+  }
+  if (candidates.empty()) return "";
+  return candidates[rng.Between(0, static_cast<int64_t>(candidates.size()) - 1)];
+}
+
+std::string Instruction(int32_t i, const std::string& word) {
+  if (word.empty() || i % 3 == 0) return "Summarise the text above in two sentences.";
+  if (i % 3 == 1) {
+    return absl::StrCat("Quote the sentence of the text above that contains the word \"", word,
+                        "\".");
+  }
+  return absl::StrCat("What does the text above say about \"", word, "\"?");
+}
+
+}  // namespace
+
+absl::StatusOr<CalibrationSet> MakeCalibrationSet(const model::Tokenizer& tok,
+                                                  const CalibrationOptions& options) {
+  if (options.tasks < 1 || options.lengths.empty()) {
+    return absl::InvalidArgumentError("calibration needs at least one task and one length");
+  }
+  ASSIGN_OR_RETURN(const std::vector<std::string> files, ListFiles(options.sources));
+  std::vector<Source> sources;
+  CalibrationSet set;
+  set.provenance = {{"seed", options.seed}, {"lengths", options.lengths}, {"sources", {}}};
+  for (const std::string& path : files) {
+    ASSIGN_OR_RETURN(Source s, ReadSource(tok, path));
+    set.provenance["sources"].push_back(
+        {{"path", path}, {"bytes", s.text.size()}, {"fnv1a64", absl::StrCat(Fnv1a64(s.text))}});
+    sources.push_back(std::move(s));
+  }
+  Rng rng(options.seed * 0x9E3779B97F4A7C15ull + 17);
+  for (int32_t i = 0; i < options.tasks; ++i) {
+    const int32_t target = options.lengths[i % options.lengths.size()];
+    const int64_t body = std::max<int64_t>(target - kPromptOverhead, 16);
+    std::vector<const Source*> fits;
+    for (const Source& s : sources) {
+      if (s.tokens >= body) fits.push_back(&s);
+    }
+    if (fits.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("no calibration source holds ", body, " tokens (target ", target, ")"));
+    }
+    const Source& s = *fits[rng.Between(0, static_cast<int64_t>(fits.size()) - 1)];
+    // The last start line that still leaves `body` tokens.
+    size_t last_start = s.lines.size() - 1;
+    for (int64_t after = 0; last_start > 0; --last_start) {
+      after += s.line_tokens[last_start];
+      if (after >= body) break;
+    }
+    Task task;
+    task.kind = TaskKind::kCalibrationText;
+    task.seed = options.seed * 1000003ull + static_cast<uint64_t>(i);
+    task.target_tokens = target;
+    task.context = Excerpt(s, rng.Between(0, static_cast<int64_t>(last_start)), body);
+    task.turns.push_back({Instruction(i, RareWord(task.context, rng)), ""});
+    set.tasks.push_back(std::move(task));
+  }
+  return set;
+}
+
+}  // namespace glimpse::eviction::eval

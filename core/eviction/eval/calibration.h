@@ -1,0 +1,48 @@
+// The calibration set of `glimpse tune` (tune.h): excerpts of texts that ship with Debian, by
+// default the licences in /usr/share/common-licenses, each followed by one instruction. Tuning
+// measures how far each method's evicted cache moves the model from its own full-cache answer
+// (KL, teacher-forced), so no expected answers are needed. The set shares no family with the
+// evaluation suite (tasks.h), which stays held out: nothing that `glimpse eval` reports was seen
+// while choosing the settings.
+//
+// Task i: a source file (chosen by the seed among the files with at least the target's tokens),
+// a run of whole lines from a random start line until the excerpt reaches target − 64 tokens, and
+// one instruction, rotating:
+//   0  "Summarise the text above in two sentences."
+//   1  "Quote the sentence of the text above that contains the word "W"."
+//   2  "What does the text above say about "W"?"
+// W is a word of at least 7 letters that occurs once in the excerpt, in its middle 80 % (the
+// summary instruction stands in when there is none). Deterministic for equal files and options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/eviction/eval/tasks.h"
+#include "core/model/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace glimpse::eviction::eval {
+
+struct CalibrationOptions {
+  // Files, or directories whose regular files (not symbolic links) are taken, in name order.
+  std::vector<std::string> sources = {"/usr/share/common-licenses"};
+  int32_t tasks = 12;
+  uint64_t seed = 1;
+  std::vector<int32_t> lengths = {1024, 1280, 1536};  // target prompt tokens, cycled over tasks
+};
+
+struct CalibrationSet {
+  std::vector<Task> tasks;  // kind TaskKind::kCalibrationText, no expected answers
+  // {"sources": [{"path", "bytes", "fnv1a64"}], "seed", "lengths"}: what tune's profile records.
+  nlohmann::json provenance;
+};
+
+// NotFound when a source is missing or no file holds enough tokens for a target length;
+// InvalidArgument for tasks < 1 or no lengths.
+absl::StatusOr<CalibrationSet> MakeCalibrationSet(const model::Tokenizer& tok,
+                                                  const CalibrationOptions& options);
+
+}  // namespace glimpse::eviction::eval

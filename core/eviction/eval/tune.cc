@@ -1,0 +1,183 @@
+#include "core/eviction/eval/tune.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
+#include "core/eviction/eval/runner.h"
+
+namespace glimpse::eviction::eval {
+namespace {
+
+constexpr int64_t kWindows[] = {8, 16, 32, 64};
+constexpr int64_t kKernels[] = {1, 5, 9};
+constexpr int64_t kSinks[] = {0, 4, 16};
+constexpr int64_t kRecentWindows[] = {16, 32, 64};
+
+// Candidates are told apart by what they run: Describe() names every setting that matters (a
+// window scorer's recent window does not: its own W replaces it).
+void AddDistinct(std::vector<MethodSettings>& out, std::set<std::string>& seen,
+                 const MethodSettings& s) {
+  if (seen.insert(Describe(s)).second) out.push_back(s);
+}
+
+// Mean objective of every arm over the tasks, budgets averaged.
+absl::StatusOr<std::vector<double>> MeanKl(const model::Model& model, kernels::ThreadPool& pool,
+                                           const std::vector<Task>& tasks,
+                                           const std::vector<Arm>& arms,
+                                           const TuneOptions& options,
+                                           const std::function<void()>& on_run) {
+  RunOptions run{.arms = arms,
+                 .budgets = options.budgets,
+                 .max_answer_tokens = options.answer_tokens,
+                 .lookahead_module = options.lookahead_module,
+                 .kl_only = true};
+  std::vector<double> kl(arms.size(), 0.0);
+  const double n = static_cast<double>(tasks.size() * options.budgets.size());
+  for (const Task& task : tasks) {
+    ASSIGN_OR_RETURN(const TaskScores scores, RunTask(model, pool, task, run, on_run));
+    for (size_t a = 0; a < arms.size(); ++a) {
+      for (size_t b = 0; b < options.budgets.size(); ++b) {
+        kl[a] += scores.runs[a * options.budgets.size() + b].kl / n;
+      }
+    }
+  }
+  return kl;
+}
+
+// One stage for every method: candidates[m] are method m's; returns their scores, and appends
+// them to each method's record.
+absl::Status RunStage(const model::Model& model, kernels::ThreadPool& pool,
+                      const std::vector<Task>& tasks, const TuneOptions& options,
+                      const std::vector<std::vector<MethodSettings>>& candidates,
+                      std::vector<MethodTuning>& tuned, const std::function<void()>& on_run) {
+  std::vector<Arm> arms;
+  for (size_t m = 0; m < candidates.size(); ++m) {
+    for (const MethodSettings& s : candidates[m]) arms.push_back({.label = tuned[m].method, .settings = s});
+  }
+  ASSIGN_OR_RETURN(const std::vector<double> kl, MeanKl(model, pool, tasks, arms, options, on_run));
+  size_t a = 0;
+  for (size_t m = 0; m < candidates.size(); ++m) {
+    for (const MethodSettings& s : candidates[m]) tuned[m].candidates.push_back({s, kl[a++]});
+  }
+  return absl::OkStatus();
+}
+
+// The best of method m's last `count` candidates (the first on ties).
+const CandidateScore& Best(const MethodTuning& t, size_t count) {
+  const CandidateScore* best = &t.candidates[t.candidates.size() - count];
+  for (size_t i = t.candidates.size() - count; i < t.candidates.size(); ++i) {
+    if (t.candidates[i].kl < best->kl) best = &t.candidates[i];
+  }
+  return *best;
+}
+
+}  // namespace
+
+std::vector<MethodSettings> ScorerCandidates(const std::string& method,
+                                             const MethodSettings& built_in) {
+  std::vector<MethodSettings> out;
+  std::set<std::string> seen;
+  AddDistinct(out, seen, built_in);
+  if (built_in.scorer.window == 0) return out;
+  const bool snapkv = built_in.scorer.method == "snapkv";
+  for (int64_t w : kWindows) {
+    for (int64_t k : kKernels) {
+      for (const char* pooling : {"avg", "max"}) {
+        if (!snapkv && std::string_view(pooling) == "max") continue;
+        MethodSettings s = built_in;
+        s.scorer.window = w;
+        s.scorer.kernel = k;
+        s.scorer.pooling = pooling;
+        AddDistinct(out, seen, s);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<MethodSettings> SelectionCandidates(const std::string& method,
+                                                const MethodSettings& winner) {
+  std::vector<MethodSettings> out;
+  std::set<std::string> seen;
+  AddDistinct(out, seen, winner);
+  std::vector<int64_t> recent(std::begin(kRecentWindows), std::end(kRecentWindows));
+  if (winner.scorer.window > 0) recent = {winner.recent_window};
+  std::vector<Schedule> schedules = {Schedule::kUniform, Schedule::kPyramid};
+  if (method == "pyramidkv" || winner.schedule == Schedule::kCake) schedules = {winner.schedule};
+  for (int64_t sinks : kSinks) {
+    for (int64_t window : recent) {
+      for (Granularity g : {Granularity::kPerHead, Granularity::kPerLayer}) {
+        for (Schedule schedule : schedules) {
+          MethodSettings s = winner;
+          s.sinks = sinks;
+          s.recent_window = window;
+          s.granularity = g;
+          s.schedule = schedule;
+          AddDistinct(out, seen, s);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<MethodTuning>> Tune(
+    const model::Model& model, kernels::ThreadPool& pool, const std::vector<Task>& tasks,
+    const TuneOptions& options, const std::function<void(int64_t, int64_t)>& progress) {
+  if (tasks.empty()) return absl::InvalidArgumentError("tune needs calibration tasks");
+  std::vector<MethodTuning> tuned;
+  std::vector<std::vector<MethodSettings>> stage1;
+  int64_t total = 0, done = 0;
+  const int64_t per_arm = static_cast<int64_t>(options.budgets.size() * tasks.size());
+  for (const std::string& method : options.methods) {
+    MethodTuning t{.method = method};
+    ASSIGN_OR_RETURN(t.built_in, BuiltInSettings(method));
+    stage1.push_back(ScorerCandidates(method, t.built_in));
+    total += per_arm * static_cast<int64_t>(stage1.back().size() +
+                                            SelectionCandidates(method, t.built_in).size());
+    tuned.push_back(std::move(t));
+  }
+  total += 2 * static_cast<int64_t>(tasks.size());  // each stage's full-cache run per task
+  auto on_run = [&] {
+    if (progress) progress(++done, total);
+  };
+  RETURN_IF_ERROR(RunStage(model, pool, tasks, options, stage1, tuned, on_run));
+  std::vector<std::vector<MethodSettings>> stage2;
+  for (size_t m = 0; m < tuned.size(); ++m) {
+    tuned[m].built_in_kl = tuned[m].candidates.front().kl;
+    stage2.push_back(
+        SelectionCandidates(tuned[m].method, Best(tuned[m], stage1[m].size()).settings));
+  }
+  RETURN_IF_ERROR(RunStage(model, pool, tasks, options, stage2, tuned, on_run));
+  for (size_t m = 0; m < tuned.size(); ++m) {
+    const CandidateScore& best = Best(tuned[m], stage2[m].size());
+    tuned[m].tuned = best.settings;
+    tuned[m].tuned_kl = best.kl;
+  }
+  if (progress) progress(total, total);
+  return tuned;
+}
+
+EvictionProfile ProfileOf(const std::vector<MethodTuning>& tuned,
+                          const std::string& model_fingerprint) {
+  EvictionProfile profile;
+  profile.set_model_fingerprint(model_fingerprint);
+  for (const MethodTuning& t : tuned) profile.Set(t.method, t.tuned);
+  return profile;
+}
+
+std::string TuneTable(const std::vector<MethodTuning>& tuned) {
+  std::string out =
+      "| method | built-in settings | KL | tuned settings | KL | change |\n"
+      "|---|---|---:|---|---:|---:|\n";
+  for (const MethodTuning& t : tuned) {
+    absl::StrAppendFormat(&out, "| %s | %s | %.4f | %s | %.4f | %+.1f %% |\n", t.method,
+                          Describe(t.built_in), t.built_in_kl, Describe(t.tuned), t.tuned_kl,
+                          t.built_in_kl > 0 ? 100.0 * (t.tuned_kl / t.built_in_kl - 1.0) : 0.0);
+  }
+  return out;
+}
+
+}  // namespace glimpse::eviction::eval

@@ -1,0 +1,121 @@
+#include "core/eviction/eval/tune.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/eviction/eval/calibration.h"
+#include "core/model/test_model.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::eviction::eval {
+namespace {
+
+TEST(TuneCandidatesTest, StartWithTheIncumbentAndAreDistinct) {
+  const MethodSettings snap = *BuiltInSettings("snapkv");
+  const std::vector<MethodSettings> stage1 = ScorerCandidates("snapkv", snap);
+  ASSERT_EQ(stage1.size(), 24u);  // W 4 x kernel 3 x pooling 2; the built-in is one of them
+  EXPECT_EQ(Describe(stage1.front()), Describe(snap));
+  std::set<std::string> names;
+  for (const MethodSettings& s : stage1) names.insert(Describe(s));
+  EXPECT_EQ(names.size(), stage1.size());
+
+  EXPECT_EQ(ScorerCandidates("h2o", *BuiltInSettings("h2o")).size(), 1u);
+  EXPECT_EQ(ScorerCandidates("cake", *BuiltInSettings("cake")).size(), 12u);  // avg only
+
+  MethodSettings winner = stage1[3];
+  const std::vector<MethodSettings> stage2 = SelectionCandidates("snapkv", winner);
+  EXPECT_EQ(Describe(stage2.front()), Describe(winner));
+  EXPECT_EQ(stage2.size(), 12u);  // sinks 3 x granularity 2 x schedule 2; W is the scorer's
+  EXPECT_EQ(SelectionCandidates("h2o", *BuiltInSettings("h2o")).size(), 36u);
+  for (const MethodSettings& s : SelectionCandidates("pyramidkv", *BuiltInSettings("pyramidkv"))) {
+    EXPECT_EQ(s.schedule, Schedule::kPyramid);
+  }
+  for (const MethodSettings& s : SelectionCandidates("cake", *BuiltInSettings("cake"))) {
+    EXPECT_EQ(s.schedule, Schedule::kCake);
+  }
+}
+
+class CalibrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/calibration_test";
+    std::filesystem::create_directories(dir_);
+    std::ofstream a(dir_ + "/a.txt");
+    for (int i = 0; i < 400; ++i) {
+      a << "Line " << i << " of the first text says that permission is granted to copy.";
+      if (i == 200) a << " The Quartermaster alone keeps the ledger.";
+      a << "\n";
+    }
+    std::ofstream(dir_ + "/short.txt") << "Too short.\n";
+    std::filesystem::create_symlink(dir_ + "/a.txt", dir_ + "/link.txt");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(CalibrationTest, ExcerptsOfFilesWithRotatingInstructionsDeterministically) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  CalibrationOptions options{.sources = {dir_}, .tasks = 3, .lengths = {512}};
+  auto set = MakeCalibrationSet(model->tokenizer(), options);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->tasks.size(), 3u);
+  ASSERT_EQ(set->provenance["sources"].size(), 2u);  // the link is not read twice
+  for (size_t i = 0; i < set->tasks.size(); ++i) {
+    const Task& t = set->tasks[i];
+    EXPECT_EQ(t.kind, TaskKind::kCalibrationText);
+    ASSERT_EQ(t.turns.size(), 1u);
+    EXPECT_EQ(t.turns[0].answer, "");
+    EXPECT_NE(t.context.find("of the first text"), std::string::npos);  // short.txt cannot fit
+    const int64_t tokens = static_cast<int64_t>(model->tokenizer().Encode(t.context).size());
+    EXPECT_GE(tokens, 512 - 64 - 20);
+    EXPECT_LE(tokens, 512);
+  }
+  EXPECT_EQ(set->tasks[0].turns[0].question, "Summarise the text above in two sentences.");
+  auto again = MakeCalibrationSet(model->tokenizer(), options);
+  ASSERT_TRUE(again.ok());
+  for (size_t i = 0; i < set->tasks.size(); ++i) {
+    EXPECT_EQ(again->tasks[i].context, set->tasks[i].context);
+    EXPECT_EQ(again->tasks[i].turns[0].question, set->tasks[i].turns[0].question);
+  }
+  options.lengths = {8192};
+  EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
+            absl::StatusCode::kNotFound);
+  options.sources = {dir_ + "/missing"};
+  EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A real, small tuning run: every candidate is measured, the winner is the best of stage 2, and
+// nothing measures worse than the built-in settings.
+TEST_F(CalibrationTest, TuneKeepsTheBestCandidateAndNeverLosesToTheBuiltIn) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  auto set = MakeCalibrationSet(model->tokenizer(),
+                                {.sources = {dir_}, .tasks = 1, .lengths = {400}});
+  ASSERT_TRUE(set.ok()) << set.status();
+  const TuneOptions options{.methods = {"streamingllm"}, .budgets = {0.3}, .answer_tokens = 8};
+  int64_t last = 0, total = 0;
+  auto tuned = Tune(*model, model::testing::SharedPool(), set->tasks, options,
+                    [&](int64_t done, int64_t all) { last = done, total = all; });
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  ASSERT_EQ(tuned->size(), 1u);
+  const MethodTuning& t = (*tuned)[0];
+  EXPECT_EQ(last, total);
+  EXPECT_EQ(t.candidates.size(), 1u + 36u);
+  EXPECT_EQ(Describe(t.built_in), Describe(*BuiltInSettings("streamingllm")));
+  EXPECT_EQ(t.built_in_kl, t.candidates.front().kl);
+  EXPECT_LE(t.tuned_kl, t.built_in_kl);
+  for (size_t i = 1; i < t.candidates.size(); ++i) EXPECT_GE(t.candidates[i].kl, t.tuned_kl);
+  EXPECT_GT(t.built_in_kl, 0.0);
+  const EvictionProfile profile = ProfileOf(*tuned, model->fingerprint());
+  EXPECT_EQ(Describe(*profile.For("streamingllm")), Describe(t.tuned));
+  EXPECT_NE(TuneTable(*tuned).find("| streamingllm |"), std::string::npos);
+  EXPECT_EQ(Tune(*model, model::testing::SharedPool(), {}, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace glimpse::eviction::eval
