@@ -3,7 +3,7 @@
 add_executable(glimpse_cluster_test ${CMAKE_CURRENT_LIST_DIR}/cluster_test.cc)
 target_link_libraries(glimpse_cluster_test PRIVATE
   glimpse_proto glimpse_common_grpc glimpse_common glimpse_transport glimpse_service_process
-  GTest::gtest GTest::gtest_main)
+  GTest::gtest GTest::gtest_main nlohmann_json::nlohmann_json)
 add_dependencies(glimpse_cluster_test
   glimpse-coordinator glimpse-cache-node glimpse-decode-worker glimpse-prefill-worker
   glimpse-frontend)
@@ -12,7 +12,8 @@ target_compile_definitions(glimpse_cluster_test PRIVATE
   GLIMPSE_CACHE_NODE_BINARY="$<TARGET_FILE:glimpse-cache-node>"
   GLIMPSE_DECODE_WORKER_BINARY="$<TARGET_FILE:glimpse-decode-worker>"
   GLIMPSE_PREFILL_WORKER_BINARY="$<TARGET_FILE:glimpse-prefill-worker>"
-  GLIMPSE_FRONTEND_BINARY="$<TARGET_FILE:glimpse-frontend>")
+  GLIMPSE_FRONTEND_BINARY="$<TARGET_FILE:glimpse-frontend>"
+  GLIMPSE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 gtest_discover_tests(glimpse_cluster_test
   PROPERTIES LABELS "integration" TIMEOUT 240
   DISCOVERY_TIMEOUT 60)

@@ -6,7 +6,7 @@
 // conversation reuses the stored state; a decode worker killed mid-session leaves the session to
 // continue warm on another worker; a cache node killed and restarted still serves every state it
 // acknowledged; one tenant cannot hit another's stored state; UCX engines nobody registered are
-// refused.
+// refused; the tokens it serves after eviction and shipping are NVIDIA kvpress's.
 #include <signal.h>
 
 #include <filesystem>
@@ -20,6 +20,7 @@
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace glimpse {
 namespace {
@@ -97,15 +98,19 @@ class ClusterTest : public ::testing::Test {
                   "--coordinator=" + coordinator_->grpc_address()});
   }
   std::unique_ptr<ServiceProcess> StartDecodeWorker(const std::string& id) {
-    return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY,
-                 {"--coordinator=" + coordinator_->grpc_address(), "--cache_node=" + cache_address_,
-                  "--node_id=" + id, "--threads=2"});
+    std::vector<std::string> args = {"--coordinator=" + coordinator_->grpc_address(),
+                                      "--cache_node=" + cache_address_, "--node_id=" + id,
+                                      "--threads=2"};
+    args.insert(args.end(), worker_args_.begin(), worker_args_.end());
+    return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY, args);
   }
 
   std::unique_ptr<ServiceProcess> StartPrefillWorker(const std::string& id) {
-    return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY,
-                 {"--coordinator=" + coordinator_->grpc_address(), "--cache_node=" + cache_address_,
-                  "--node_id=" + id, "--threads=2"});
+    std::vector<std::string> args = {"--coordinator=" + coordinator_->grpc_address(),
+                                      "--cache_node=" + cache_address_, "--node_id=" + id,
+                                      "--threads=2"};
+    args.insert(args.end(), worker_args_.begin(), worker_args_.end());
+    return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY, args);
   }
 
   // Waits until the coordinator sees `n` live nodes of `role`.
@@ -164,6 +169,7 @@ class ClusterTest : public ::testing::Test {
     return (stub != nullptr ? stub : stub_.get())->EndSession(&ctx, req, &resp);
   }
 
+  std::vector<std::string> worker_args_;  // extra flags of every worker (set before SetUp)
   fs::path dir_;
   std::string cache_address_;
   std::unique_ptr<ServiceProcess> coordinator_, cache_, decode_, frontend_;
@@ -371,6 +377,94 @@ TEST_F(ClusterTest, EnginesNobodyRegisteredAreRefused) {
   EXPECT_NE(metrics.find(refused), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("glimpse_decode_worker_deliveries_total{outcome=\"rejected\"} 1"),
             std::string::npos);
+}
+
+// The served tokens against NVIDIA kvpress (tests/fixtures/kvpress/e2e_snapkv_cr0.5.json, see
+// tests/kvpress_e2e_test.cc): the workers run SnapKV as kvpress's SnapKVPress(window_size=32,
+// kernel_size=5) does, through an eviction profile (W = 32, k = 5, avg, no sinks: kvpress protects
+// only the window), and each request's ratio makes the workers keep kvpress's int(T · 0.5)
+// entries per head (their budget is ceil(ratio · T)). Every greedy token the cluster streams must
+// be kvpress's, when the decode worker prefills the turn itself and when a prefill worker evicts
+// it, encodes the kept KV as fp16 pages and ships them over UCX (none of these answers ends early
+// or meets a near-tie: kvpress_e2e_test.cc shows all 16 tokens equal through fp16 pages).
+class KvpressClusterTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    profile_ = fs::temp_directory_path() / ("glimpse_kvpress_profile_" +
+                                            std::to_string(::getpid()) + ".eviction.json");
+    // The default model's fingerprint (Model::fingerprint()); workers refuse another model's.
+    std::ofstream(profile_)
+        << R"({"format": "glimpse-eviction-profile/1",
+               "model_fingerprint": "17f1ae519c28bd6a26fafb69beb2478e",
+               "methods": {"snapkv": {"scorer": "snapkv", "window": 32, "kernel": 5,
+                                      "pooling": "avg", "sinks": 0}}})";
+    worker_args_ = {"--eviction_profile=" + profile_.string()};
+    ClusterTest::SetUp();
+  }
+  void TearDown() override {
+    ClusterTest::TearDown();
+    fs::remove(profile_);
+  }
+
+  static nlohmann::json Fixture(const std::string& name) {
+    std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tests/fixtures/kvpress/" + name);
+    return nlohmann::json::parse(in);
+  }
+
+  // The greedy token ids of one turn of `tokens` under SnapKV keeping `n_kept` of the context.
+  std::vector<int32_t> Serve(const std::string& session, const std::vector<int32_t>& tokens,
+                             int64_t n_kept, v1::StateSource* source) {
+    v1::GenerateRequest req;
+    req.set_session_id(session);
+    for (int32_t t : tokens) req.mutable_tokens()->add_ids(t);
+    const double n_context = static_cast<double>(tokens.size() - 1);
+    req.mutable_policy()->set_method("snapkv");
+    req.mutable_policy()->set_budget_ratio((static_cast<double>(n_kept) - 0.5) / n_context);
+    req.mutable_policy()->set_codec("fp16");
+    req.mutable_sampling()->set_max_tokens(16);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    auto reader = stub_->Generate(&ctx, req);
+    std::vector<int32_t> ids;
+    v1::GenerateEvent e;
+    while (reader->Read(&e)) {
+      if (e.has_started()) *source = e.started().source();
+      for (int32_t id : e.tokens().token_ids()) ids.push_back(id);
+    }
+    const grpc::Status status = reader->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return ids;
+  }
+
+  fs::path profile_;
+};
+
+TEST_F(KvpressClusterTest, ServedGreedyTokensEqualKvpressAfterEvictionAndShipping) {
+  const nlohmann::json prompts = Fixture("prompts.json");
+  const nlohmann::json fixture = Fixture("e2e_snapkv_cr0.5.json");
+  std::unique_ptr<ServiceProcess> prefill;
+  for (const bool shipped : {false, true}) {
+    if (shipped) {
+      prefill = StartPrefillWorker("p1");
+      ASSERT_NE(prefill, nullptr);
+      ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
+    }
+    for (const nlohmann::json& c : fixture["cases"]) {
+      std::vector<int32_t> tokens;
+      for (const nlohmann::json& p : prompts["prompts"]) {
+        if (p["name"] == c["prompt"]) tokens = p["tokens"].get<std::vector<int32_t>>();
+      }
+      ASSERT_FALSE(tokens.empty());
+      std::vector<int32_t> expected;
+      for (const nlohmann::json& step : c["greedy"]) expected.push_back(step["token"]);
+      v1::StateSource source = v1::STATE_SOURCE_UNSPECIFIED;
+      const std::string session = c["prompt"].get<std::string>() + (shipped ? "-p" : "-d");
+      const std::vector<int32_t> served =
+          Serve(session, tokens, c["layers"][0]["n_kept"][0].get<int64_t>(), &source);
+      EXPECT_EQ(source, shipped ? v1::STATE_SOURCE_PREFILL_WORKER : v1::STATE_SOURCE_RECOMPUTE);
+      EXPECT_EQ(served, expected) << session;
+    }
+  }
 }
 
 }  // namespace
