@@ -7,6 +7,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,8 +55,12 @@ const std::vector<FlagSpec>& EvalFlags() {
        false, "<module>.eviction.json beside --module when it exists"},
       {"budgets", "comma-separated kept fractions of the prompt, each in (0, 1]", false,
        kDefaultBudgets},
-      {"tasks", "tasks per kind (4 kinds; lengths cycle 512/1024/1536/2048 tokens)", false,
+      {"tasks", "tasks per family (lengths cycle 512/1024/1536/2048 tokens)", false,
        absl::StrCat(kDefaultTasksPerKind)},
+      {"families",
+       "comma-separated task families (needle_single, needle_multi, variable_tracking, "
+       "two_turn_qa, name_glossary, name_quotes, phrase_glossary, names_two_turn)",
+       false, "all"},
       {"quick", "one 512-token task per kind (a smoke run); overrides --tasks", true, ""},
       {"recall",
        "run the multi-turn recall task instead: two-turn QA with turn 2 prefilled over the "
@@ -118,6 +123,22 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
     o.suite.tasks_per_kind = static_cast<int32_t>(tasks);
     o.suite.seed = static_cast<uint64_t>(seed);
   }
+  if (args.Has("families")) {
+    o.suite.kinds.clear();
+    for (absl::string_view name :
+         absl::StrSplit(args.GetString("families"), ',', absl::SkipWhitespace())) {
+      const std::vector<eviction::eval::TaskKind> all = eviction::eval::AllTaskKinds();
+      auto it = std::find_if(all.begin(), all.end(), [&](eviction::eval::TaskKind k) {
+        return eviction::eval::TaskKindName(k) == std::string_view(name.data(), name.size());
+      });
+      if (it == all.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--families: unknown family '", std::string(name), "'"));
+      }
+      o.suite.kinds.push_back(*it);
+    }
+    if (o.suite.kinds.empty()) return absl::InvalidArgumentError("--families names none");
+  }
   o.out_dir = args.GetString("out", "eval-out");
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   if (threads < 0 || threads > 1024) {
@@ -135,11 +156,21 @@ std::string Today() {
   return buf;
 }
 
+std::string Families(const EvalOptions& o) {
+  std::vector<std::string> names;
+  for (eviction::eval::TaskKind k : o.suite.kinds) {
+    names.emplace_back(eviction::eval::TaskKindName(k));
+  }
+  return absl::StrJoin(names, ",");
+}
+
 // The command line that reproduces a run.
 std::string CommandLine(const EvalOptions& o) {
   return absl::StrCat(
       "glimpse eval", o.recall ? " --recall" : "",
-      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind), " --seed ",
+      o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind),
+      o.suite.kinds == eviction::eval::AllTaskKinds() ? "" : absl::StrCat(" --families ", Families(o)),
+      " --seed ",
       o.suite.seed, " --methods ", absl::StrJoin(o.methods, ","), " --budgets ",
       absl::StrJoin(o.run.budgets, ","),
       o.run.lookahead_module.empty() ? "" : absl::StrCat(" --module ", o.run.lookahead_module),
@@ -216,7 +247,11 @@ bool Plot(const std::filesystem::path& json, const std::filesystem::path& png) {
 // The multi-turn recall task (recall_eval.h) on the suite's two-turn QA tasks, per method.
 absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels::ThreadPool& pool) {
   std::vector<eviction::eval::Task> suite;
-  for (eviction::eval::Task& t : eviction::eval::GenerateSuite(o.suite)) {
+  eviction::eval::SuiteOptions two_turn = o.suite;
+  two_turn.kinds = {eviction::eval::TaskKind::kTwoTurnQa};
+  ASSIGN_OR_RETURN(std::vector<eviction::eval::Task> tasks,
+                   eviction::eval::GenerateSuite(two_turn));
+  for (eviction::eval::Task& t : tasks) {
     if (t.kind == eviction::eval::TaskKind::kTwoTurnQa) suite.push_back(std::move(t));
   }
   ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.arms.size()));
@@ -268,7 +303,8 @@ absl::Status Run(const EvalOptions& given) {
   RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
   kernels::ThreadPool pool(o.threads);
   if (o.recall) return RunRecall(o, *model, pool);
-  const std::vector<eviction::eval::Task> suite = eviction::eval::GenerateSuite(o.suite);
+  ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
+                   eviction::eval::GenerateSuite(o.suite));
   const int64_t runs_per_task =
       1 + static_cast<int64_t>(o.run.arms.size() * o.run.budgets.size());
   ProgressBar progress("eval", static_cast<int64_t>(suite.size()) * runs_per_task);

@@ -10,6 +10,7 @@ PACKAGES=(
   libopenblas-dev nlohmann-json3-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-matplotlib
+  fortunes-min wordnet-base
   prometheus python3-yaml
   python3-grpcio python3-protobuf
   iproute2

@@ -24,7 +24,9 @@ TEST(EvalTest, QuickSuiteFullBudgetEqualsBaseline) {
   ASSERT_TRUE(arms.ok()) << arms.status();
   options.arms = *arms;
   std::vector<TaskScores> tasks;
-  for (const Task& task : GenerateSuite(QuickSuiteOptions(1))) {
+  SuiteOptions quick = QuickSuiteOptions(1);
+  quick.kinds = SyntheticTaskKinds();
+  for (const Task& task : *GenerateSuite(quick)) {
     auto scores = RunTask(*model, model::testing::SharedPool(), task, options);
     ASSERT_TRUE(scores.ok()) << scores.status();
     ASSERT_EQ(scores->runs.size(), 4u);

@@ -3,18 +3,28 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <string>
 
 namespace glimpse::eviction::eval {
 
 bool AnswerMatches(std::string_view answer, std::string_view expected) {
   if (expected.empty()) return false;
+  auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string a = lower(answer), e = lower(expected);
   auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
-  for (size_t at = answer.find(expected); at != std::string_view::npos;
-       at = answer.find(expected, at + 1)) {
-    const size_t end = at + expected.size();
-    const bool left_ok = at == 0 || !is_digit(answer[at - 1]) || !is_digit(expected.front());
-    const bool right_ok =
-        end == answer.size() || !is_digit(answer[end]) || !is_digit(expected.back());
+  auto is_alpha = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
+  // Two characters of the same class (digits, letters) next to each other continue one word.
+  auto joins = [&](char x, char y) {
+    return (is_digit(x) && is_digit(y)) || (is_alpha(x) && is_alpha(y));
+  };
+  for (size_t at = a.find(e); at != std::string::npos; at = a.find(e, at + 1)) {
+    const size_t end = at + e.size();
+    const bool left_ok = at == 0 || !joins(a[at - 1], e.front());
+    const bool right_ok = end == a.size() || !joins(a[end], e.back());
     if (left_ok && right_ok) return true;
   }
   return false;

@@ -1,6 +1,7 @@
 // Scores of one evicted run against the full cache, on hand-checkable definitions:
-//   AnswerMatches     task accuracy: the expected number occurs in the answer as a whole number
-//                     (not inside a longer run of digits), so "The code is 4721." matches 4721.
+//   AnswerMatches     task accuracy: the expected number or word occurs in the answer as a whole
+//                     one (not inside a longer run of digits or letters), letters compared
+//                     without case: "The code is 4721." matches 4721, "Mark Twain's" Twain.
 //   GreedyAgreement   the fraction of the first n = min(limit, |reference|) reference tokens that
 //                     the evicted run produced at the same position (a missing token disagrees).
 //   KlDivergence      KL(P ‖ Q) = Σ_v P(v)·(log P(v) − log Q(v)) of two softmax distributions

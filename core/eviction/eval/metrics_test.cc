@@ -19,6 +19,16 @@ TEST(MetricsTest, AnswerMatchesWholeNumbersOnly) {
   EXPECT_FALSE(AnswerMatches("anything", ""));
 }
 
+TEST(MetricsTest, AnswerMatchesWholeWordsWithoutCase) {
+  EXPECT_TRUE(AnswerMatches("That was Mark Twain.", "Twain"));
+  EXPECT_TRUE(AnswerMatches("TWAIN's line", "Twain"));
+  EXPECT_TRUE(AnswerMatches("the word is quagga", "quagga"));
+  EXPECT_FALSE(AnswerMatches("Twains", "Twain"));
+  EXPECT_FALSE(AnswerMatches("a quaggas herd", "quagga"));
+  EXPECT_FALSE(AnswerMatches("equagga", "quagga"));
+  EXPECT_TRUE(AnswerMatches("quagga2", "quagga"));  // a digit does not continue a word
+}
+
 TEST(MetricsTest, GreedyAgreementCountsPositions) {
   const std::vector<int32_t> ref = {1, 2, 3, 4};
   EXPECT_DOUBLE_EQ(GreedyAgreement(ref, ref, 10), 1.0);

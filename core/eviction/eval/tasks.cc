@@ -1,11 +1,14 @@
 #include "core/eviction/eval/tasks.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/status_macros.h"
 #include "core/eviction/eval/rng.h"
+#include "core/eviction/eval/text_tasks.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -118,15 +121,30 @@ std::string_view TaskKindName(TaskKind kind) {
       return "variable_tracking";
     case TaskKind::kTwoTurnQa:
       return "two_turn_qa";
+    case TaskKind::kNameInGlossary:
+      return "name_glossary";
+    case TaskKind::kNameInQuotes:
+      return "name_quotes";
+    case TaskKind::kPhraseInGlossary:
+      return "phrase_glossary";
+    case TaskKind::kNamesTwoTurn:
+      return "names_two_turn";
     case TaskKind::kCalibrationText:
       return "calibration_text";
   }
   return "unknown";
 }
 
-std::vector<TaskKind> AllTaskKinds() {
+std::vector<TaskKind> SyntheticTaskKinds() {
   return {TaskKind::kNeedleSingle, TaskKind::kNeedleMulti, TaskKind::kVariableTracking,
           TaskKind::kTwoTurnQa};
+}
+
+std::vector<TaskKind> AllTaskKinds() {
+  std::vector<TaskKind> kinds = SyntheticTaskKinds();
+  kinds.insert(kinds.end(), {TaskKind::kNameInGlossary, TaskKind::kNameInQuotes,
+                             TaskKind::kPhraseInGlossary, TaskKind::kNamesTwoTurn});
+  return kinds;
 }
 
 Task GenerateTask(TaskKind kind, uint64_t seed, int32_t target_tokens) {
@@ -148,21 +166,38 @@ Task GenerateTask(TaskKind kind, uint64_t seed, int32_t target_tokens) {
     case TaskKind::kTwoTurnQa:
       Doors(task, rng, 2, 2);
       break;
-    case TaskKind::kCalibrationText:  // made from files by calibration.h, not from a seed
+    default:  // made from files (text_tasks.h, calibration.h), not from a seed alone
       break;
   }
   return task;
 }
 
-std::vector<Task> GenerateSuite(const SuiteOptions& options) {
+absl::StatusOr<std::vector<Task>> GenerateSuite(const SuiteOptions& options) {
+  const std::vector<TaskKind> synthetic = SyntheticTaskKinds();
+  auto is_synthetic = [&](TaskKind kind) {
+    return std::find(synthetic.begin(), synthetic.end(), kind) != synthetic.end();
+  };
+  std::optional<TextCorpus> corpus;
+  if (!std::all_of(options.kinds.begin(), options.kinds.end(), is_synthetic)) {
+    ASSIGN_OR_RETURN(corpus, TextCorpus::Load());
+  }
   std::vector<Task> tasks;
-  const std::vector<TaskKind> kinds = AllTaskKinds();
   for (int32_t i = 0; i < options.tasks_per_kind; ++i) {
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      const uint64_t seed = options.seed * 1000003ull + k * 7919ull + static_cast<uint64_t>(i);
+    for (size_t k = 0; k < options.kinds.size(); ++k) {
+      const TaskKind kind = options.kinds[k];
+      // The seed depends on the kind's place in AllTaskKinds(), so that choosing kinds does not
+      // change the tasks of the others.
+      const std::vector<TaskKind> all = AllTaskKinds();
+      const uint64_t place = std::find(all.begin(), all.end(), kind) - all.begin();
+      const uint64_t seed = options.seed * 1000003ull + place * 7919ull + static_cast<uint64_t>(i);
       const int32_t length =
-          options.lengths.empty() ? 1024 : options.lengths[(i + k) % options.lengths.size()];
-      tasks.push_back(GenerateTask(kinds[k], seed, length));
+          options.lengths.empty() ? 1024 : options.lengths[(i + place) % options.lengths.size()];
+      if (is_synthetic(kind)) {
+        tasks.push_back(GenerateTask(kind, seed, length));
+      } else {
+        ASSIGN_OR_RETURN(Task task, corpus->Generate(kind, seed, length));
+        tasks.push_back(std::move(task));
+      }
     }
   }
   return tasks;

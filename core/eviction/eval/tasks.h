@@ -17,10 +17,24 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace glimpse::eviction::eval {
 
-// kCalibrationText is `glimpse tune`'s (calibration.h), never part of the evaluation suite.
-enum class TaskKind { kNeedleSingle, kNeedleMulti, kVariableTracking, kTwoTurnQa, kCalibrationText };
+// The synthetic kinds above; the text families of text_tasks.h (kNameInGlossary, kNameInQuotes,
+// kPhraseInGlossary, kNamesTwoTurn); kCalibrationText is `glimpse tune`'s (calibration.h), never
+// evaluated.
+enum class TaskKind {
+  kNeedleSingle,
+  kNeedleMulti,
+  kVariableTracking,
+  kTwoTurnQa,
+  kNameInGlossary,
+  kNameInQuotes,
+  kPhraseInGlossary,
+  kNamesTwoTurn,
+  kCalibrationText,
+};
 
 struct QaTurn {
   std::string question;  // the user's message of this turn (turn 1 follows the haystack)
@@ -35,13 +49,16 @@ struct Task {
   std::vector<QaTurn> turns;  // 1 turn, or 2 for kTwoTurnQa; the last turn is the scored one
 };
 
-// "needle_single", "needle_multi", "variable_tracking", "two_turn_qa", "calibration_text".
+// "needle_single", "needle_multi", "variable_tracking", "two_turn_qa", "name_glossary",
+// "name_quotes", "phrase_glossary", "names_two_turn", "calibration_text".
 std::string_view TaskKindName(TaskKind kind);
-// The evaluation suite's kinds (not kCalibrationText).
+// The kinds GenerateTask makes from a seed alone.
+std::vector<TaskKind> SyntheticTaskKinds();
+// The evaluation suite's kinds: the synthetic ones, then the text families (not kCalibrationText).
 std::vector<TaskKind> AllTaskKinds();
 
-// One task of a kind in AllTaskKinds() (kCalibrationText gives an empty task). target_tokens >=
-// 64; the haystack has max(4, (target_tokens − 48) / 10) filler sentences, so that the default
+// One task of a kind in SyntheticTaskKinds() (others give an empty task). target_tokens >= 64;
+// the haystack has max(4, (target_tokens − 48) / 10) filler sentences, so that the default
 // model's chat prompt is about target_tokens long.
 Task GenerateTask(TaskKind kind, uint64_t seed, int32_t target_tokens);
 
@@ -50,11 +67,13 @@ struct SuiteOptions {
   uint64_t seed = 1;
   // Task i of each kind gets lengths[i % lengths.size()] (so lengths vary within every kind).
   std::vector<int32_t> lengths = {512, 1024, 1536, 2048};
+  std::vector<TaskKind> kinds = AllTaskKinds();
 };
 
 // tasks_per_kind tasks of every kind, kinds interleaved (task i of each kind, then task i + 1),
-// each with its own seed derived from options.seed, kind and index.
-std::vector<Task> GenerateSuite(const SuiteOptions& options);
+// each with its own seed derived from options.seed, kind and index. The text families read their
+// files (text_tasks.h): NotFound naming the Debian package when one is missing.
+absl::StatusOr<std::vector<Task>> GenerateSuite(const SuiteOptions& options);
 
 // The `--quick` size: one task of each kind at 512 tokens (a smoke test on the real model).
 SuiteOptions QuickSuiteOptions(uint64_t seed);

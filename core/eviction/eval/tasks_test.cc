@@ -16,7 +16,7 @@ int64_t Count(const std::string& text, const std::string& what) {
 }
 
 TEST(TasksTest, SameSeedSameTask) {
-  for (TaskKind kind : AllTaskKinds()) {
+  for (TaskKind kind : SyntheticTaskKinds()) {
     const Task a = GenerateTask(kind, 42, 1024), b = GenerateTask(kind, 42, 1024);
     EXPECT_EQ(a.context, b.context) << TaskKindName(kind);
     ASSERT_EQ(a.turns.size(), b.turns.size());
@@ -37,7 +37,7 @@ TEST(TasksTest, KnownTaskIsStable) {
 }
 
 TEST(TasksTest, AnswersArePlantedInTheHaystack) {
-  for (TaskKind kind : AllTaskKinds()) {
+  for (TaskKind kind : SyntheticTaskKinds()) {
     for (uint64_t seed = 0; seed < 50; ++seed) {
       const Task task = GenerateTask(kind, seed, 512);
       SCOPED_TRACE(absl::StrCat(std::string(TaskKindName(kind)), " seed ", seed));
@@ -72,23 +72,30 @@ TEST(TasksTest, AnswersArePlantedInTheHaystack) {
 }
 
 TEST(TasksTest, SuiteInterleavesKindsAndVariesLength) {
-  const std::vector<Task> suite = GenerateSuite({.tasks_per_kind = 3, .seed = 5});
-  ASSERT_EQ(suite.size(), 12u);
+  auto suite = GenerateSuite({.tasks_per_kind = 3, .seed = 5});
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  const std::vector<TaskKind> kinds = AllTaskKinds();
+  ASSERT_EQ(suite->size(), 3 * kinds.size());
   std::set<int32_t> lengths;
   std::set<uint64_t> seeds;
-  for (size_t i = 0; i < suite.size(); ++i) {
-    EXPECT_EQ(suite[i].kind, AllTaskKinds()[i % 4]);
-    lengths.insert(suite[i].target_tokens);
-    seeds.insert(suite[i].seed);
+  for (size_t i = 0; i < suite->size(); ++i) {
+    EXPECT_EQ((*suite)[i].kind, kinds[i % kinds.size()]);
+    lengths.insert((*suite)[i].target_tokens);
+    seeds.insert((*suite)[i].seed);
   }
   EXPECT_GE(lengths.size(), 3u);
-  EXPECT_EQ(seeds.size(), suite.size());
+  EXPECT_EQ(seeds.size(), suite->size());
   // A longer target gives a proportionally longer haystack.
   const Task short_task = GenerateTask(TaskKind::kNeedleSingle, 1, 512);
   const Task long_task = GenerateTask(TaskKind::kNeedleSingle, 1, 2048);
   EXPECT_NEAR(static_cast<double>(long_task.context.size()) / short_task.context.size(),
               (2048.0 - 48) / (512 - 48), 0.3);
-  EXPECT_EQ(GenerateSuite(QuickSuiteOptions(1)).size(), 4u);
+  EXPECT_EQ(GenerateSuite(QuickSuiteOptions(1))->size(), kinds.size());
+  // Choosing kinds leaves the others' tasks as they were.
+  auto one =
+      GenerateSuite({.tasks_per_kind = 3, .seed = 5, .kinds = {TaskKind::kPhraseInGlossary}});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)[1].context, (*suite)[kinds.size() + 6].context);
 }
 
 TEST(TasksTest, FirstUserMessageEndsWithTheQuestion) {
