@@ -32,6 +32,7 @@
 #include "core/model/model.h"
 #include "core/model/model_store.h"
 #include "tools/cli/args.h"
+#include "tools/cli/eval_cluster.h"
 
 namespace glimpse::cli {
 namespace {
@@ -62,6 +63,10 @@ const std::vector<FlagSpec>& EvalFlags() {
        "two_turn_qa, name_glossary, name_quotes, phrase_glossary, names_two_turn)",
        false, "all"},
       {"quick", "one 512-token task per kind (a smoke run); overrides --tasks", true, ""},
+      {"cluster",
+       "also serve every task through a local cluster (prefill worker, UCX, decode worker) and "
+       "report its accuracy beside the in-process one",
+       true, ""},
       {"recall",
        "run the multi-turn recall task instead: two-turn QA with turn 2 prefilled over the "
        "evicted cache, without and with cold-page recall (--methods defaults to snapkv); writes "
@@ -83,6 +88,7 @@ struct EvalOptions {
   eviction::eval::SuiteOptions suite;
   bool quick = false;
   bool recall = false;
+  bool cluster = false;
   std::string out_dir;
   int32_t threads = 0;
 };
@@ -117,6 +123,11 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1));
   if (seed < 0) return absl::InvalidArgumentError(absl::StrCat("--seed must be >= 0, got ", seed));
   o.quick = args.Has("quick");
+  o.cluster = args.Has("cluster");
+  if (o.cluster && (o.recall || std::find(o.methods.begin(), o.methods.end(), "laq") !=
+                                     o.methods.end())) {
+    return absl::InvalidArgumentError("--cluster serves policy methods: no --recall, no laq");
+  }
   if (o.quick) {
     o.suite = eviction::eval::QuickSuiteOptions(static_cast<uint64_t>(seed));
   } else {
@@ -167,7 +178,7 @@ std::string Families(const EvalOptions& o) {
 // The command line that reproduces a run.
 std::string CommandLine(const EvalOptions& o) {
   return absl::StrCat(
-      "glimpse eval", o.recall ? " --recall" : "",
+      "glimpse eval", o.recall ? " --recall" : "", o.cluster ? " --cluster" : "",
       o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind),
       o.suite.kinds == eviction::eval::AllTaskKinds() ? "" : absl::StrCat(" --families ", Families(o)),
       " --seed ",
@@ -202,7 +213,8 @@ std::string Markdown(const EvalOptions& o, const model::Model& model, const std:
       "`%s`, %s, model fingerprint %s.\n"
       "%d tasks (%d per kind), prompts of %.0f tokens on average, plain prefill %.2f s on "
       "average. Settings (eviction profile: %s):\n\n%s\n%s\n"
-      "accuracy: the last turn's answer contains the expected number. agreement: fraction of the "
+      "accuracy: the last turn's answer contains the expected number, name or phrase (whole "
+      "words). agreement: fraction of the "
       "first %d greedy answer tokens equal to the full cache's, position by position. KL: mean "
       "KL(full || evicted) of next-token distributions with the full cache's answers "
       "teacher-forced "
@@ -306,24 +318,50 @@ absl::Status Run(const EvalOptions& given) {
   ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
                    eviction::eval::GenerateSuite(o.suite));
   const int64_t runs_per_task =
-      1 + static_cast<int64_t>(o.run.arms.size() * o.run.budgets.size());
+      (o.cluster ? 2 : 1) * (1 + static_cast<int64_t>(o.run.arms.size() * o.run.budgets.size()));
+  std::unique_ptr<ClusterEval> cluster;
+  if (o.cluster) {
+    LocalClusterOptions c;
+    c.dir = (std::filesystem::path(o.out_dir) / "cluster").string();
+    c.model = o.model_path;
+    c.lookahead_module = o.run.lookahead_module;
+    c.eviction_profile = profile.source() == "built-in" ? "none" : profile.source();
+    ASSIGN_OR_RETURN(cluster, ClusterEval::Start(c));
+  }
   ProgressBar progress("eval", static_cast<int64_t>(suite.size()) * runs_per_task);
   int64_t done = 0;
   std::vector<eviction::eval::TaskScores> tasks;
-  for (const eviction::eval::Task& task : suite) {
+  std::vector<std::vector<ClusterRun>> served;
+  for (size_t i = 0; i < suite.size(); ++i) {
     ASSIGN_OR_RETURN(
         eviction::eval::TaskScores scores,
-        eviction::eval::RunTask(*model, pool, task, o.run, [&] { progress.Update(++done); }));
+        eviction::eval::RunTask(*model, pool, suite[i], o.run, [&] { progress.Update(++done); }));
+    if (cluster) {
+      ASSIGN_OR_RETURN(std::vector<ClusterRun> runs,
+                       cluster->Serve(model->tokenizer(), suite[i], scores, o.run,
+                                      static_cast<int64_t>(i)));
+      done += static_cast<int64_t>(runs.size());
+      progress.Update(done);
+      served.push_back(std::move(runs));
+    }
     tasks.push_back(std::move(scores));
   }
   progress.Done();
+  cluster.reset();
   const std::vector<eviction::eval::ReportRow> rows = eviction::eval::Aggregate(tasks, o.run);
   const std::filesystem::path dir(o.out_dir);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
-  const std::string markdown = Markdown(o, *model, profile.source(), tasks, rows);
+  std::string markdown = Markdown(o, *model, profile.source(), tasks, rows);
+  if (!served.empty()) {
+    absl::StrAppend(&markdown,
+                    "\n## Through the cluster\n\nThe same tasks served by a local cluster "
+                    "(prefill worker, fp16 pages over UCX, decode worker; tools/cli/eval_cluster.h)"
+                    ":\n\n",
+                    ClusterTable(served));
+  }
   RETURN_IF_ERROR(WriteFile(dir / "eval.md", markdown));
   nlohmann::json doc = eviction::eval::ReportJson(rows, tasks);
   doc["model"] = model->fingerprint();
@@ -347,7 +385,7 @@ int EvalCommand(int argc, char** argv) {
   return RunSubcommand<EvalOptions>(
       "eval",
       "[--model PATH] [--methods LIST] [--budgets LIST] [--module FILE] [--profile FILE|none] "
-      "[--tasks N] [--quick] [--recall] [--seed S] [--out DIR]",
+      "[--families LIST] [--tasks N] [--quick] [--recall] [--cluster] [--seed S] [--out DIR]",
       EvalFlags(), argc, argv, &ParseOptions, &Run);
 }
 

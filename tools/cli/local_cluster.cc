@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
                                      absl::StrCat("--threads=", o.threads)};
   if (!o.model.empty()) worker.push_back("--model=" + o.model);
   if (!o.lookahead_module.empty()) worker.push_back("--lookahead_module=" + o.lookahead_module);
+  if (!o.eviction_profile.empty()) worker.push_back("--eviction_profile=" + o.eviction_profile);
   RETURN_IF_ERROR(start("decode-worker", worker).status());
   if (o.prefill_worker) RETURN_IF_ERROR(start("prefill-worker", worker).status());
   std::vector<std::string> frontend = {

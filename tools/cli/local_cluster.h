@@ -19,6 +19,8 @@ struct LocalClusterOptions {
   std::string bin_dir;  // where the glimpse-* binaries are ("" = next to this program / build tree)
   std::string model;    // GGUF ("" = the default model)
   std::string lookahead_module;  // for policy method "lookahead" ("" = none)
+  // The workers' eviction_profile ("" = the one beside lookahead_module, "none" = built-in).
+  std::string eviction_profile;
   std::string policy_method = "none";
   double budget_ratio = 0.0;
   std::string codec = "fp16";
