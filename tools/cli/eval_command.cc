@@ -72,6 +72,10 @@ const std::vector<FlagSpec>& EvalFlags() {
        "evicted cache, without and with cold-page recall (--methods defaults to snapkv); writes "
        "recall.md",
        true, ""},
+      {"export",
+       "also write the tasks as token ids with their expected answers to this JSON file (for "
+       "tools/oracle/kvpress_eval.py)",
+       false, ""},
       {"seed", "seed of the task generator", false, "1"},
       {"out", "directory for eval.md, eval.json and eval.png", false, "eval-out"},
       {"threads", "worker threads", false, "the number of cores"},
@@ -89,6 +93,7 @@ struct EvalOptions {
   bool quick = false;
   bool recall = false;
   bool cluster = false;
+  std::string export_path;
   std::string out_dir;
   int32_t threads = 0;
 };
@@ -124,6 +129,7 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   if (seed < 0) return absl::InvalidArgumentError(absl::StrCat("--seed must be >= 0, got ", seed));
   o.quick = args.Has("quick");
   o.cluster = args.Has("cluster");
+  o.export_path = args.GetString("export");
   if (o.cluster && (o.recall || std::find(o.methods.begin(), o.methods.end(), "laq") !=
                                      o.methods.end())) {
     return absl::InvalidArgumentError("--cluster serves policy methods: no --recall, no laq");
@@ -256,6 +262,25 @@ bool Plot(const std::filesystem::path& json, const std::filesystem::path& png) {
   return false;
 }
 
+// The tasks as another engine runs them (runner.h TaskScores' evicted_prompt, fed_before_answer).
+nlohmann::json ExportJson(const EvalOptions& o, const model::Model& model,
+                          const std::vector<eviction::eval::Task>& suite,
+                          const std::vector<eviction::eval::TaskScores>& tasks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    out.push_back({{"kind", std::string(eviction::eval::TaskKindName(tasks[i].kind))},
+                   {"seed", tasks[i].seed},
+                   {"evicted_prompt", tasks[i].evicted_prompt},
+                   {"fed_before_answer", tasks[i].fed_before_answer},
+                   {"expected", suite[i].turns.back().answer},
+                   {"full_answer", tasks[i].full.answer}});
+  }
+  return {{"command", CommandLine(o)},
+          {"model", model.fingerprint()},
+          {"max_answer_tokens", o.run.max_answer_tokens},
+          {"tasks", std::move(out)}};
+}
+
 // The multi-turn recall task (recall_eval.h) on the suite's two-turn QA tasks, per method.
 absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels::ThreadPool& pool) {
   std::vector<eviction::eval::Task> suite;
@@ -371,6 +396,9 @@ absl::Status Run(const EvalOptions& given) {
   doc["command"] = CommandLine(o);
   doc["profile"] = profile.source();
   RETURN_IF_ERROR(WriteFile(dir / "eval.json", doc.dump(1) + "\n"));
+  if (!o.export_path.empty()) {
+    RETURN_IF_ERROR(WriteFile(o.export_path, ExportJson(o, *model, suite, tasks).dump() + "\n"));
+  }
   const bool plotted = Plot(dir / "eval.json", dir / "eval.png");
   const std::string written =
       absl::StrCat((dir / "eval.md").string(), ", ", (dir / "eval.json").string(),

@@ -277,6 +277,9 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   out.prompt_tokens = static_cast<int64_t>(prompt.size());
   ASSIGN_OR_RETURN(const Script script,
                    PlainPrefill(model, pool, prompt, task, options, out.prefill_seconds));
+  out.evicted_prompt = prompt;
+  out.fed_before_answer.assign(script.tokens.begin(),
+                               script.tokens.begin() + script.answer_begin.back());
 
   model::Session session(model, pool);
   const SelectionOptions keep_all{.budget_ratio = 1.0, .sinks = 0, .window = 0};

@@ -79,6 +79,11 @@ struct TaskScores {
   double capture_prefill_seconds = 0.0;  // prefill capturing the union of the methods' needs
   RunScores full;
   std::vector<RunScores> runs;  // arms × budgets, in the options' order
+  // What another engine needs to run the task the same way (glimpse eval --export): the evicted
+  // prompt, and every token fed after eviction before the scored answer (the prompt's last token;
+  // in a two-turn task also the full cache's turn-1 answer and turn 2's rows).
+  std::vector<int32_t> evicted_prompt;
+  std::vector<int32_t> fed_before_answer;
 };
 
 // InvalidArgument for a scorer that cannot be built, a budget outside (0, 1], or a prompt shorter

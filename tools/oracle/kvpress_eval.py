@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Runs NVIDIA kvpress on the quality suite's tasks, as `glimpse eval` runs them, for the figures
+beside Glimpse's in docs/eviction_quality.md.
+
+Input: the JSON `glimpse eval --export FILE` writes (every task as token ids: the evicted prompt,
+the tokens fed after eviction before the scored answer, the expected answer). Convention, the same
+as Glimpse's and kvpress's own pipeline: the press compresses the evicted prompt in one prefill;
+the fed tokens and the greedy answer (at most max_answer_tokens, stopping at an end-of-generation
+token) run over the compressed cache at their original positions. Accuracy uses Glimpse's rule
+(core/eviction/eval/metrics.h AnswerMatches: the expected number or word as a whole one, letters
+without case).
+
+Presses at kvpress 0.5.5's own defaults, compression_ratio = 1 - budget:
+  snapkv              SnapKVPress()              (window 64, kernel 5)
+  pyramidkv           PyramidKVPress()           (window 64, kernel 5, beta 20)
+  streamingllm        StreamingLLMPress()        (4 sinks)
+  expected_attention  ExpectedAttentionPress()   (512 future positions, 4 sinks)
+
+Run (oracle venv with torch, transformers and kvpress: tools/oracle/setup_venv.sh --with-torch):
+  build/tools/cli/glimpse eval --tasks 6 --methods snapkv --budgets 0.1 --export /tmp/tasks.json
+  $VENV/bin/python tools/oracle/kvpress_eval.py --tasks /tmp/tasks.json --out kvpress-eval.json
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import make_kvpress_fixtures as base  # noqa: E402
+
+PRESSES = ("snapkv", "pyramidkv", "streamingllm", "expected_attention")
+
+
+def answer_matches(answer: str, expected: str) -> bool:
+    """core/eviction/eval/metrics.cc AnswerMatches."""
+    if not expected:
+        return False
+    a, e = answer.lower(), expected.lower()
+
+    def joins(x, y):
+        return (x.isdigit() and y.isdigit()) or (x.isalpha() and y.isalpha())
+
+    at = a.find(e)
+    while at >= 0:
+        end = at + len(e)
+        left = at == 0 or not joins(a[at - 1], e[0])
+        right = end == len(a) or not joins(a[end], e[-1])
+        if left and right:
+            return True
+        at = a.find(e, at + 1)
+    return False
+
+
+def make_press(name, ratio):
+    from kvpress.presses.expected_attention_press import ExpectedAttentionPress
+    from kvpress.presses.pyramidkv_press import PyramidKVPress
+    from kvpress.presses.snapkv_press import SnapKVPress
+    from kvpress.presses.streaming_llm_press import StreamingLLMPress
+    classes = {"snapkv": SnapKVPress, "pyramidkv": PyramidKVPress,
+               "streamingllm": StreamingLLMPress, "expected_attention": ExpectedAttentionPress}
+    press = classes[name](compression_ratio=ratio)
+    inner = press.forward_hook
+
+    def forward_hook(module, inputs, kwargs, output):
+        import torch
+        # transformers >= 5.3 no longer passes cache_position (see make_kvpress_fixtures.py).
+        if "cache_position" not in kwargs:
+            kwargs = {**kwargs, "cache_position": torch.arange(kwargs["hidden_states"].shape[1])}
+        return inner(module, inputs, kwargs, output)
+
+    press.forward_hook = forward_hook
+    return press
+
+
+def answer(model, tok, stop_ids, context, fed, max_tokens, press):
+    import contextlib
+    import torch
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        with press(model) if press is not None else contextlib.nullcontext():
+            model.model(input_ids=torch.tensor([context]), past_key_values=cache, use_cache=True)
+        position = len(context)
+        out = model(input_ids=torch.tensor([fed]), past_key_values=cache,
+                    position_ids=torch.arange(position, position + len(fed)).unsqueeze(0),
+                    use_cache=True)
+        position += len(fed)
+        ids = []
+        for _ in range(max_tokens):
+            token = int(out.logits[0, -1].argmax())
+            if token in stop_ids:
+                break
+            ids.append(token)
+            out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
+                        position_ids=torch.tensor([[position]]), use_cache=True)
+            position += 1
+    return tok.decode(ids, skip_special_tokens=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    default_model = os.path.expanduser("~/.cache/glimpse/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    parser.add_argument("--model", default=os.environ.get("GLIMPSE_MODEL", default_model))
+    parser.add_argument("--tasks", required=True, help="glimpse eval --export output")
+    parser.add_argument("--presses", default=",".join(PRESSES))
+    parser.add_argument("--budgets", default="0.1,0.2,0.3,0.5")
+    parser.add_argument("--out", required=True, help="JSON with every answer and the table")
+    args = parser.parse_args()
+    doc = json.loads(pathlib.Path(args.tasks).read_text())
+    presses = [p for p in args.presses.split(",") if p]
+    budgets = [float(b) for b in args.budgets.split(",") if b]
+    base.import_presses()  # kvpress's modules without its package __init__
+    model, tok = base.load_model(args.model)
+    stop_ids = {tok.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")}
+    runs = [("full", 1.0)] + [(p, b) for p in presses for b in budgets]
+    results, start = [], time.time()
+    for i, task in enumerate(doc["tasks"]):
+        row = {"kind": task["kind"], "seed": task["seed"], "expected": task["expected"],
+               "glimpse_full_answer": task["full_answer"], "answers": {}}
+        for method, budget in runs:
+            press = None if method == "full" else make_press(method, 1.0 - budget)
+            text = answer(model, tok, stop_ids, task["evicted_prompt"], task["fed_before_answer"],
+                          doc["max_answer_tokens"], press)
+            row["answers"][f"{method}@{budget}"] = {"answer": text,
+                                                   "correct": answer_matches(text, task["expected"])}
+        results.append(row)
+        print(f"kvpress eval: task {i + 1}/{len(doc['tasks'])} ({time.time() - start:.0f} s)",
+              file=sys.stderr)
+    table = {}
+    for method, budget in runs:
+        key = f"{method}@{budget}"
+        by_kind = {}
+        for r in results:
+            by_kind.setdefault(r["kind"], []).append(r["answers"][key]["correct"])
+        table[key] = {"accuracy": sum(sum(v) for v in by_kind.values()) / len(results),
+                      "by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())}}
+    prov = base.provenance(args.model)
+    prov["generated_by"] = "tools/oracle/kvpress_eval.py"
+    prov["command"] = prov["command"].replace("make_kvpress_fixtures.py", "kvpress_eval.py")
+    pathlib.Path(args.out).write_text(json.dumps(
+        {**prov, "tasks_from": doc["command"], "table": table, "tasks": results}, indent=1) + "\n")
+    for key, row in table.items():
+        kinds = " ".join(f"{k} {100 * v:.0f}%" for k, v in row["by_kind"].items())
+        print(f"{key:28s} {100 * row['accuracy']:5.1f}%  {kinds}")
+
+
+if __name__ == "__main__":
+    main()
