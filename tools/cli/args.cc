@@ -1,8 +1,12 @@
 #include "tools/cli/args.h"
 
+#include <ctime>
+#include <fstream>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace glimpse::cli {
 namespace {
@@ -94,6 +98,34 @@ std::string FlagHelp(const std::vector<FlagSpec>& specs) {
 void PrintError(const std::string& command, const absl::Status& status, bool with_code) {
   const std::string text = with_code ? status.ToString() : std::string(status.message());
   std::fprintf(stderr, "glimpse %s: %s\n", command.c_str(), text.c_str());
+}
+
+absl::StatusOr<std::vector<double>> ParseBudgets(const std::string& list) {
+  std::vector<double> budgets;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    double b = 0.0;
+    if (!absl::SimpleAtod(part, &b) || !(b > 0.0 && b <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--budgets: '", std::string(part), "' is not a fraction in (0, 1]"));
+    }
+    budgets.push_back(b);
+  }
+  if (budgets.empty()) return absl::InvalidArgumentError("--budgets names no budget");
+  return budgets;
+}
+
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 }  // namespace glimpse::cli

@@ -40,6 +40,15 @@ std::string FlagHelp(const std::vector<FlagSpec>& specs);
 // Prints "glimpse <command>: <message>" to stderr (with the status code name when `with_code`).
 void PrintError(const std::string& command, const absl::Status& status, bool with_code);
 
+// "0.1,0.2" → budgets, each a fraction in (0, 1]; InvalidArgument naming --budgets otherwise.
+absl::StatusOr<std::vector<double>> ParseBudgets(const std::string& list);
+
+// Today's date (UTC) as YYYY-MM-DD, for reports.
+std::string Today();
+
+// Writes `text` to `path`; InternalError naming the path when it cannot.
+absl::Status WriteFile(const std::string& path, const std::string& text);
+
 }  // namespace glimpse::cli
 
 namespace glimpse::cli {

@@ -11,9 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -98,19 +96,6 @@ struct EvalOptions {
   int32_t threads = 0;
 };
 
-absl::StatusOr<std::vector<double>> ParseBudgets(const std::string& list) {
-  std::vector<double> budgets;
-  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    double b = 0.0;
-    if (!absl::SimpleAtod(part, &b) || !(b > 0.0 && b <= 1.0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--budgets: '", std::string(part), "' is not a fraction in (0, 1]"));
-    }
-    budgets.push_back(b);
-  }
-  return budgets;
-}
-
 absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   EvalOptions o;
   o.model_path = args.GetString("model");
@@ -166,12 +151,6 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-std::string Today() {
-  const std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&now));
-  return buf;
-}
 
 std::string Families(const EvalOptions& o) {
   std::vector<std::string> names;
@@ -232,12 +211,6 @@ std::string Markdown(const EvalOptions& o, const model::Model& model, const std:
       eviction::eval::MarkdownTable(rows), o.run.max_answer_tokens);
 }
 
-absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
-  return absl::OkStatus();
-}
 
 // Runs tools/plot_eval.py (GLIMPSE_PLOT_SCRIPT overrides its path); false when it failed.
 bool Plot(const std::filesystem::path& json, const std::filesystem::path& png) {
@@ -317,7 +290,7 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
     return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
   }
   const std::filesystem::path file = std::filesystem::path(o.out_dir) / "recall.md";
-  RETURN_IF_ERROR(WriteFile(file, markdown));
+  RETURN_IF_ERROR(WriteFile(file.string(), markdown));
   std::printf("%s\nwrote %s\n", markdown.c_str(), file.string().c_str());
   return absl::OkStatus();
 }
@@ -387,7 +360,7 @@ absl::Status Run(const EvalOptions& given) {
                     ":\n\n",
                     ClusterTable(served));
   }
-  RETURN_IF_ERROR(WriteFile(dir / "eval.md", markdown));
+  RETURN_IF_ERROR(WriteFile((dir / "eval.md").string(), markdown));
   nlohmann::json doc = eviction::eval::ReportJson(rows, tasks);
   doc["model"] = model->fingerprint();
   doc["seed"] = o.suite.seed;
@@ -395,7 +368,7 @@ absl::Status Run(const EvalOptions& given) {
   doc["date"] = Today();
   doc["command"] = CommandLine(o);
   doc["profile"] = profile.source();
-  RETURN_IF_ERROR(WriteFile(dir / "eval.json", doc.dump(1) + "\n"));
+  RETURN_IF_ERROR(WriteFile((dir / "eval.json").string(), doc.dump(1) + "\n"));
   if (!o.export_path.empty()) {
     RETURN_IF_ERROR(WriteFile(o.export_path, ExportJson(o, *model, suite, tasks).dump() + "\n"));
   }

@@ -1,9 +1,7 @@
 #include "tools/cli/tune_command.h"
 
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,26 +55,12 @@ struct TuneCliOptions {
   int32_t threads = 0;
 };
 
-absl::StatusOr<std::vector<double>> ParseFractions(const std::string& list) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    double b = 0.0;
-    if (!absl::SimpleAtod(part, &b) || !(b > 0.0 && b <= 1.0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--budgets: '", std::string(part), "' is not a fraction in (0, 1]"));
-    }
-    out.push_back(b);
-  }
-  if (out.empty()) return absl::InvalidArgumentError("--budgets names no budget");
-  return out;
-}
-
 absl::StatusOr<TuneCliOptions> ParseOptions(const Args& args) {
   TuneCliOptions o;
   o.model_path = args.GetString("model");
   o.tune.lookahead_module = args.GetString("module");
   o.methods = args.GetString("methods");
-  ASSIGN_OR_RETURN(o.tune.budgets, ParseFractions(args.GetString("budgets", "0.1,0.2,0.3,0.5")));
+  ASSIGN_OR_RETURN(o.tune.budgets, ParseBudgets(args.GetString("budgets", "0.1,0.2,0.3,0.5")));
   ASSIGN_OR_RETURN(int64_t tasks, args.GetInt("tasks", 12));
   if (tasks < 1 || tasks > 1000) {
     return absl::InvalidArgumentError(absl::StrCat("--tasks must be in [1, 1000], got ", tasks));
@@ -98,12 +82,6 @@ absl::StatusOr<TuneCliOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-std::string Today() {
-  const std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&now));
-  return buf;
-}
 
 std::string CommandLine(const TuneCliOptions& o) {
   return absl::StrCat("glimpse tune --methods ", absl::StrJoin(o.tune.methods, ","),
@@ -168,9 +146,7 @@ absl::Status Run(const TuneCliOptions& given) {
                                         }));
   if (progress) progress->Done();
   const nlohmann::json doc = ProfileDocument(o, tuned, model->fingerprint(), set.provenance);
-  std::ofstream out(o.out);
-  out << doc.dump(1) << "\n";
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", o.out));
+  RETURN_IF_ERROR(WriteFile(o.out, doc.dump(1) + "\n"));
   std::printf("# Eviction profile of %s\n\n`%s`, %s, %zu calibration tasks.\n\n%s\nwrote %s\n",
               model->fingerprint().c_str(), CommandLine(o).c_str(), Today().c_str(),
               set.tasks.size(), eviction::eval::TuneTable(tuned).c_str(), o.out.c_str());

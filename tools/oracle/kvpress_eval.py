@@ -61,18 +61,7 @@ def make_press(name, ratio):
     from kvpress.presses.streaming_llm_press import StreamingLLMPress
     classes = {"snapkv": SnapKVPress, "pyramidkv": PyramidKVPress,
                "streamingllm": StreamingLLMPress, "expected_attention": ExpectedAttentionPress}
-    press = classes[name](compression_ratio=ratio)
-    inner = press.forward_hook
-
-    def forward_hook(module, inputs, kwargs, output):
-        import torch
-        # transformers >= 5.3 no longer passes cache_position (see make_kvpress_fixtures.py).
-        if "cache_position" not in kwargs:
-            kwargs = {**kwargs, "cache_position": torch.arange(kwargs["hidden_states"].shape[1])}
-        return inner(module, inputs, kwargs, output)
-
-    press.forward_hook = forward_hook
-    return press
+    return base.shim_cache_position(classes[name](compression_ratio=ratio))
 
 
 def answer(model, tok, stop_ids, context, fed, max_tokens, press):

@@ -66,9 +66,8 @@ def presses():
 
 
 def kept_positions(press, model, n_context):
-    """Wraps press.compress (or, for AdaKV, reads the masked indices afterwards) to return
-    [layer][head] -> sorted kept positions. Returns (install, collect)."""
-    import torch
+    """Wraps press.compress (or, for AdaKV, reads the masked indices afterwards); the returned
+    collect() gives [layer][head] -> sorted kept positions after the prefill."""
     layers = {}
     inner_compress = press.compress
     ada = hasattr(press, "alpha_safeguard")
@@ -86,15 +85,7 @@ def kept_positions(press, model, n_context):
         return out_keys, out_values
 
     press.compress = compress
-    inner_hook = press.forward_hook
-
-    def forward_hook(module, inputs, kwargs, output):
-        # transformers >= 5.3 no longer passes cache_position (see make_kvpress_fixtures.py).
-        if "cache_position" not in kwargs:
-            kwargs = {**kwargs, "cache_position": torch.arange(kwargs["hidden_states"].shape[1])}
-        return inner_hook(module, inputs, kwargs, output)
-
-    press.forward_hook = forward_hook
+    base.shim_cache_position(press)
 
     def collect():
         if not ada:

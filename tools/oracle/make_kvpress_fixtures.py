@@ -139,6 +139,21 @@ def bitmask_hex(positions, n_tokens: int) -> str:
     return mask.hex()
 
 
+def shim_cache_position(press):
+    """transformers >= 5.3 no longer passes cache_position to the attention module; kvpress 0.5.5
+    reads it only to tell prefill from decoding, and every press here prefills from empty."""
+    import torch
+    original_hook = press.forward_hook
+
+    def forward_hook(module, inputs, kwargs, output):
+        if "cache_position" not in kwargs:
+            kwargs = {**kwargs, "cache_position": torch.arange(kwargs["hidden_states"].shape[1])}
+        return original_hook(module, inputs, kwargs, output)
+
+    press.forward_hook = forward_hook
+    return press
+
+
 def run_press(model, press, tokens):
     """Prefills `tokens` under `press`; returns [layer] -> {"n_kept", "heads": [...]}."""
     import torch
@@ -163,16 +178,8 @@ def run_press(model, press, tokens):
         layers.setdefault(module.layer_idx, {})["kept"] = heads
         return out_keys, out_values
 
-    original_hook = press.forward_hook
-
-    def forward_hook(module, inputs, kwargs, output):
-        # transformers >= 5.3 no longer passes cache_position to the attention module; kvpress
-        # 0.5.5 reads it only to tell prefill from decoding, and this is a prefill from empty.
-        if "cache_position" not in kwargs:
-            kwargs = {**kwargs, "cache_position": torch.arange(kwargs["hidden_states"].shape[1])}
-        return original_hook(module, inputs, kwargs, output)
-
-    press.score, press.compress, press.forward_hook = score, compress, forward_hook
+    press.score, press.compress = score, compress
+    shim_cache_position(press)
     with torch.no_grad(), press(model):
         ids = torch.tensor([tokens], dtype=torch.long)
         model(input_ids=ids, past_key_values=DynamicCache(config=model.config), use_cache=True)
