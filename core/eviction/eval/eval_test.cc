@@ -26,7 +26,9 @@ TEST(EvalTest, QuickSuiteFullBudgetEqualsBaseline) {
   std::vector<TaskScores> tasks;
   SuiteOptions quick = QuickSuiteOptions(1);
   quick.kinds = SyntheticTaskKinds();
-  for (const Task& task : *GenerateSuite(quick)) {
+  auto suite = GenerateSuite(quick);
+  ASSERT_TRUE(suite.ok()) << suite.status();
+  for (const Task& task : *suite) {
     auto scores = RunTask(*model, model::testing::SharedPool(), task, options);
     ASSERT_TRUE(scores.ok()) << scores.status();
     ASSERT_EQ(scores->runs.size(), 4u);
@@ -56,6 +58,7 @@ TEST(EvalTest, QuickSuiteFullBudgetEqualsBaseline) {
       EXPECT_EQ(row.accuracy, rows[0].accuracy) << row.method;
       EXPECT_EQ(row.agreement, rows[0].agreement) << row.method;
       EXPECT_EQ(row.by_kind, rows[0].by_kind) << row.method;
+      EXPECT_EQ(row.retained, 1.0) << row.method;  // every task the full cache answers
     }
   }
   const std::string table = MarkdownTable(rows);

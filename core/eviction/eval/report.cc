@@ -8,13 +8,15 @@ namespace {
 
 // Accumulates one row's runs.
 struct Sum {
-  int64_t n = 0, correct = 0;
+  int64_t n = 0, correct = 0, full_correct = 0, both_correct = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> kind;  // name → (correct, n)
   double agreement = 0.0, kl = 0.0, scoring = 0.0, prefill = 0.0;
 
   void Add(const TaskScores& task, const RunScores& run) {
     ++n;
     correct += run.correct;
+    full_correct += task.full.correct;
+    both_correct += task.full.correct && run.correct;
     auto& [k_correct, k_n] = kind[std::string(TaskKindName(task.kind))];
     k_correct += run.correct;
     ++k_n;
@@ -31,6 +33,7 @@ struct Sum {
     row.tasks = n;
     if (n == 0) return row;
     row.accuracy = static_cast<double>(correct) / n;
+    row.retained = full_correct > 0 ? static_cast<double>(both_correct) / full_correct : 0.0;
     for (const auto& [name, c] : kind) row.by_kind[name] = static_cast<double>(c.first) / c.second;
     row.agreement = agreement / n;
     row.kl = kl / n;
@@ -61,17 +64,17 @@ std::vector<ReportRow> Aggregate(const std::vector<TaskScores>& tasks, const Run
 
 std::string MarkdownTable(const std::vector<ReportRow>& rows) {
   if (rows.empty()) return "";
-  std::string out = "| method | budget | accuracy |";
-  std::string rule = "|---|---:|---:|";
+  std::string out = "| method | budget | accuracy | retained |";
+  std::string rule = "|---|---:|---:|---:|";
   for (const auto& [kind, unused] : rows.front().by_kind) {
     absl::StrAppend(&out, " ", kind, " |");
     rule += "---:|";
   }
   absl::StrAppend(&out, " agreement | KL (nats) | scoring overhead |\n", rule, "---:|---:|---:|\n");
   for (const ReportRow& r : rows) {
-    absl::StrAppendFormat(&out, "| %s | %s | %.0f %% |", r.method,
+    absl::StrAppendFormat(&out, "| %s | %s | %.0f %% | %.0f %% |", r.method,
                           r.method == "full" ? "100 %" : absl::StrFormat("%.0f %%", 100 * r.budget),
-                          100 * r.accuracy);
+                          100 * r.accuracy, 100 * r.retained);
     for (const auto& [kind, accuracy] : r.by_kind) {
       absl::StrAppendFormat(&out, " %.0f %% |", 100 * accuracy);
     }
@@ -89,6 +92,7 @@ nlohmann::json ReportJson(const std::vector<ReportRow>& rows,
                       {"budget", r.budget},
                       {"tasks", r.tasks},
                       {"accuracy", r.accuracy},
+                      {"retained", r.retained},
                       {"accuracy_by_kind", r.by_kind},
                       {"agreement", r.agreement},
                       {"kl", r.kl},
