@@ -35,9 +35,9 @@ const std::vector<FlagSpec>& TuneFlags() {
        absl::StrCat(kDefaultMethods, " (+ lookahead with a module)")},
       {"budgets", "comma-separated kept fractions the objective averages over", false,
        "0.1,0.2,0.3,0.5"},
-      {"tasks", "calibration tasks", false, "12"},
-      {"sources", "comma-separated calibration files or directories", false,
-       "/usr/share/common-licenses"},
+      {"tasks", "calibration tasks", false, "16"},
+      {"sources", "comma-separated calibration files or directories (task i draws from the i-th "
+       "modulo their number)", false, "/usr/share/common-licenses,/usr/lib/python3.11"},
       {"seed", "seed of the calibration set", false, "1"},
       {"out", "the profile to write", false, "<module>.eviction.json beside --module"},
       {"threads", "worker threads", false, "the number of cores"},
@@ -61,7 +61,7 @@ absl::StatusOr<TuneCliOptions> ParseOptions(const Args& args) {
   o.tune.lookahead_module = args.GetString("module");
   o.methods = args.GetString("methods");
   ASSIGN_OR_RETURN(o.tune.budgets, ParseBudgets(args.GetString("budgets", "0.1,0.2,0.3,0.5")));
-  ASSIGN_OR_RETURN(int64_t tasks, args.GetInt("tasks", 12));
+  ASSIGN_OR_RETURN(int64_t tasks, args.GetInt("tasks", 16));
   if (tasks < 1 || tasks > 1000) {
     return absl::InvalidArgumentError(absl::StrCat("--tasks must be in [1, 1000], got ", tasks));
   }

@@ -32,25 +32,19 @@ uint64_t Fnv1a64(const std::string& bytes) {
   return h;
 }
 
-absl::StatusOr<std::vector<std::string>> ListFiles(const std::vector<std::string>& sources) {
-  std::vector<std::string> files;
-  for (const std::string& source : sources) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(source, ec)) {
-      files.push_back(source);
-      continue;
-    }
-    if (!std::filesystem::is_directory(source, ec)) {
-      return absl::NotFoundError(absl::StrCat("calibration source ", source, " does not exist"));
-    }
-    std::vector<std::string> found;
-    for (const auto& entry : std::filesystem::directory_iterator(source, ec)) {
-      if (entry.is_regular_file() && !entry.is_symlink()) found.push_back(entry.path().string());
-    }
-    std::sort(found.begin(), found.end());
-    files.insert(files.end(), found.begin(), found.end());
+// The source's files: itself, or a directory's regular files (not links), in name order.
+absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& source) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(source, ec)) return std::vector<std::string>{source};
+  if (!std::filesystem::is_directory(source, ec)) {
+    return absl::NotFoundError(absl::StrCat("calibration source ", source, " does not exist"));
   }
-  return files;
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(source, ec)) {
+    if (entry.is_regular_file() && !entry.is_symlink()) found.push_back(entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 absl::StatusOr<Source> ReadSource(const model::Tokenizer& tok, const std::string& path) {
@@ -119,27 +113,32 @@ absl::StatusOr<CalibrationSet> MakeCalibrationSet(const model::Tokenizer& tok,
   if (options.tasks < 1 || options.lengths.empty()) {
     return absl::InvalidArgumentError("calibration needs at least one task and one length");
   }
-  ASSIGN_OR_RETURN(const std::vector<std::string> files, ListFiles(options.sources));
-  std::vector<Source> sources;
+  if (options.sources.empty()) return absl::InvalidArgumentError("calibration needs a source");
+  std::vector<std::vector<Source>> groups;  // [source][file]
   CalibrationSet set;
   set.provenance = {{"seed", options.seed}, {"lengths", options.lengths}, {"sources", {}}};
-  for (const std::string& path : files) {
-    ASSIGN_OR_RETURN(Source s, ReadSource(tok, path));
-    set.provenance["sources"].push_back(
-        {{"path", path}, {"bytes", s.text.size()}, {"fnv1a64", absl::StrCat(Fnv1a64(s.text))}});
-    sources.push_back(std::move(s));
+  for (const std::string& source : options.sources) {
+    ASSIGN_OR_RETURN(const std::vector<std::string> files, ListFiles(source));
+    groups.emplace_back();
+    for (const std::string& path : files) {
+      ASSIGN_OR_RETURN(Source s, ReadSource(tok, path));
+      set.provenance["sources"].push_back(
+          {{"path", path}, {"bytes", s.text.size()}, {"fnv1a64", absl::StrCat(Fnv1a64(s.text))}});
+      groups.back().push_back(std::move(s));
+    }
   }
   Rng rng(options.seed * 0x9E3779B97F4A7C15ull + 17);
   for (int32_t i = 0; i < options.tasks; ++i) {
     const int32_t target = options.lengths[i % options.lengths.size()];
     const int64_t body = std::max<int64_t>(target - kPromptOverhead, 16);
     std::vector<const Source*> fits;
-    for (const Source& s : sources) {
+    for (const Source& s : groups[i % groups.size()]) {
       if (s.tokens >= body) fits.push_back(&s);
     }
     if (fits.empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("no calibration source holds ", body, " tokens (target ", target, ")"));
+      return absl::NotFoundError(absl::StrCat("no file of calibration source ",
+                                              options.sources[i % groups.size()], " holds ", body,
+                                              " tokens (target ", target, ")"));
     }
     const Source& s = *fits[rng.Between(0, static_cast<int64_t>(fits.size()) - 1)];
     // The last start line that still leaves `body` tokens.

@@ -1,11 +1,13 @@
 // The calibration set of `glimpse tune` (tune.h): excerpts of texts that ship with Debian, by
-// default the licences in /usr/share/common-licenses, each followed by one instruction. Tuning
+// default the licences in /usr/share/common-licenses (legal prose) and the Python 3.11 standard
+// library's modules (code and docstrings), each followed by one instruction. Tuning
 // measures how far each method's evicted cache moves the model from its own full-cache answer
 // (KL, teacher-forced), so no expected answers are needed. The set shares no family with the
 // evaluation suite (tasks.h), which stays held out: nothing that `glimpse eval` reports was seen
 // while choosing the settings.
 //
-// Task i: a source file (chosen by the seed among the files with at least the target's tokens),
+// Task i: a source file from source i mod (number of sources) — so every kind of text gets its
+// share — chosen by the seed among that source's files with at least the target's tokens,
 // a run of whole lines from a random start line until the excerpt reaches target − 64 tokens, and
 // one instruction, rotating:
 //   0  "Summarise the text above in two sentences."
@@ -27,9 +29,10 @@
 namespace glimpse::eviction::eval {
 
 struct CalibrationOptions {
-  // Files, or directories whose regular files (not symbolic links) are taken, in name order.
-  std::vector<std::string> sources = {"/usr/share/common-licenses"};
-  int32_t tasks = 12;
+  // Files, or directories whose regular files (not symbolic links) are taken, in name order;
+  // task i draws from source i mod sources.size().
+  std::vector<std::string> sources = {"/usr/share/common-licenses", "/usr/lib/python3.11"};
+  int32_t tasks = 16;
   uint64_t seed = 1;
   std::vector<int32_t> lengths = {1024, 1280, 1536};  // target prompt tokens, cycled over tasks
 };

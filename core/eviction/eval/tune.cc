@@ -14,6 +14,9 @@ constexpr int64_t kWindows[] = {8, 16, 32, 64};
 constexpr int64_t kKernels[] = {1, 5, 9};
 constexpr int64_t kSinks[] = {0, 4, 16};
 constexpr int64_t kRecentWindows[] = {16, 32, 64};
+// A candidate may not trade one budget for another: at none may its KL exceed the incumbent's by
+// more than this share.
+constexpr double kBudgetTolerance = 0.02;
 
 // Candidates are told apart by what they run: Describe() names every setting that matters (a
 // window scorer's recent window does not: its own W replaces it).
@@ -22,24 +25,26 @@ void AddDistinct(std::vector<MethodSettings>& out, std::set<std::string>& seen,
   if (seen.insert(Describe(s)).second) out.push_back(s);
 }
 
-// Mean objective of every arm over the tasks, budgets averaged.
-absl::StatusOr<std::vector<double>> MeanKl(const model::Model& model, kernels::ThreadPool& pool,
-                                           const std::vector<Task>& tasks,
-                                           const std::vector<Arm>& arms,
-                                           const TuneOptions& options,
-                                           const std::function<void()>& on_run) {
+// Mean KL of every arm at every budget over the tasks: [arm][budget].
+absl::StatusOr<std::vector<std::vector<double>>> MeanKl(const model::Model& model,
+                                                        kernels::ThreadPool& pool,
+                                                        const std::vector<Task>& tasks,
+                                                        const std::vector<Arm>& arms,
+                                                        const TuneOptions& options,
+                                                        const std::function<void()>& on_run) {
   RunOptions run{.arms = arms,
                  .budgets = options.budgets,
                  .max_answer_tokens = options.answer_tokens,
                  .lookahead_module = options.lookahead_module,
                  .kl_only = true};
-  std::vector<double> kl(arms.size(), 0.0);
-  const double n = static_cast<double>(tasks.size() * options.budgets.size());
+  std::vector<std::vector<double>> kl(arms.size(),
+                                      std::vector<double>(options.budgets.size(), 0.0));
+  const double n = static_cast<double>(tasks.size());
   for (const Task& task : tasks) {
     ASSIGN_OR_RETURN(const TaskScores scores, RunTask(model, pool, task, run, on_run));
     for (size_t a = 0; a < arms.size(); ++a) {
       for (size_t b = 0; b < options.budgets.size(); ++b) {
-        kl[a] += scores.runs[a * options.budgets.size() + b].kl / n;
+        kl[a][b] += scores.runs[a * options.budgets.size() + b].kl / n;
       }
     }
   }
@@ -56,19 +61,36 @@ absl::Status RunStage(const model::Model& model, kernels::ThreadPool& pool,
   for (size_t m = 0; m < candidates.size(); ++m) {
     for (const MethodSettings& s : candidates[m]) arms.push_back({.label = tuned[m].method, .settings = s});
   }
-  ASSIGN_OR_RETURN(const std::vector<double> kl, MeanKl(model, pool, tasks, arms, options, on_run));
+  ASSIGN_OR_RETURN(const std::vector<std::vector<double>> kl,
+                   MeanKl(model, pool, tasks, arms, options, on_run));
   size_t a = 0;
   for (size_t m = 0; m < candidates.size(); ++m) {
-    for (const MethodSettings& s : candidates[m]) tuned[m].candidates.push_back({s, kl[a++]});
+    for (const MethodSettings& s : candidates[m]) {
+      const std::vector<double>& per_budget = kl[a++];
+      double mean = 0.0;
+      for (double k : per_budget) mean += k / static_cast<double>(per_budget.size());
+      tuned[m].candidates.push_back({s, mean, per_budget});
+    }
   }
   return absl::OkStatus();
 }
 
-// The best of method m's last `count` candidates (the first on ties).
+// Whether `c` is within kBudgetTolerance of `incumbent` at every budget.
+bool NoWorseAtAnyBudget(const CandidateScore& c, const CandidateScore& incumbent) {
+  for (size_t b = 0; b < c.kl_by_budget.size(); ++b) {
+    if (c.kl_by_budget[b] > incumbent.kl_by_budget[b] * (1.0 + kBudgetTolerance)) return false;
+  }
+  return true;
+}
+
+// The best of method m's last `count` candidates: the lowest mean among those no worse than the
+// first (the incumbent) at any budget; the first on ties.
 const CandidateScore& Best(const MethodTuning& t, size_t count) {
-  const CandidateScore* best = &t.candidates[t.candidates.size() - count];
+  const CandidateScore& incumbent = t.candidates[t.candidates.size() - count];
+  const CandidateScore* best = &incumbent;
   for (size_t i = t.candidates.size() - count; i < t.candidates.size(); ++i) {
-    if (t.candidates[i].kl < best->kl) best = &t.candidates[i];
+    const CandidateScore& c = t.candidates[i];
+    if (c.kl < best->kl && NoWorseAtAnyBudget(c, incumbent)) best = &c;
   }
   return *best;
 }

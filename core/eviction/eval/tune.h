@@ -14,9 +14,11 @@
 //   2. the selection around the stage-1 winner: sinks ∈ {0, 4, 16} × recent window ∈ {16, 32, 64}
 //      (scorers without their own window) × granularity ∈ {per head, per layer (AdaKV)} ×
 //      schedule ∈ {uniform, pyramid} (PyramidKV keeps pyramid, CAKE its own).
-// The built-in settings are stage 1's first candidate and the stage-1 winner stage 2's, and ties go
-// to the earlier candidate, so a method keeps its built-in settings unless another candidate
-// measures better, and its tuned KL never exceeds the built-in's on the calibration set.
+// The built-in settings are stage 1's first candidate and the stage-1 winner stage 2's. A stage's
+// winner is the candidate with the lowest objective among those whose KL at every budget is at
+// most 2 % above the stage's first candidate's (no trading one budget for another), the earlier
+// one on ties; so a method keeps its built-in settings unless another candidate measures better,
+// and its tuned KL never exceeds the built-in's on the calibration set.
 // Every candidate keeps the same number of entries at a budget as long as the budget is above
 // SelectionFor's floor (sinks + window <= 16 + 64): calibration prompts of >= 1024 tokens at 10 %.
 #pragma once
@@ -43,7 +45,8 @@ struct TuneOptions {
 
 struct CandidateScore {
   MethodSettings settings;
-  double kl = 0.0;  // the objective
+  double kl = 0.0;                   // the objective: the mean of kl_by_budget
+  std::vector<double> kl_by_budget;  // [budget] mean KL over the tasks
 };
 
 struct MethodTuning {
