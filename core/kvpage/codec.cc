@@ -13,13 +13,14 @@ namespace {
 
 using namespace internal;  // NOLINT: the entry points listed below
 
-constexpr std::array<CodecInfo, 6> kCodecs = {{
+constexpr std::array<CodecInfo, 7> kCodecs = {{
     {Codec::kFp16, "fp16", false, &Fp16Bytes, &Fp16Encode, &Fp16Decode},
     {Codec::kBf16, "bf16", false, &Bf16Bytes, &Bf16Encode, &Bf16Decode},
     {Codec::kFp8E4M3, "fp8_e4m3", false, &Fp8Bytes, &Fp8Encode, &Fp8Decode},
     {Codec::kInt8, "int8", false, &Int8Bytes, &Int8Encode, &Int8Decode},
     {Codec::kKivi4, "kivi4", true, &KiviBytes<4>, &KiviEncode<4>, &KiviDecode<4>},
     {Codec::kKivi2, "kivi2", true, &KiviBytes<2>, &KiviEncode<2>, &KiviDecode<2>},
+    {Codec::kFp32, "fp32", false, &Fp32Bytes, &Fp32Encode, &Fp32Decode},
 }};
 
 }  // namespace

@@ -15,6 +15,7 @@
 //  * Thread-compatible: no state; functions never allocate.
 //
 // Section layouts, little-endian, no padding (hd = head_dim, q = n − residual, b = bits):
+//   fp32      f[n·hd] IEEE single                             exact (NaN and inf rejected)
 //   fp16      h[n·hd] IEEE half, round to nearest even        |x − x̂| ≤ |x|·2^−11 + 2^−25
 //   bf16      h[n·hd] upper half of fp32, nearest even        |x − x̂| ≤ |x|·2^−8
 //   fp8_e4m3  f32 scale[n]; u8 code[n·hd]                     x̂ = e4m3(code)·scale[row]
@@ -55,6 +56,7 @@ enum class Codec : uint8_t {
   kInt8 = 4,
   kKivi4 = 5,
   kKivi2 = 6,
+  kFp32 = 7,  // exact: for tests that must equal the dense fp32 path
 };
 
 // Which tensor of the page a section holds (KIVI quantises them along different axes).
@@ -66,7 +68,7 @@ inline constexpr int64_t kMaxHeadDim = 1024;  // codecs keep per-channel scratch
 
 struct CodecInfo {
   Codec id;
-  const char* name;        // "fp16", "bf16", "fp8_e4m3", "int8", "kivi4", "kivi2"
+  const char* name;        // "fp16", "bf16", "fp8_e4m3", "int8", "kivi4", "kivi2", "fp32"
   bool supports_residual;  // accepts residual > 0 (the KIVI codecs)
   size_t (*section_bytes)(Role role, int64_t n, int64_t hd, int64_t residual);
   // x: [n, hd] fp32 → out[section_bytes(...)].

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 #include "core/kvpage/codec_internal.h"
 #include "core/kvpage/convert_internal.h"
 
@@ -79,6 +80,20 @@ absl::Status Fp16Encode(Role, const float* x, int64_t n, int64_t hd, int64_t, ui
 
 void Fp16Decode(Role, const uint8_t* in, int64_t n, int64_t hd, int64_t, float* x) {
   DecodeHalfRows(in, n * hd, x);
+}
+
+// ---- fp32 ----
+
+size_t Fp32Bytes(Role, int64_t n, int64_t hd, int64_t) { return static_cast<size_t>(4 * n * hd); }
+
+absl::Status Fp32Encode(Role, const float* x, int64_t n, int64_t hd, int64_t, uint8_t* out) {
+  RETURN_IF_ERROR(FirstOutOfRange("fp32", x, n * hd, hd, 0, kFloatMax));
+  std::memcpy(out, x, static_cast<size_t>(4 * n * hd));
+  return absl::OkStatus();
+}
+
+void Fp32Decode(Role, const uint8_t* in, int64_t n, int64_t hd, int64_t, float* x) {
+  std::memcpy(x, in, static_cast<size_t>(4 * n * hd));
 }
 
 // ---- bf16 ----

@@ -26,6 +26,11 @@ absl::Status FirstOutOfRange(const char* codec, const float* x, int64_t count, i
                              int64_t first_row, float limit);
 
 // Codec entry points (see codec.h for the layouts).
+size_t Fp32Bytes(Role role, int64_t n, int64_t hd, int64_t residual);
+absl::Status Fp32Encode(Role role, const float* x, int64_t n, int64_t hd, int64_t residual,
+                        uint8_t* out);
+void Fp32Decode(Role role, const uint8_t* in, int64_t n, int64_t hd, int64_t residual, float* x);
+
 size_t Fp16Bytes(Role role, int64_t n, int64_t hd, int64_t residual);
 absl::Status Fp16Encode(Role role, const float* x, int64_t n, int64_t hd, int64_t residual,
                         uint8_t* out);

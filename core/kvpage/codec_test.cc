@@ -141,7 +141,7 @@ TEST(CodecTest, RegistryIsConsistent) {
 // Round trip of the per-token and plain codecs: error bound, and the exact bytes the scalar
 // reference produces (so AVX2 and scalar agree, and the layout is the documented one).
 TEST(CodecTest, PlainCodecsRoundTripWithinBound) {
-  for (Codec codec : {Codec::kFp16, Codec::kBf16, Codec::kFp8E4M3, Codec::kInt8}) {
+  for (Codec codec : {Codec::kFp32, Codec::kFp16, Codec::kBf16, Codec::kFp8E4M3, Codec::kInt8}) {
     const CodecInfo& info = *FindCodec(static_cast<uint8_t>(codec));
     for (const Shape& s : kShapes) {
       for (Role role : {Role::kKeys, Role::kValues}) {
@@ -162,7 +162,9 @@ TEST(CodecTest, PlainCodecsRoundTripWithinBound) {
         for (int64_t t = 0; t < s.n; ++t) {
           for (int64_t c = 0; c < s.hd; ++c) {
             const int64_t i = t * s.hd + c;
-            if (codec == Codec::kFp16) {
+            if (codec == Codec::kFp32) {
+              ASSERT_EQ(LoadF32(&buf[4 * i]), x[i]);
+            } else if (codec == Codec::kFp16) {
               ASSERT_EQ(Load16(&buf[2 * i]), internal::FloatToHalfRef(x[i]));
             } else if (codec == Codec::kBf16) {
               ASSERT_EQ(Load16(&buf[2 * i]), internal::FloatToBf16(x[i]));
@@ -304,7 +306,7 @@ TEST(CodecTest, RejectsValuesTheFormatCannotHold) {
   for (const CodecInfo& info : AllCodecs()) {
     for (float bad : {NAN, INFINITY, -INFINITY, 1e5f}) {
       const bool fits = bad == 1e5f && (info.id == Codec::kBf16 || info.id == Codec::kFp8E4M3 ||
-                                        info.id == Codec::kInt8);
+                                        info.id == Codec::kInt8 || info.id == Codec::kFp32);
       for (Role role : {Role::kKeys, Role::kValues}) {
         std::vector<float> x = MakeData(40, 64, 3);
         x[37 * 64 + 45] = bad;

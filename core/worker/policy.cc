@@ -31,7 +31,7 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
     if (info == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("policy.codec \"", std::string(codec),
-                       "\" is not a codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2)"));
+                       "\" is not a codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2, fp32)"));
     }
     p.codec = info->id;
   }

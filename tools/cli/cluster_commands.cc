@@ -23,7 +23,7 @@ std::vector<FlagSpec> PolicyFlags() {
       {"policy", "eviction method of the session (none, snapkv, lookahead, ...)", false,
        "the frontend's (up: none)"},
       {"budget", "kept share of the tokens, (0, 1], with --policy", false, "0.2"},
-      {"codec", "KV page codec: fp16, bf16, fp8_e4m3, int8, kivi4, kivi2", false, "fp16"},
+      {"codec", "KV page codec: fp16, bf16, fp8_e4m3, int8, kivi4, kivi2, fp32", false, "fp16"},
       {"max-tokens", "tokens generated per turn", false, "64"},
       {"session", "session id", false, "chat-<pid>"},
   };
