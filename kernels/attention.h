@@ -3,9 +3,15 @@
 //
 // A query at position p attends to every entry whose position is <= p (causal by position, not by
 // index: entries need not be contiguous or sorted). Keys are stored post-RoPE.
+//
+// Entries live in pages (core/model's KV pool): each page holds up to a fixed number of one head's
+// entries in one element format, keys and values as rows. AttendPaged reads the pages as they are
+// and dequantises a tile of 16 rows at a time into a small buffer the tile's work then reuses, so
+// the encoded bytes are read once per call.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace glimpse::kernels {
 
@@ -20,5 +26,31 @@ namespace glimpse::kernels {
 void AttendRagged(float* out, const float* q, const int32_t* q_pos, const float* k, const float* v,
                   const int32_t* kv_pos, float scale, float* scratch, int64_t n_q, int64_t n_kv,
                   int64_t head_dim);
+
+// Element formats of KV pages: the row formats of core/kvpage's per-token codecs (fp32, fp16,
+// bf16, int8, fp8_e4m3). kI8 and kE4M3 rows carry a scale: x = code · scale[row].
+enum class KvDType : uint8_t { kF32, kF16, kBF16, kI8, kE4M3 };
+
+// One page of one kv-head, as stored. Field by field:
+struct KvPageView {
+  KvDType dtype = KvDType::kF32;
+  const void* k = nullptr;         // [rows, head_dim] elements of dtype, row-major
+  const void* v = nullptr;         // [rows, head_dim]
+  const float* k_scale = nullptr;  // [rows], kI8 and kE4M3 only
+  const float* v_scale = nullptr;  // [rows], kI8 and kE4M3 only
+  const int32_t* pos = nullptr;    // [rows] token positions
+  int64_t rows = 0;
+};
+
+// x[head_dim] = row `r` of `data` (a page's keys or values, [rows, head_dim] of `dtype`) in fp32;
+// `scales` is the per-row scale array for kI8 and kE4M3 (ignored otherwise). E4M3 is OCP E4M3FN:
+// bias 7, subnormals, 0x7F and 0xFF NaN.
+void DequantizeKvRow(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
+                     int64_t head_dim);
+
+// AttendRagged over the entries of `pages`, in order, as if their rows were dequantised and
+// concatenated: the same values up to fp32 rounding; with one fp32 page it is AttendRagged.
+void AttendPaged(float* out, const float* q, const int32_t* q_pos,
+                 std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim);
 
 }  // namespace glimpse::kernels

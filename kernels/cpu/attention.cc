@@ -1,10 +1,13 @@
-// AttendRagged. Reference: per query row, scores into `scratch`, masked softmax, weighted sum of
-// V (two passes). Fast path (AVX2, head_dim % 8 == 0): flash-attention-style online softmax
-// (Dao et al. 2022: m' = max(m, max_j s_j), l' = l·e^{m−m'} + Σ_j e^{s_j−m'},
-// o' = o·e^{m−m'} + Σ_j e^{s_j−m'}·v_j) over tiles of 16 keys and blocks of 4 query rows. K is
-// first transposed to [tile][head_dim][16] so a tile's 16 scores are 2 vector accumulators per
-// query row (no horizontal sums), and a tile whose smallest position exceeds every query position
-// of the block is skipped (half of the work in causal prefill with sorted entries).
+// AttendRagged and AttendPaged. Reference: per query row, scores into a buffer, masked softmax,
+// weighted sum of V (two passes), over rows dequantised to fp32. Fast path (AVX2, head_dim % 8 ==
+// 0): flash-attention-style online softmax (Dao et al. 2022: m' = max(m, max_j s_j),
+// l' = l·e^{m−m'} + Σ_j e^{s_j−m'}, o' = o·e^{m−m'} + Σ_j e^{s_j−m'}·v_j) over tiles of 16 keys of
+// one page: a tile's keys are dequantised once, transposed to [head_dim][16] so its 16 scores are
+// 2 vector accumulators per query row (no horizontal sums), its values dequantised to [16][head_dim],
+// and every block of 4 query rows is updated from it. A tile whose smallest position exceeds every
+// query position of a block is skipped for that block (half of the work in causal prefill with
+// sorted entries). Each row sees the tiles in the same order whatever the blocking, so the result
+// of a row does not depend on the other rows.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/quant.h"
 
 namespace glimpse::kernels {
 namespace internal {
@@ -55,6 +59,64 @@ void AttendRaggedRef(float* out, const float* q, const int32_t* q_pos, const flo
   }
 }
 
+float E4m3ToFp32(uint8_t code) {
+  const int em = code & 0x7F;
+  float v;
+  if (em == 0x7F) {
+    v = std::nanf("");
+  } else if ((em >> 3) == 0) {
+    v = std::ldexp(static_cast<float>(em), -9);  // subnormal: m · 2^−9
+  } else {
+    v = std::ldexp(static_cast<float>(8 + (em & 7)), (em >> 3) - 10);  // (1 + m/8) · 2^(e−7)
+  }
+  return (code & 0x80) ? -v : v;
+}
+
+void DequantizeKvRowRef(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
+                        int64_t head_dim) {
+  const int64_t at = r * head_dim;
+  switch (dtype) {
+    case KvDType::kF32:
+      std::memcpy(x, static_cast<const float*>(data) + at, head_dim * sizeof(float));
+      return;
+    case KvDType::kF16:
+      for (int64_t d = 0; d < head_dim; ++d)
+        x[d] = Fp16ToFp32(static_cast<const uint16_t*>(data)[at + d]);
+      return;
+    case KvDType::kBF16:
+      for (int64_t d = 0; d < head_dim; ++d)
+        x[d] = Bf16ToFp32(static_cast<const uint16_t*>(data)[at + d]);
+      return;
+    case KvDType::kI8:
+      for (int64_t d = 0; d < head_dim; ++d)
+        x[d] = static_cast<float>(static_cast<const int8_t*>(data)[at + d]) * scales[r];
+      return;
+    case KvDType::kE4M3:
+      for (int64_t d = 0; d < head_dim; ++d)
+        x[d] = E4m3ToFp32(static_cast<const uint8_t*>(data)[at + d]) * scales[r];
+      return;
+  }
+}
+
+void AttendPagedRef(float* out, const float* q, const int32_t* q_pos,
+                    std::span<const KvPageView> pages, float scale, int64_t n_q,
+                    int64_t head_dim) {
+  std::vector<float> k, v, scratch;
+  std::vector<int32_t> pos;
+  for (const KvPageView& p : pages) {
+    for (int64_t r = 0; r < p.rows; ++r) {
+      k.resize(k.size() + head_dim);
+      v.resize(v.size() + head_dim);
+      DequantizeKvRowRef(k.data() + k.size() - head_dim, p.dtype, p.k, p.k_scale, r, head_dim);
+      DequantizeKvRowRef(v.data() + v.size() - head_dim, p.dtype, p.v, p.v_scale, r, head_dim);
+      pos.push_back(p.pos[r]);
+    }
+  }
+  scratch.resize(pos.size() + 1);
+  AttendRaggedRef(out, q, q_pos, k.data(), v.data(), pos.data(), scale, scratch.data(), n_q,
+                  static_cast<int64_t>(pos.size()), head_dim);
+}
+
 }  // namespace internal
 
 #ifdef GLIMPSE_KERNELS_AVX2
@@ -63,145 +125,227 @@ namespace {
 constexpr int64_t KT = 16;  // keys per tile
 constexpr int QB = 4;       // query rows per block
 
-// K transposed per tile, with the tile's smallest position. Rows past n_kv are zero with position
-// INT32_MAX, so they are never visible.
-struct TransposedKeys {
-  std::vector<float> kt;         // [n_tiles, head_dim, KT]
-  std::vector<int32_t> pos;      // [n_tiles · KT]
-  std::vector<int32_t> min_pos;  // [n_tiles]
-};
+// x[8] from 8 E4M3 codes: as fp16 bits, (code & 0x7F) << 7 puts exponent and mantissa in place
+// with fp16's bias 15 instead of 7 (2^−8 too small, subnormals included; ×256 fixes it), and
+// 0x7F (NaN) gets exponent 31.
+inline __m256 E4m3x8(const uint8_t* codes, __m256 scale_x256) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
+  const __m128i em = _mm_and_si128(b, _mm_set1_epi16(0x7F));
+  __m128i h = _mm_or_si128(_mm_slli_epi16(em, 7),
+                           _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+  h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(em, _mm_set1_epi16(0x7F)),
+                                    _mm_set1_epi16(0x7C00)));
+  return _mm256_mul_ps(_mm256_cvtph_ps(h), scale_x256);
+}
 
-// Tiles whose smallest position exceeds `max_q_pos` are never read and are left untransposed.
-void TransposeKeys(TransposedKeys& t, const float* k, const int32_t* kv_pos, int64_t n_kv,
-                   int64_t head_dim, int32_t max_q_pos) {
-  const int64_t n_tiles = (n_kv + KT - 1) / KT;
-  t.kt.resize(n_tiles * head_dim * KT);
-  t.pos.assign(n_tiles * KT, std::numeric_limits<int32_t>::max());
-  t.min_pos.assign(n_tiles, std::numeric_limits<int32_t>::max());
-  for (int64_t j = 0; j < n_kv; ++j) {
-    t.pos[j] = kv_pos[j];
-    t.min_pos[j / KT] = std::min(t.min_pos[j / KT], kv_pos[j]);
-  }
-  for (int64_t tile = 0; tile < n_tiles; ++tile) {
-    if (t.min_pos[tile] > max_q_pos) continue;
-    float* dst = t.kt.data() + tile * head_dim * KT;  // [head_dim, KT]
-    for (int64_t c = 0; c < KT; ++c) {
-      const int64_t j = tile * KT + c;
-      for (int64_t d = 0; d < head_dim; ++d)
-        dst[d * KT + c] = j < n_kv ? k[j * head_dim + d] : 0.0f;
+// DequantizeKvRow for head_dim % 8 == 0.
+void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float* scales,
+                         int64_t r, int64_t head_dim) {
+  const int64_t at = r * head_dim;
+  switch (dtype) {
+    case KvDType::kF32:
+      std::memcpy(x, static_cast<const float*>(data) + at, head_dim * sizeof(float));
+      return;
+    case KvDType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(data) + at;
+      for (int64_t d = 0; d < head_dim; d += 8) {
+        _mm256_storeu_ps(x + d, _mm256_cvtph_ps(_mm_loadu_si128(
+                                    reinterpret_cast<const __m128i*>(h + d))));
+      }
+      return;
+    }
+    case KvDType::kBF16: {
+      const auto* h = static_cast<const uint16_t*>(data) + at;
+      for (int64_t d = 0; d < head_dim; d += 8) {
+        const __m256i w =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d)));
+        _mm256_storeu_ps(x + d, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+      }
+      return;
+    }
+    case KvDType::kI8: {
+      const auto* c = static_cast<const int8_t*>(data) + at;
+      const __m256 s = _mm256_set1_ps(scales[r]);
+      for (int64_t d = 0; d < head_dim; d += 8) {
+        const __m256i w =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d)));
+        _mm256_storeu_ps(x + d, _mm256_mul_ps(_mm256_cvtepi32_ps(w), s));
+      }
+      return;
+    }
+    case KvDType::kE4M3: {
+      const auto* c = static_cast<const uint8_t*>(data) + at;
+      const __m256 s = _mm256_set1_ps(scales[r] * 256.0f);
+      for (int64_t d = 0; d < head_dim; d += 8) _mm256_storeu_ps(x + d, E4m3x8(c + d, s));
+      return;
     }
   }
 }
 
-// Online-softmax state of NR query rows: o [NR, head_dim] unnormalised, running max m and sum l.
+// Up to KT rows of one page, dequantised: keys transposed, values row-major, positions. Rows past
+// `rows` are zero with position INT32_MAX, so they are never visible.
+struct Tile {
+  std::vector<float> kt;  // [head_dim, KT]
+  std::vector<float> v;   // [KT, head_dim]
+  std::vector<float> row; // [head_dim] one dequantised key
+  alignas(32) int32_t pos[KT];
+  int32_t min_pos = 0;
+  int64_t rows = 0;
+};
+
+void LoadTile(Tile& t, const KvPageView& p, int64_t r0, int64_t head_dim) {
+  t.rows = std::min(KT, p.rows - r0);
+  t.kt.resize(head_dim * KT);
+  t.v.resize(KT * head_dim);
+  t.row.resize(head_dim);
+  t.min_pos = std::numeric_limits<int32_t>::max();
+  for (int64_t c = 0; c < KT; ++c) {
+    t.pos[c] = c < t.rows ? p.pos[r0 + c] : std::numeric_limits<int32_t>::max();
+    t.min_pos = std::min(t.min_pos, t.pos[c]);
+  }
+  for (int64_t c = 0; c < t.rows; ++c) {
+    DequantizeKvRowAvx2(t.row.data(), p.dtype, p.k, p.k_scale, r0 + c, head_dim);
+    for (int64_t d = 0; d < head_dim; ++d) t.kt[d * KT + c] = t.row[d];
+    DequantizeKvRowAvx2(t.v.data() + c * head_dim, p.dtype, p.v, p.v_scale, r0 + c, head_dim);
+  }
+  for (int64_t c = t.rows; c < KT; ++c) {
+    for (int64_t d = 0; d < head_dim; ++d) t.kt[d * KT + c] = 0.0f;
+  }
+}
+
+// Online-softmax state of every query row: o [n_q, head_dim] unnormalised, running max and sum.
+struct State {
+  std::vector<float> o, m, l;
+  void Reset(int64_t n_q, int64_t head_dim) {
+    o.assign(n_q * head_dim, 0.0f);
+    m.assign(n_q, -INFINITY);
+    l.assign(n_q, 0.0f);
+  }
+};
+
+// Updates rows [r0, r0 + NR) with one tile.
 template <int NR>
-void AttendBlock(float* out, const float* q, const int32_t* q_pos, const TransposedKeys& t,
-                 const float* v, float scale, int64_t n_kv, int64_t head_dim, float* o) {
-  float m[NR], l[NR];
+void UpdateRows(State& st, int64_t r0, const float* q, const int32_t* q_pos, const Tile& t,
+                float scale, int64_t head_dim) {
   int32_t max_pos = std::numeric_limits<int32_t>::min();
-  for (int r = 0; r < NR; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
-    max_pos = std::max(max_pos, q_pos[r]);
-  }
-  std::fill(o, o + NR * head_dim, 0.0f);
-  alignas(32) float p[NR][KT];
-  const int64_t n_tiles = (n_kv + KT - 1) / KT;
-  for (int64_t tile = 0; tile < n_tiles; ++tile) {
-    if (t.min_pos[tile] > max_pos) continue;
-    // S[r, 0..16) = q_r · K_tileᵀ · scale.
-    const float* kt = t.kt.data() + tile * head_dim * KT;  // [head_dim, KT]
-    __m256 s[NR][2];
-    for (int r = 0; r < NR; ++r) s[r][0] = s[r][1] = _mm256_setzero_ps();
-    for (int64_t d = 0; d < head_dim; ++d) {
-      const __m256 k0 = _mm256_loadu_ps(kt + d * KT), k1 = _mm256_loadu_ps(kt + d * KT + 8);
-      for (int r = 0; r < NR; ++r) {
-        const __m256 qd = _mm256_broadcast_ss(q + r * head_dim + d);
-        s[r][0] = _mm256_fmadd_ps(qd, k0, s[r][0]);
-        s[r][1] = _mm256_fmadd_ps(qd, k1, s[r][1]);
-      }
-    }
-    const __m256i pos0 =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.pos.data() + tile * KT));
-    const __m256i pos1 =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.pos.data() + tile * KT + 8));
-    const __m256 vscale = _mm256_set1_ps(scale), neg_inf = _mm256_set1_ps(-INFINITY);
-    bool any = false;
+  for (int r = 0; r < NR; ++r) max_pos = std::max(max_pos, q_pos[r0 + r]);
+  if (t.min_pos > max_pos) return;
+  // S[r, 0..16) = q_r · K_tileᵀ · scale.
+  __m256 s[NR][2];
+  for (int r = 0; r < NR; ++r) s[r][0] = s[r][1] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < head_dim; ++d) {
+    const __m256 k0 = _mm256_loadu_ps(t.kt.data() + d * KT);
+    const __m256 k1 = _mm256_loadu_ps(t.kt.data() + d * KT + 8);
     for (int r = 0; r < NR; ++r) {
-      // hidden = kv_pos > q_pos; hidden scores become −inf and their weights exactly 0.
-      const __m256i qp = _mm256_set1_epi32(q_pos[r]);
-      const __m256 hidden0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos0, qp));
-      const __m256 hidden1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos1, qp));
-      const __m256 s0 = _mm256_blendv_ps(_mm256_mul_ps(s[r][0], vscale), neg_inf, hidden0);
-      const __m256 s1 = _mm256_blendv_ps(_mm256_mul_ps(s[r][1], vscale), neg_inf, hidden1);
-      const float tile_max = internal::HorizontalMax(_mm256_max_ps(s0, s1));
-      if (tile_max == -INFINITY) {
-        std::memset(p[r], 0, sizeof(p[r]));
-        continue;
-      }
-      any = true;
-      if (tile_max > m[r]) {
-        const float alpha = std::exp(m[r] - tile_max);  // 0 on the first visible tile
-        l[r] *= alpha;
-        for (int64_t d = 0; d < head_dim; d += 8) {
-          _mm256_storeu_ps(
-              o + r * head_dim + d,
-              _mm256_mul_ps(_mm256_loadu_ps(o + r * head_dim + d), _mm256_set1_ps(alpha)));
-        }
-        m[r] = tile_max;
-      }
-      const __m256 vm = _mm256_set1_ps(m[r]);
-      const __m256 p0 = _mm256_andnot_ps(hidden0, internal::Exp(_mm256_sub_ps(s0, vm)));
-      const __m256 p1 = _mm256_andnot_ps(hidden1, internal::Exp(_mm256_sub_ps(s1, vm)));
-      l[r] += internal::HorizontalSum(_mm256_add_ps(p0, p1));
-      _mm256_store_ps(p[r], p0);
-      _mm256_store_ps(p[r] + 8, p1);
-    }
-    if (!any) continue;
-    // o[r] += Σ_j p[r][j] · v_j over the tile's valid keys.
-    const int64_t j0 = tile * KT, nj = std::min(KT, n_kv - j0);
-    for (int64_t d = 0; d < head_dim; d += 8) {
-      __m256 acc[NR];
-      for (int r = 0; r < NR; ++r) acc[r] = _mm256_loadu_ps(o + r * head_dim + d);
-      for (int64_t j = 0; j < nj; ++j) {
-        const __m256 vj = _mm256_loadu_ps(v + (j0 + j) * head_dim + d);
-        for (int r = 0; r < NR; ++r)
-          acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&p[r][j]), vj, acc[r]);
-      }
-      for (int r = 0; r < NR; ++r) _mm256_storeu_ps(o + r * head_dim + d, acc[r]);
+      const __m256 qd = _mm256_broadcast_ss(q + (r0 + r) * head_dim + d);
+      s[r][0] = _mm256_fmadd_ps(qd, k0, s[r][0]);
+      s[r][1] = _mm256_fmadd_ps(qd, k1, s[r][1]);
     }
   }
+  const __m256i pos0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.pos));
+  const __m256i pos1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.pos + 8));
+  const __m256 vscale = _mm256_set1_ps(scale), neg_inf = _mm256_set1_ps(-INFINITY);
+  alignas(32) float p[NR][KT];
+  bool any = false;
   for (int r = 0; r < NR; ++r) {
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    for (int64_t d = 0; d < head_dim; ++d) out[r * head_dim + d] = o[r * head_dim + d] * inv;
+    float& m = st.m[r0 + r];
+    float* o = st.o.data() + (r0 + r) * head_dim;
+    // hidden = kv_pos > q_pos; hidden scores become −inf and their weights exactly 0.
+    const __m256i qp = _mm256_set1_epi32(q_pos[r0 + r]);
+    const __m256 hidden0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos0, qp));
+    const __m256 hidden1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos1, qp));
+    const __m256 s0 = _mm256_blendv_ps(_mm256_mul_ps(s[r][0], vscale), neg_inf, hidden0);
+    const __m256 s1 = _mm256_blendv_ps(_mm256_mul_ps(s[r][1], vscale), neg_inf, hidden1);
+    const float tile_max = internal::HorizontalMax(_mm256_max_ps(s0, s1));
+    if (tile_max == -INFINITY) {
+      std::memset(p[r], 0, sizeof(p[r]));
+      continue;
+    }
+    any = true;
+    if (tile_max > m) {
+      const float alpha = std::exp(m - tile_max);  // 0 on the first visible tile
+      st.l[r0 + r] *= alpha;
+      for (int64_t d = 0; d < head_dim; d += 8) {
+        _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), _mm256_set1_ps(alpha)));
+      }
+      m = tile_max;
+    }
+    const __m256 vm = _mm256_set1_ps(m);
+    const __m256 p0 = _mm256_andnot_ps(hidden0, internal::Exp(_mm256_sub_ps(s0, vm)));
+    const __m256 p1 = _mm256_andnot_ps(hidden1, internal::Exp(_mm256_sub_ps(s1, vm)));
+    st.l[r0 + r] += internal::HorizontalSum(_mm256_add_ps(p0, p1));
+    _mm256_store_ps(p[r], p0);
+    _mm256_store_ps(p[r] + 8, p1);
+  }
+  if (!any) return;
+  // o[r] += Σ_j p[r][j] · v_j over the tile's rows.
+  for (int64_t d = 0; d < head_dim; d += 8) {
+    __m256 acc[NR];
+    for (int r = 0; r < NR; ++r) acc[r] = _mm256_loadu_ps(st.o.data() + (r0 + r) * head_dim + d);
+    for (int64_t j = 0; j < t.rows; ++j) {
+      const __m256 vj = _mm256_loadu_ps(t.v.data() + j * head_dim + d);
+      for (int r = 0; r < NR; ++r)
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&p[r][j]), vj, acc[r]);
+    }
+    for (int r = 0; r < NR; ++r) _mm256_storeu_ps(st.o.data() + (r0 + r) * head_dim + d, acc[r]);
+  }
+}
+
+void AttendPagedAvx2(float* out, const float* q, const int32_t* q_pos,
+                     std::span<const KvPageView> pages, float scale, int64_t n_q,
+                     int64_t head_dim) {
+  // Per-thread buffers reused across calls.
+  thread_local Tile tile;
+  thread_local State st;
+  st.Reset(n_q, head_dim);
+  const int32_t max_q_pos =
+      n_q > 0 ? *std::max_element(q_pos, q_pos + n_q) : std::numeric_limits<int32_t>::min();
+  for (const KvPageView& page : pages) {
+    for (int64_t r0 = 0; r0 < page.rows; r0 += KT) {
+      // A tile wholly in every row's future is not even dequantised.
+      bool visible = false;
+      for (int64_t c = r0; c < std::min(page.rows, r0 + KT) && !visible; ++c) {
+        visible = page.pos[c] <= max_q_pos;
+      }
+      if (!visible) continue;
+      LoadTile(tile, page, r0, head_dim);
+      int64_t i = 0;
+      for (; i + QB <= n_q; i += QB) UpdateRows<QB>(st, i, q, q_pos, tile, scale, head_dim);
+      for (; i < n_q; ++i) UpdateRows<1>(st, i, q, q_pos, tile, scale, head_dim);
+    }
+  }
+  for (int64_t i = 0; i < n_q; ++i) {
+    const float inv = st.l[i] > 0.0f ? 1.0f / st.l[i] : 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) out[i * head_dim + d] = st.o[i * head_dim + d] * inv;
   }
 }
 
 }  // namespace
 #endif  // GLIMPSE_KERNELS_AVX2
 
+void DequantizeKvRow(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
+                     int64_t head_dim) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  if (head_dim % 8 == 0) return DequantizeKvRowAvx2(x, dtype, data, scales, r, head_dim);
+#endif
+  internal::DequantizeKvRowRef(x, dtype, data, scales, r, head_dim);
+}
+
+void AttendPaged(float* out, const float* q, const int32_t* q_pos,
+                 std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  if (head_dim % 8 == 0) return AttendPagedAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
+#endif
+  internal::AttendPagedRef(out, q, q_pos, pages, scale, n_q, head_dim);
+}
+
 void AttendRagged(float* out, const float* q, const int32_t* q_pos, const float* k, const float* v,
                   const int32_t* kv_pos, float scale, float* scratch, int64_t n_q, int64_t n_kv,
                   int64_t head_dim) {
 #ifdef GLIMPSE_KERNELS_AVX2
-  if (head_dim % 8 == 0 && n_kv > 0) {
-    // Per-thread buffers reused across calls: transposed K and the block's unnormalised output.
-    thread_local TransposedKeys keys;
-    thread_local std::vector<float> o;
-    const int32_t max_q_pos =
-        n_q > 0 ? *std::max_element(q_pos, q_pos + n_q) : std::numeric_limits<int32_t>::min();
-    TransposeKeys(keys, k, kv_pos, n_kv, head_dim, max_q_pos);
-    o.resize(QB * head_dim);
-    int64_t i = 0;
-    for (; i + QB <= n_q; i += QB) {
-      AttendBlock<QB>(out + i * head_dim, q + i * head_dim, q_pos + i, keys, v, scale, n_kv,
-                      head_dim, o.data());
-    }
-    for (; i < n_q; ++i) {
-      AttendBlock<1>(out + i * head_dim, q + i * head_dim, q_pos + i, keys, v, scale, n_kv,
-                     head_dim, o.data());
-    }
-    return;
+  if (head_dim % 8 == 0) {
+    const KvPageView page{.k = k, .v = v, .pos = kv_pos, .rows = n_kv};
+    return AttendPagedAvx2(out, q, q_pos, std::span(&page, 1), scale, n_q, head_dim);
   }
 #endif
   internal::AttendRaggedRef(out, q, q_pos, k, v, kv_pos, scale, scratch, n_q, n_kv, head_dim);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -10,6 +11,7 @@
 
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/test_util.h"
+#include "kernels/quant.h"
 
 namespace glimpse::kernels {
 namespace {
@@ -148,6 +150,158 @@ TEST(AttentionTest, SortedPrefillMatchesReference) {
   internal::AttendRaggedRef(ref.data(), q.data(), early_pos.data(), k.data(), v.data(),
                             kv_pos.data(), 0.125f, scratch.data(), rows, T, head_dim);
   EXPECT_TRUE(AllClose(got.data(), ref.data(), rows * head_dim, 1e-6f, 1e-5f));
+}
+
+TEST(AttentionTest, E4m3CodesDecodeToTheirValues) {
+  EXPECT_EQ(internal::E4m3ToFp32(0x38), 1.0f);    // exponent 7, mantissa 0
+  EXPECT_EQ(internal::E4m3ToFp32(0x7E), 448.0f);  // the largest finite value
+  EXPECT_EQ(internal::E4m3ToFp32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(internal::E4m3ToFp32(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+  EXPECT_EQ(internal::E4m3ToFp32(0xB8), -1.0f);
+  EXPECT_TRUE(std::isnan(internal::E4m3ToFp32(0x7F)));
+  EXPECT_TRUE(std::isnan(internal::E4m3ToFp32(0xFF)));
+  EXPECT_EQ(internal::E4m3ToFp32(0x80), 0.0f);
+}
+
+// Random pages: every byte pattern of the narrow formats appears, scales vary by row.
+struct RandomPage {
+  KvDType dtype;
+  int64_t rows, head_dim;
+  std::vector<uint8_t> k, v;
+  std::vector<float> k_scale, v_scale;
+  std::vector<int32_t> pos;
+
+  RandomPage(KvDType d, int64_t n, int64_t hd, int32_t first_pos, std::mt19937& rng)
+      : dtype(d), rows(n), head_dim(hd) {
+    const int64_t elt = d == KvDType::kF32 ? 4 : d == KvDType::kF16 || d == KvDType::kBF16 ? 2 : 1;
+    k.resize(n * hd * elt);
+    v.resize(n * hd * elt);
+    const std::vector<float> kf = RandomFloats(n * hd, rng(), -2, 2), vf = RandomFloats(n * hd, rng());
+    for (int64_t i = 0; i < n * hd; ++i) {
+      switch (d) {
+        case KvDType::kF32:
+          std::memcpy(&k[4 * i], &kf[i], 4);
+          std::memcpy(&v[4 * i], &vf[i], 4);
+          break;
+        case KvDType::kF16:
+        case KvDType::kBF16: {
+          const uint16_t hk = d == KvDType::kF16 ? Fp32ToFp16(kf[i]) : Bf16Bits(kf[i]);
+          const uint16_t hv = d == KvDType::kF16 ? Fp32ToFp16(vf[i]) : Bf16Bits(vf[i]);
+          std::memcpy(&k[2 * i], &hk, 2);
+          std::memcpy(&v[2 * i], &hv, 2);
+          break;
+        }
+        case KvDType::kI8:
+          k[i] = static_cast<uint8_t>(static_cast<int8_t>(rng() % 255 - 127));
+          v[i] = static_cast<uint8_t>(static_cast<int8_t>(rng() % 255 - 127));
+          break;
+        case KvDType::kE4M3: {
+          auto code = [&] {
+            uint8_t c;
+            do c = static_cast<uint8_t>(rng()); while ((c & 0x7F) == 0x7F);  // no NaN here
+            return c;
+          };
+          k[i] = code();
+          v[i] = code();
+          break;
+        }
+      }
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      k_scale.push_back(0.001f + 0.01f * static_cast<float>(rng() % 100) / 100);
+      v_scale.push_back(0.001f + 0.01f * static_cast<float>(rng() % 100) / 100);
+      pos.push_back(first_pos + static_cast<int32_t>(r) * 2);
+    }
+  }
+  static uint16_t Bf16Bits(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return static_cast<uint16_t>(u >> 16);
+  }
+  KvPageView view() const {
+    return {.dtype = dtype, .k = k.data(), .v = v.data(), .k_scale = k_scale.data(),
+            .v_scale = v_scale.data(), .pos = pos.data(), .rows = rows};
+  }
+};
+
+constexpr KvDType kDTypes[] = {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kI8,
+                               KvDType::kE4M3};
+
+TEST(AttentionTest, VectorDequantizationEqualsTheReferenceForEveryFormat) {
+  std::mt19937 rng(3);
+  for (KvDType d : kDTypes) {
+    for (int64_t hd : {8, 64, 128, 5}) {
+      const RandomPage page(d, 7, hd, 0, rng);
+      std::vector<float> got(hd), ref(hd);
+      for (int64_t r = 0; r < page.rows; ++r) {
+        DequantizeKvRow(got.data(), d, page.k.data(), page.k_scale.data(), r, hd);
+        internal::DequantizeKvRowRef(ref.data(), d, page.k.data(), page.k_scale.data(), r, hd);
+        ASSERT_TRUE(AllClose(got, ref, 0.0f, 0.0f)) << static_cast<int>(d) << " hd " << hd;
+      }
+    }
+  }
+  // Every E4M3 code, NaN included, through the vector path.
+  std::vector<uint8_t> codes(256);
+  for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
+  const float scale[32] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
+                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
+                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
+                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  std::vector<float> got(8);
+  for (int64_t r = 0; r < 32; ++r) {
+    DequantizeKvRow(got.data(), KvDType::kE4M3, codes.data(), scale, r, 8);
+    for (int64_t c = 0; c < 8; ++c) {
+      const float want = internal::E4m3ToFp32(codes[r * 8 + c]) * 0.5f;
+      EXPECT_TRUE(got[c] == want || (std::isnan(got[c]) && std::isnan(want))) << r * 8 + c;
+    }
+  }
+}
+
+// Pages of every format and ragged sizes (partial tiles, partial last pages), positions that hide
+// some entries from some rows: the fast path equals the reference (rows dequantised, then
+// AttendRaggedRef) within fp32 reordering.
+TEST(AttentionTest, PagedEqualsTheDequantisedReference) {
+  std::mt19937 rng(11);
+  for (KvDType d : kDTypes) {
+    for (int64_t hd : {8, 64, 6}) {
+      for (int64_t n_q : {1, 3, 7}) {
+        SCOPED_TRACE(::testing::Message() << "dtype " << static_cast<int>(d) << " hd " << hd
+                                          << " n_q " << n_q);
+        std::vector<RandomPage> pages;
+        int32_t next = 0;
+        for (int64_t rows : {64, 17, 1, 16, 3}) {
+          pages.emplace_back(d, rows, hd, next, rng);
+          next += static_cast<int32_t>(2 * rows);
+        }
+        std::vector<KvPageView> views;
+        for (const RandomPage& p : pages) views.push_back(p.view());
+        const std::vector<float> q = RandomFloats(n_q * hd, rng(), -2, 2);
+        std::vector<int32_t> q_pos(n_q);
+        for (int32_t& p : q_pos) p = static_cast<int32_t>(rng() % (next + 2)) - 1;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        std::vector<float> got(n_q * hd, NAN), ref(n_q * hd, NAN);
+        AttendPaged(got.data(), q.data(), q_pos.data(), views, scale, n_q, hd);
+        internal::AttendPagedRef(ref.data(), q.data(), q_pos.data(), views, scale, n_q, hd);
+        EXPECT_TRUE(AllClose(got, ref, 1e-5f, 1e-5f));
+      }
+    }
+  }
+}
+
+// One fp32 page is AttendRagged, bit for bit.
+TEST(AttentionTest, OneFp32PageIsAttendRagged) {
+  const int64_t hd = 64, T = 77, n_q = 9;
+  const std::vector<float> k = RandomFloats(T * hd, 21), v = RandomFloats(T * hd, 22),
+                           q = RandomFloats(n_q * hd, 23);
+  std::vector<int32_t> kv_pos(T), q_pos(n_q);
+  std::iota(kv_pos.begin(), kv_pos.end(), 0);
+  for (int64_t i = 0; i < n_q; ++i) q_pos[i] = static_cast<int32_t>(8 * i);
+  std::vector<float> ragged(n_q * hd), paged(n_q * hd), scratch(T);
+  AttendRagged(ragged.data(), q.data(), q_pos.data(), k.data(), v.data(), kv_pos.data(), 0.125f,
+               scratch.data(), n_q, T, hd);
+  const KvPageView page{.k = k.data(), .v = v.data(), .pos = kv_pos.data(), .rows = T};
+  AttendPaged(paged.data(), q.data(), q_pos.data(), std::span(&page, 1), 0.125f, n_q, hd);
+  EXPECT_TRUE(AllClose(paged, ragged, 0.0f, 0.0f));
 }
 
 }  // namespace
