@@ -201,7 +201,7 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
   ASSERT_EQ(static_cast<int64_t>(cold.size()), heads);
   int64_t cold_entries = 0;
   for (int64_t i = 0; i < heads; ++i) {
-    const model::KvHead& h = hot.head(i / hot.n_kv_heads(), i % hot.n_kv_heads());
+    const model::KvHead h = hot.Read(i / hot.n_kv_heads(), i % hot.n_kv_heads());
     std::vector<int32_t> all = h.positions;
     all.insert(all.end(), cold[i].positions.begin(), cold[i].positions.end());
     std::sort(all.begin(), all.end());

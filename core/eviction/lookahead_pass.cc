@@ -29,13 +29,16 @@ void LookaheadAttentionObserver::OnLayer(int32_t layer, const model::LayerActiva
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // probs[h] = Σ over the chunk's lookahead rows of query head h's probabilities, [n_kv(h)].
   std::vector<std::vector<float>> probs(H);
+  const int32_t Hkv = static_cast<int32_t>(H / group);
+  std::vector<model::KvHead> heads(Hkv);  // the layer's entries, lookahead rows included
+  for (int32_t h = 0; h < Hkv; ++h) heads[h] = session_.cache().Read(layer, h);
   session_.pool().ParallelFor(H, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> q_rows(m * hd);  // [m, hd] one head's lookahead queries
     for (int64_t h = begin; h < end; ++h) {
       for (int64_t t = 0; t < m; ++t) {
         std::memcpy(&q_rows[t * hd], &a.q[((first + t) * H + h) * hd], hd * sizeof(float));
       }
-      const model::KvHead& kv = session_.cache().head(layer, static_cast<int32_t>(h / group));
+      const model::KvHead& kv = heads[h / group];
       probs[h].assign(kv.size(), 0.0f);
       kernels::AccumulateAttention(probs[h].data(), q_rows.data(), a.positions + first,
                                    kv.keys.data(), kv.positions.data(), scale, m, kv.size(), hd);
@@ -43,7 +46,7 @@ void LookaheadAttentionObserver::OnLayer(int32_t layer, const model::LayerActiva
   });
   const float weight = 1.0f / static_cast<float>(n_rows_ * group);
   for (int64_t h = 0; h < H; ++h) {
-    const model::KvHead& kv = session_.cache().head(layer, static_cast<int32_t>(h / group));
+    const model::KvHead& kv = heads[h / group];
     float* out = scores_[layer].data() + (h / group) * n_prompt_;
     for (int64_t j = 0; j < kv.size(); ++j) {
       if (kv.positions[j] < n_prompt_) out[kv.positions[j]] += weight * probs[h][j];
@@ -60,10 +63,10 @@ absl::StatusOr<std::vector<std::vector<float>>> RunLookaheadPass(model::Session&
   const model::KvCache& cache = session.cache();
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
     for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-      if (cache.head(l, h).size() != T) {
+      if (cache.size(l, h) != T) {
         return absl::FailedPreconditionError(absl::StrCat("the lookahead pass needs all ", T,
                                                           " prompt entries; layer ", l, " kv-head ",
-                                                          h, " holds ", cache.head(l, h).size()));
+                                                          h, " holds ", cache.size(l, h)));
       }
     }
   }

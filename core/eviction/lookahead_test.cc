@@ -112,13 +112,13 @@ class LookaheadTest : public ::testing::Test {
     model::Session session(*model_, pool_, {.prefill_chunk = chunk});
     const std::vector<int32_t> prompt = Prompt();
     EXPECT_TRUE(session.Forward(prompt).ok());
-    const model::KvHead before = session.cache().head(1, 1);
+    const model::KvHead before = session.cache().Read(1, 1);
     auto scores = RunLookaheadPass(session, module);
     EXPECT_TRUE(scores.ok()) << scores.status();
     EXPECT_EQ(session.next_position(), static_cast<int32_t>(prompt.size()));
     EXPECT_EQ(session.cache().TotalEntries(), int64_t{4} * static_cast<int64_t>(prompt.size()));
-    EXPECT_EQ(session.cache().head(1, 1).keys, before.keys);
-    EXPECT_EQ(session.cache().head(1, 1).positions, before.positions);
+    EXPECT_EQ(session.cache().Read(1, 1).keys, before.keys);
+    EXPECT_EQ(session.cache().Read(1, 1).positions, before.positions);
     return scores.ok() ? *std::move(scores) : Scores{};
   }
 

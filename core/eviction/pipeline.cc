@@ -105,7 +105,7 @@ class CaptureObserver : public model::LayerObserver {
         int64_t size = 0;
         for (int64_t h = 0; h < H; ++h) {
           l.row[h] = size;
-          size += session.cache().head(layer, static_cast<int32_t>(h / group)).size() + N;
+          size += session.cache().size(layer, static_cast<int32_t>(h / group)) + N;
         }
         l.attention.assign(size, 0.0f);
       }
@@ -145,13 +145,15 @@ class CaptureObserver : public model::LayerObserver {
     const int64_t hd = c_.head_dim, H = c_.n_heads, n = a.n_tokens;
     const int64_t group = c_.n_heads / c_.n_kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<model::KvHead> heads(c_.n_kv_heads);  // the layer's entries, this chunk's included
+    for (int32_t h = 0; h < c_.n_kv_heads; ++h) heads[h] = session_.cache().Read(layer, h);
     session_.pool().ParallelFor(H, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> q_rows(n * hd);  // [n, hd] one head's queries
       for (int64_t h = begin; h < end; ++h) {
         for (int64_t t = 0; t < n; ++t) {
           std::memcpy(&q_rows[t * hd], &a.q[(t * H + h) * hd], hd * sizeof(float));
         }
-        const model::KvHead& kv = session_.cache().head(layer, static_cast<int32_t>(h / group));
+        const model::KvHead& kv = heads[h / group];
         kernels::AccumulateAttention(l.attention.data() + l.row[h], q_rows.data(), a.positions,
                                      kv.keys.data(), kv.positions.data(), scale, n, kv.size(), hd);
       }
@@ -170,7 +172,7 @@ void GatherCache(const model::KvCache& cache, int32_t layer, bool keys, std::vec
   const int64_t hd = cache.head_dim();
   int64_t offset = 0;
   for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-    const model::KvHead& kv = cache.head(layer, h);
+    const model::KvHead kv = cache.Read(layer, h);
     out.resize(offset + kv.size() * hd);
     const std::vector<float>& src = keys ? kv.keys : kv.values;
     std::memcpy(out.data() + offset, src.data(), src.size() * sizeof(float));
@@ -239,7 +241,7 @@ absl::Status ScoreHead(const model::Session& session, const CaptureObserver& cap
                        std::vector<float>& scores) {
   const uint32_t needs = scorer.needs();
   const LayerCapture& l = capture.layer(layer);
-  const model::KvHead& kv = session.cache().head(layer, kv_head);
+  const model::KvHead kv = session.cache().Read(layer, kv_head);
   LayerView view = BaseView(session, scorer, layer);
   const int32_t group = view.n_heads / view.n_kv_heads;
   view.n_heads = group;
@@ -350,7 +352,7 @@ absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
   result.evicted_scores.assign(L, std::vector<std::vector<float>>(Hkv));
   for (int32_t layer = 0; layer < L; ++layer) {
     for (int32_t h = 0; h < Hkv; ++h) {
-      const model::KvHead& kv = cache.head(layer, h);
+      const model::KvHead kv = cache.Read(layer, h);
       const std::vector<int64_t>& keep = result.kept[layer][h];
       const std::vector<float>& scores = result.scores[layer][h];
       model::KvHead& out = result.evicted[layer][h];
@@ -372,7 +374,8 @@ absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
         out_scores.push_back(scores[j]);
       }
       RETURN_IF_ERROR(cache.Retain(layer, h, keep));
-      result.kept_positions[layer][h] = cache.head(layer, h).positions;
+      const std::span<const int32_t> kept = cache.positions(layer, h);
+      result.kept_positions[layer][h].assign(kept.begin(), kept.end());
     }
   }
   return absl::OkStatus();
@@ -435,7 +438,7 @@ absl::Status CheckTurn(const model::Session& session, const Turn& turn, const Sc
   const model::KvCache& cache = session.cache();
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
     for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-      const int64_t entries = cache.head(l, h).size() + turn.n_new;
+      const int64_t entries = cache.size(l, h) + turn.n_new;
       if (entries >= turn.window) continue;
       if (!turn.history()) {
         return absl::InvalidArgumentError(absl::StrCat("prompt of ", turn.n_new,
@@ -470,7 +473,8 @@ absl::Status CheckRecall(const model::Session& session, const Turn& turn, const 
   }
   for (size_t i = 0; i < heads; ++i) {
     const model::KvHead& cold = turn.recall->cold[i];
-    const model::KvHead& hot = cache.head(i / cache.n_kv_heads(), i % cache.n_kv_heads());
+    const std::span<const int32_t> hot =
+        cache.positions(i / cache.n_kv_heads(), i % cache.n_kv_heads());
     const std::string where = absl::StrCat("cold entries of layer ", i / cache.n_kv_heads(),
                                            " kv-head ", i % cache.n_kv_heads());
     if (cold.keys.size() != cold.positions.size() * cache.head_dim() ||
@@ -485,8 +489,8 @@ absl::Status CheckRecall(const model::Session& session, const Turn& turn, const 
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": position ", p, " is out of order or outside the history of ", turn.first));
       }
-      while (h < hot.size() && hot.positions[h] < p) ++h;
-      if (h < hot.size() && hot.positions[h] == p) {
+      while (h < static_cast<int64_t>(hot.size()) && hot[h] < p) ++h;
+      if (h < static_cast<int64_t>(hot.size()) && hot[h] == p) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": position ", p, " is in the cache already"));
       }
@@ -496,15 +500,16 @@ absl::Status CheckRecall(const model::Session& session, const Turn& turn, const 
 }
 
 // Puts each head's best cold pages (recall.h), chosen with the window queries of the head's GQA
-// group, into the cache beside its entries. Returns the positions added, per layer · Hkv + head.
-std::vector<std::vector<int32_t>> AddRecallCandidates(model::Session& session,
-                                                      const CaptureObserver& capture,
-                                                      const Turn& turn) {
+// group, into the cache beside its entries. Returns the positions added, per layer · Hkv + head;
+// ResourceExhausted when the KV pool cannot hold them.
+absl::StatusOr<std::vector<std::vector<int32_t>>> AddRecallCandidates(
+    model::Session& session, const CaptureObserver& capture, const Turn& turn) {
   model::KvCache& cache = session.cache();
   const int32_t Hkv = cache.n_kv_heads();
   const int64_t hd = cache.head_dim(), W = turn.query_window();
   const int64_t group = session.model().config().n_heads / Hkv;
   std::vector<std::vector<int32_t>> added(turn.recall->cold.size());
+  std::vector<absl::Status> statuses(added.size());
   session.pool().ParallelFor(
       static_cast<int64_t>(added.size()), 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
@@ -517,10 +522,14 @@ std::vector<std::vector<int32_t>> AddRecallCandidates(model::Session& session,
           const std::vector<int64_t> rows = PickCandidates(
               cold, queries, turn.recall->candidate_tokens, turn.recall->page_tokens);
           const model::KvHead picked = Rows(cold, rows);
-          AddMissingEntries(cache.head(layer, h), picked);
+          if (picked.size() == 0) continue;
+          model::KvHead merged = cache.Read(layer, h);
+          AddMissingEntries(merged, picked);
+          statuses[i] = cache.Assign(layer, h, merged);
           added[i] = picked.positions;
         }
       });
+  for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   return added;
 }
 
@@ -575,7 +584,9 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
 
   const auto scoring_start = std::chrono::steady_clock::now();
   std::vector<std::vector<int32_t>> candidates;  // positions recall added, per head
-  if (turn.recalls()) candidates = AddRecallCandidates(session, capture, turn);
+  if (turn.recalls()) {
+    ASSIGN_OR_RETURN(candidates, AddRecallCandidates(session, capture, turn));
+  }
   std::vector<std::vector<float>> lookahead;  // [layer][Hkv · P] by position
   if (lookahead_module != nullptr) {
     ASSIGN_OR_RETURN(lookahead, LookaheadByPosition(session, *lookahead_module));

@@ -82,7 +82,7 @@ Cache Snapshot(const model::Session& session) {
   const model::KvCache& c = session.cache();
   Cache out(c.n_layers());
   for (int32_t l = 0; l < c.n_layers(); ++l) {
-    for (int32_t h = 0; h < c.n_kv_heads(); ++h) out[l].push_back(c.head(l, h));
+    for (int32_t h = 0; h < c.n_kv_heads(); ++h) out[l].push_back(c.Read(l, h));
   }
   return out;
 }
@@ -169,7 +169,7 @@ TEST_F(PipelineHistoryTest, KeptAndEvictedPartitionTheEntriesBeforeEviction) {
   auto reference = AfterTurnOne();
   bool ragged = false;
   for (int32_t l = 0; l < L(); ++l) {
-    ragged |= session->cache().head(l, 0).size() != session->cache().head(l, 1).size();
+    ragged |= session->cache().size(l, 0) != session->cache().size(l, 1);
   }
   EXPECT_TRUE(ragged) << "turn 1 should leave heads of different lengths";
   const std::vector<int32_t> turn = Tokens(12, 2);
@@ -195,9 +195,9 @@ TEST_F(PipelineHistoryTest, KeptAndEvictedPartitionTheEntriesBeforeEviction) {
       EXPECT_TRUE(std::adjacent_find(kept.begin(), kept.end(), std::greater_equal<int64_t>()) ==
                   kept.end())
           << where;
-      ExpectSameHead(session->cache().head(l, h), Pick(all, kept, false, Hd()), where + " kept");
+      ExpectSameHead(session->cache().Read(l, h), Pick(all, kept, false, Hd()), where + " kept");
       ExpectSameHead(r->evicted[l][h], Pick(all, kept, true, Hd()), where + " evicted");
-      EXPECT_EQ(r->kept_positions[l][h], session->cache().head(l, h).positions) << where;
+      EXPECT_EQ(r->kept_positions[l][h], session->cache().Read(l, h).positions) << where;
       EXPECT_EQ(r->evicted[l][h].size() + static_cast<int64_t>(kept.size()), all.size()) << where;
       // H2O: every new query's probabilities sum to 1 over the entries it sees (history + new).
       double total = 0.0;
@@ -257,7 +257,7 @@ TEST_F(PipelineHistoryTest, TurnAfterTurnWithARatioBudget) {
   const SelectionOptions options{.budget_ratio = 0.5, .sinks = 2};
   int64_t total = 0;
   for (int64_t n : {30, 10, 7}) {
-    const int64_t history = session->cache().head(0, 0).size();
+    const int64_t history = session->cache().size(0, 0);
     auto r = PrefillAndEvict(*session, Tokens(n, static_cast<int32_t>(n)), *snapkv, options);
     ASSERT_TRUE(r.ok()) << r.status();
     total += n;
@@ -265,7 +265,7 @@ TEST_F(PipelineHistoryTest, TurnAfterTurnWithARatioBudget) {
     const int64_t budget = std::llround(0.5 * static_cast<double>(total));  // 15, 20, 24 (23.5)
     for (int32_t l = 0; l < L(); ++l) {
       for (int32_t h = 0; h < Hkv(); ++h) {
-        const std::vector<int32_t>& pos = session->cache().head(l, h).positions;
+        const std::vector<int32_t> pos = session->cache().Read(l, h).positions;
         EXPECT_EQ(static_cast<int64_t>(pos.size()), std::min(budget, history + n)) << "n " << n;
         EXPECT_TRUE(std::adjacent_find(pos.begin(), pos.end(), std::greater_equal<int32_t>()) ==
                     pos.end());
@@ -342,7 +342,7 @@ TEST_F(PipelineHistoryTest, SnapKvWindowLongerThanTheTurn) {
     }
     for (int64_t j = T - W; j < T; ++j) EXPECT_EQ(got[j], top + 1.0f) << "window entry " << j;
     // The selection's window is the scorer's: the head's last W entries (history included).
-    const std::vector<int32_t>& kept = session->cache().head(layer, kv).positions;
+    const std::vector<int32_t> kept = session->cache().Read(layer, kv).positions;
     for (int64_t j = T - W; j < T; ++j) {
       EXPECT_TRUE(std::binary_search(kept.begin(), kept.end(), head.positions[j])) << j;
     }
@@ -458,7 +458,7 @@ TEST_F(PipelineHistoryTest, LookaheadOverARaggedHistory) {
       }
       EXPECT_GT(sum, 0.0f);
       EXPECT_LT(sum, 1.0f + 1e-5f);  // probabilities of the entries, not renormalised
-      EXPECT_EQ(session->cache().head(l, h).size(), std::min<int64_t>(20, head.size()));
+      EXPECT_EQ(session->cache().size(l, h), std::min<int64_t>(20, head.size()));
     }
   }
   EXPECT_EQ(session->next_position(), P);
@@ -480,7 +480,7 @@ TEST_F(PipelineHistoryTest, RecallWithRoomForEverythingBringsEveryColdEntryBack)
   EXPECT_EQ(r->recalled, cold_entries);
   for (int32_t l = 0; l < L(); ++l) {
     for (int32_t h = 0; h < Hkv(); ++h) {
-      const model::KvHead& head = s.session->cache().head(l, h);
+      const model::KvHead head = s.session->cache().Read(l, h);
       ASSERT_EQ(head.size(), 52);
       for (int32_t p = 0; p < 52; ++p) EXPECT_EQ(head.positions[p], p);
       const model::KvHead& cold = s.cold[l * Hkv() + h];
@@ -515,7 +515,7 @@ TEST_F(PipelineHistoryTest, RecallCandidatesCompeteForTheBudget) {
     for (int32_t h = 0; h < Hkv(); ++h) {
       const std::string where = "layer " + std::to_string(l) + " kv-head " + std::to_string(h);
       const model::KvHead& cold = s.cold[l * Hkv() + h];
-      const std::vector<int32_t>& kept = s.session->cache().head(l, h).positions;
+      const std::vector<int32_t> kept = s.session->cache().Read(l, h).positions;
       const std::vector<int32_t>& evicted = r->evicted[l][h].positions;
       EXPECT_EQ(static_cast<int64_t>(kept.size()), kBudget) << where;
       EXPECT_EQ(r->evicted_scores[l][h].size(), evicted.size()) << where;
@@ -568,7 +568,7 @@ TEST_F(PipelineHistoryTest, BadRecallRequestsLeaveTheSessionUnchanged) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
 
   std::vector<model::KvHead> held = s.cold;  // a position the cache holds
-  held[0] = Pick(s.session->cache().head(0, 0), {0}, false, Hd());
+  held[0] = Pick(s.session->cache().Read(0, 0), {0}, false, Hd());
   recall.cold = held;
   r = PrefillAndEvict(*s.session, turn, *snapkv, options, &recall);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();

@@ -151,7 +151,7 @@ TEST_F(PipelineTest, KeptCountsEqualTheBudgetAndPositionsAreSorted) {
       ASSERT_EQ(pos.size(), 40u) << "layer " << l << " head " << h;
       EXPECT_TRUE(std::is_sorted(pos.begin(), pos.end()));
       EXPECT_EQ(std::adjacent_find(pos.begin(), pos.end()), pos.end());
-      EXPECT_EQ(pos, session.cache().head(l, h).positions);
+      EXPECT_EQ(pos, session.cache().Read(l, h).positions);
       for (int32_t s = 0; s < 4; ++s) EXPECT_EQ(pos[s], s);                   // sinks
       for (int32_t w = 0; w < 8; ++w) EXPECT_EQ(pos[40 - 8 + w], T - 8 + w);  // scorer's window
     }

@@ -77,10 +77,9 @@ absl::Status ValidateContent(const StateContent& c, const EncodeStateOptions& op
   const int32_t hkv = c.retained->n_kv_heads();
   const int64_t hd = c.retained->head_dim();
   for (size_t i = 0; i < heads; ++i) {
-    const model::KvHead& kept = c.retained->head(i / hkv, i % hkv);
-    RETURN_IF_ERROR(CheckHead(kept, hd, "retained head " + HeadName(i, hkv)));
+    const int64_t kept = c.retained->size(i / hkv, i % hkv);
     RETURN_IF_ERROR(
-        CheckScores(c.retained_scores, i, kept.size(), "retained head " + HeadName(i, hkv)));
+        CheckScores(c.retained_scores, i, kept, "retained head " + HeadName(i, hkv)));
     if (c.evicted.empty()) continue;
     RETURN_IF_ERROR(CheckHead(c.evicted[i], hd, "evicted head " + HeadName(i, hkv)));
     RETURN_IF_ERROR(
@@ -185,13 +184,14 @@ absl::StatusOr<EncodedState> EncodeState(const StateContent& content, const Stat
   const size_t heads = static_cast<size_t>(cache.n_layers()) * hkv;
 
   std::vector<PagePlan> plans;
+  std::vector<model::KvHead> retained(heads);  // decoded once; the plans point into them
   for (size_t i = 0; i < heads; ++i) {
     const uint32_t layer = static_cast<uint32_t>(i / hkv), kv_head = static_cast<uint32_t>(i % hkv);
+    retained[i] = cache.Read(static_cast<int32_t>(layer), static_cast<int32_t>(kv_head));
     std::span<const float> kept_scores = ScoresOf(content.retained_scores, i);
     std::span<const float> evicted_scores = ScoresOf(content.evicted_scores, i);
     const ScoreScale scale = ScaleOf(kept_scores, evicted_scores);
-    PlanTier(layer, kv_head, Tier::kRetained, cache.head(layer, kv_head), kept_scores, scale,
-             options, &plans);
+    PlanTier(layer, kv_head, Tier::kRetained, retained[i], kept_scores, scale, options, &plans);
     if (content.evicted.empty()) continue;
     // Without evicted scores an evicted page still ranks below every retained one.
     PlanTier(layer, kv_head, Tier::kEvicted, content.evicted[i], evicted_scores, scale, options,
@@ -327,7 +327,7 @@ absl::Status LoadPages(const Manifest& manifest, std::span<const std::span<const
   std::vector<MergedHead> merged;
   for (size_t i = 0; i < decoded.size(); ++i) {
     if (decoded[i].empty()) continue;
-    const model::KvHead& current = cache->head(i / hkv, i % hkv);
+    const model::KvHead current = cache->Read(i / hkv, i % hkv);
     std::vector<Run> runs{
         {current.keys.data(), current.values.data(), current.positions.data(), current.size()}};
     for (const kvpage::Page& p : decoded[i]) {
@@ -336,7 +336,9 @@ absl::Status LoadPages(const Manifest& manifest, std::span<const std::span<const
     ASSIGN_OR_RETURN(model::KvHead head, MergeRuns(std::move(runs), hd, HeadName(i, hkv)));
     merged.push_back({i, std::move(head)});
   }
-  for (MergedHead& m : merged) cache->head(m.index / hkv, m.index % hkv) = std::move(m.head);
+  for (const MergedHead& m : merged) {
+    RETURN_IF_ERROR(cache->Assign(m.index / hkv, m.index % hkv, m.head));
+  }
   return absl::OkStatus();
 }
 

@@ -20,14 +20,23 @@ void AppendTestEntry(model::KvHead* head, int32_t position) {
   }
 }
 
+void AppendTestEntry(model::KvCache* cache, int32_t l, int32_t h, int32_t position) {
+  model::KvHead entry;
+  AppendTestEntry(&entry, position);
+  EXPECT_TRUE(
+      cache->Append(l, h, entry.keys.data(), entry.values.data(), entry.positions.data(), 1).ok());
+}
+
 model::KvCache TestCache(int32_t tokens,
                          const std::function<bool(int32_t p, int32_t l, int32_t h)>& keep) {
   model::KvCache cache(kTestLayers, kTestKvHeads, kTestHeadDim);
   for (int32_t l = 0; l < kTestLayers; ++l) {
     for (int32_t h = 0; h < kTestKvHeads; ++h) {
+      model::KvHead head;
       for (int32_t p = 0; p < tokens; ++p) {
-        if (keep(p, l, h)) AppendTestEntry(&cache.head(l, h), p);
+        if (keep(p, l, h)) AppendTestEntry(&head, p);
       }
+      EXPECT_TRUE(cache.Assign(l, h, head).ok());
     }
   }
   return cache;
@@ -46,9 +55,10 @@ StateIdentity TestIdentity(uint32_t tokens) {
 void ExpectSameCache(const model::KvCache& got, const model::KvCache& want) {
   for (int32_t l = 0; l < want.n_layers(); ++l) {
     for (int32_t h = 0; h < want.n_kv_heads(); ++h) {
-      EXPECT_EQ(got.head(l, h).positions, want.head(l, h).positions) << l << "," << h;
-      EXPECT_EQ(got.head(l, h).keys, want.head(l, h).keys) << l << "," << h;
-      EXPECT_EQ(got.head(l, h).values, want.head(l, h).values) << l << "," << h;
+      const model::KvHead a = got.Read(l, h), b = want.Read(l, h);
+      EXPECT_EQ(a.positions, b.positions) << l << "," << h;
+      EXPECT_EQ(a.keys, b.keys) << l << "," << h;
+      EXPECT_EQ(a.values, b.values) << l << "," << h;
     }
   }
 }

@@ -15,6 +15,8 @@ inline constexpr int32_t kTestLayers = 2, kTestKvHeads = 2, kTestHeadDim = 8;
 
 // Appends the entry of `position` to `head`.
 void AppendTestEntry(model::KvHead* head, int32_t position);
+// The same entry appended to head (l, h) of a cache.
+void AppendTestEntry(model::KvCache* cache, int32_t l, int32_t h, int32_t position);
 
 // Head (l, h) of the cache holds the positions p < tokens with keep(p, l, h), in order.
 model::KvCache TestCache(int32_t tokens,

@@ -2,18 +2,30 @@
 // entry remembers the original position of its token. Eviction (core/eviction) may therefore keep
 // a different subset of positions in every head; attention honours whatever is left.
 //
+// Storage: each head's entries live in pages of a KV pool (kv_pool.h) in the cache's element
+// format, filled in order (every page but the last is full); the positions are kept per head. A
+// cache made without a pool owns a private, unbounded one and stores fp32, exactly what the
+// forward pass computed. Rows are encoded as core/kvpage's codec of the same name encodes them, so
+// a head read back (Read) equals the codec's round trip of what was appended; attention reads the
+// pages as they are (Pages, kernels::AttendPaged).
+//
 // Keys are stored post-RoPE, so an entry's key never changes after it is written. Not thread-safe:
 // one Session owns one cache; the forward pass writes distinct heads from distinct threads.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/model/kv_pool.h"
+#include "kernels/attention.h"
 
 namespace glimpse::model {
 
-// Entries of one (layer, kv-head).
+// Entries of one (layer, kv-head) as plain fp32: what scorers read and what moves between caches.
 struct KvHead {
   std::vector<float> keys;         // [n, head_dim]
   std::vector<float> values;       // [n, head_dim]
@@ -24,21 +36,46 @@ struct KvHead {
 
 class KvCache {
  public:
-  KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim);
+  // Pages come from `pool` (not owned, must outlive the cache) in `dtype`; without a pool, from a
+  // private unbounded pool in fp32 (`dtype` is then ignored).
+  KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, KvPool* pool = nullptr,
+          kernels::KvDType dtype = kernels::KvDType::kF32);
+  ~KvCache();
+  KvCache(KvCache&& other) noexcept;
+  KvCache& operator=(KvCache&& other) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
-  KvHead& head(int32_t layer, int32_t kv_head) { return heads_[Index(layer, kv_head)]; }
-  const KvHead& head(int32_t layer, int32_t kv_head) const { return heads_[Index(layer, kv_head)]; }
+  // Entries of one head.
+  int64_t size(int32_t layer, int32_t kv_head) const;
+  std::span<const int32_t> positions(int32_t layer, int32_t kv_head) const;
+  // The head's entries decoded to fp32.
+  KvHead Read(int32_t layer, int32_t kv_head) const;
+  // The head's pages for attention (positions point into this cache; valid until it changes).
+  std::vector<kernels::KvPageView> Pages(int32_t layer, int32_t kv_head) const;
 
-  // Appends `n` entries to one head. k, v: [n, head_dim]; pos: [n].
-  void Append(int32_t layer, int32_t kv_head, const float* k, const float* v, const int32_t* pos,
-              int64_t n);
+  // Appends `n` entries to one head. k, v: [n, head_dim]; pos: [n]. All or nothing:
+  // ResourceExhausted (naming the head, the pages needed and the pool's budget) when the pool cannot
+  // hold them; InvalidArgument when a value does not fit the format (codec.h's ranges).
+  absl::Status Append(int32_t layer, int32_t kv_head, const float* k, const float* v,
+                      const int32_t* pos, int64_t n);
+  // Replaces one head's entries with `entries` (encoded in the cache's format); the same errors as
+  // Append, and the head is then empty.
+  absl::Status Assign(int32_t layer, int32_t kv_head, const KvHead& entries);
 
   // Keeps only the entries at `keep` (indices into the head's current entries, strictly
-  // increasing). InvalidArgument (naming layer, head and index) when an index is out of range or
-  // not increasing; the head is unchanged then.
+  // increasing), moving rows as they are stored (no re-encoding) and returning emptied pages to
+  // the pool. InvalidArgument (naming layer, head and index) when an index is out of range or not
+  // increasing; the head is unchanged then.
   absl::Status Retain(int32_t layer, int32_t kv_head, const std::vector<int64_t>& keep);
+  // Keeps the first `n` entries of one head (n <= size).
+  void Truncate(int32_t layer, int32_t kv_head, int64_t n);
 
-  // Total entries over all heads, and bytes they occupy.
+  // A copy of every head in new pages of the same pool and format; ResourceExhausted when the pool
+  // cannot hold them. (Copies are explicit: a cache holds pool memory.)
+  absl::StatusOr<KvCache> Clone() const;
+
+  // Total entries over all heads, and bytes of the pages they hold.
   int64_t TotalEntries() const;
   int64_t TotalBytes() const;
   void Clear();
@@ -46,16 +83,37 @@ class KvCache {
   int32_t n_layers() const { return n_layers_; }
   int32_t n_kv_heads() const { return n_kv_heads_; }
   int32_t head_dim() const { return head_dim_; }
+  kernels::KvDType dtype() const { return dtype_; }
+  KvPool& pool() const { return *pool_; }
 
  private:
+  struct Head {
+    std::vector<uint8_t*> pages;
+    std::vector<int32_t> positions;
+  };
   size_t Index(int32_t layer, int32_t kv_head) const {
     return static_cast<size_t>(layer) * n_kv_heads_ + kv_head;
   }
+  // Row addresses inside a page.
+  uint8_t* KeyRow(uint8_t* page, int64_t slot) const;
+  uint8_t* ValueRow(uint8_t* page, int64_t slot) const;
+  float* KeyScale(uint8_t* page) const;
+  float* ValueScale(uint8_t* page) const;
+  // Encodes rows [0, n) of k / v into consecutive slots of `page` from `slot`.
+  absl::Status EncodeRows(uint8_t* page, int64_t slot, const float* k, const float* v,
+                          int64_t n) const;
+  void CopyRow(uint8_t* dst_page, int64_t dst_slot, const uint8_t* src_page,
+               int64_t src_slot) const;
+  void FreePagesFrom(Head& head, size_t first);
 
-  const int32_t n_layers_;
-  const int32_t n_kv_heads_;
-  const int32_t head_dim_;
-  std::vector<KvHead> heads_;  // [n_layers · n_kv_heads]
+  int32_t n_layers_;
+  int32_t n_kv_heads_;
+  int32_t head_dim_;
+  std::unique_ptr<KvPool> own_pool_;  // set when made without a pool
+  KvPool* pool_;
+  kernels::KvDType dtype_;
+  int64_t page_tokens_;
+  std::vector<Head> heads_;  // [n_layers · n_kv_heads]
 };
 
 }  // namespace glimpse::model

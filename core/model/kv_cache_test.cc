@@ -1,11 +1,16 @@
 #include "core/model/kv_cache.h"
 
+#include <cmath>
+#include <random>
 #include <vector>
 
+#include "core/kvpage/codec.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::model {
 namespace {
+
+using kernels::KvDType;
 
 // Fills head (0, h) with n entries whose key/value channels all equal the position.
 void FillHead(KvCache& cache, int32_t h, int32_t n) {
@@ -19,7 +24,12 @@ void FillHead(KvCache& cache, int32_t h, int32_t n) {
       v[i * d + c] = -static_cast<float>(pos[i]);
     }
   }
-  cache.Append(0, h, k.data(), v.data(), pos.data(), n);
+  ASSERT_TRUE(cache.Append(0, h, k.data(), v.data(), pos.data(), n).ok());
+}
+
+std::vector<int32_t> Positions(const KvCache& cache, int32_t l, int32_t h) {
+  const std::span<const int32_t> p = cache.positions(l, h);
+  return {p.begin(), p.end()};
 }
 
 TEST(KvCacheTest, HeadsAreIndependentAndRaggedAfterRetain) {
@@ -29,14 +39,17 @@ TEST(KvCacheTest, HeadsAreIndependentAndRaggedAfterRetain) {
   ASSERT_TRUE(cache.Retain(0, 0, {0, 2, 4}).ok());
   ASSERT_TRUE(cache.Retain(0, 1, {3}).ok());
 
-  const KvHead& h0 = cache.head(0, 0);
+  const KvHead h0 = cache.Read(0, 0);
   EXPECT_EQ(h0.positions, (std::vector<int32_t>{10, 12, 14}));
   EXPECT_EQ(h0.keys[1 * 4 + 3], 12.0f);
   EXPECT_EQ(h0.values[2 * 4], -14.0f);
-  EXPECT_EQ(cache.head(0, 1).positions, (std::vector<int32_t>{13}));
-  EXPECT_EQ(cache.head(1, 0).size(), 0);
+  EXPECT_EQ(Positions(cache, 0, 1), (std::vector<int32_t>{13}));
+  EXPECT_EQ(cache.size(1, 0), 0);
   EXPECT_EQ(cache.TotalEntries(), 4);
-  EXPECT_EQ(cache.TotalBytes(), 4 * (2 * 4 * 4 + 4));
+  EXPECT_EQ(cache.dtype(), KvDType::kF32);
+  // One page per non-empty head: 64 rows of 4 fp32 keys and values.
+  EXPECT_EQ(cache.TotalBytes(), 2 * cache.pool().PageBytes(KvDType::kF32));
+  EXPECT_EQ(cache.pool().PageBytes(KvDType::kF32), 2 * 64 * 4 * 4);
 }
 
 TEST(KvCacheTest, RetainRejectsBadIndicesAndLeavesHeadUnchanged) {
@@ -47,7 +60,7 @@ TEST(KvCacheTest, RetainRejectsBadIndicesAndLeavesHeadUnchanged) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(status.message().find("layer 0, kv_head 0"), std::string::npos) << status;
   }
-  EXPECT_EQ(cache.head(0, 0).positions, (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(Positions(cache, 0, 0), (std::vector<int32_t>{10, 11, 12}));
   EXPECT_EQ(cache.Retain(0, 5, {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -55,10 +68,123 @@ TEST(KvCacheTest, RetainEverythingAndNothing) {
   KvCache cache(1, 1, 2);
   FillHead(cache, 0, 3);
   ASSERT_TRUE(cache.Retain(0, 0, {0, 1, 2}).ok());
-  EXPECT_EQ(cache.head(0, 0).size(), 3);
+  EXPECT_EQ(cache.size(0, 0), 3);
   ASSERT_TRUE(cache.Retain(0, 0, {}).ok());
-  EXPECT_EQ(cache.head(0, 0).size(), 0);
-  EXPECT_TRUE(cache.head(0, 0).keys.empty());
+  EXPECT_EQ(cache.size(0, 0), 0);
+  EXPECT_TRUE(cache.Read(0, 0).keys.empty());
+  EXPECT_EQ(cache.TotalBytes(), 0);  // the page went back to the pool
+  EXPECT_EQ(cache.pool().stats().used_pages[0], 0);
+}
+
+// Every format stores what core/kvpage's codec of the same name would: a head read back equals
+// the codec's round trip of the appended rows, across page boundaries and after compaction.
+TEST(KvCacheTest, EveryFormatHoldsTheCodecsRoundTripAcrossPagesAndCompaction) {
+  constexpr int32_t kDim = 64;
+  const std::pair<KvDType, kvpage::Codec> formats[] = {
+      {KvDType::kF32, kvpage::Codec::kFp32},  {KvDType::kF16, kvpage::Codec::kFp16},
+      {KvDType::kBF16, kvpage::Codec::kBf16}, {KvDType::kI8, kvpage::Codec::kInt8},
+      {KvDType::kE4M3, kvpage::Codec::kFp8E4M3}};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (const auto& [dtype, codec_id] : formats) {
+    SCOPED_TRACE(KvDTypeName(dtype));
+    KvPool pool({.page_tokens = 16, .head_dim = kDim});
+    KvCache cache(1, 1, kDim, &pool, dtype);
+    const int64_t n = 41;  // two full pages and a partial one, appended in three calls
+    std::vector<float> k(n * kDim), v(n * kDim);
+    for (float& x : k) x = dist(rng);
+    for (float& x : v) x = dist(rng);
+    std::vector<int32_t> pos(n);
+    for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(3 * i);
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 5}, {5, 30}, {30, 41}}) {
+      ASSERT_TRUE(cache.Append(0, 0, k.data() + begin * kDim, v.data() + begin * kDim,
+                               pos.data() + begin, end - begin)
+                      .ok());
+    }
+    const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(codec_id));
+    auto round_trip = [&](const std::vector<float>& x, kvpage::Role role) {
+      std::vector<uint8_t> section(codec.section_bytes(role, n, kDim, 0));
+      EXPECT_TRUE(codec.encode(role, x.data(), n, kDim, 0, section.data()).ok());
+      std::vector<float> y(x.size());
+      codec.decode(role, section.data(), n, kDim, 0, y.data());
+      return y;
+    };
+    const std::vector<float> want_k = round_trip(k, kvpage::Role::kKeys);
+    const std::vector<float> want_v = round_trip(v, kvpage::Role::kValues);
+    KvHead got = cache.Read(0, 0);
+    EXPECT_EQ(got.positions, pos);
+    EXPECT_EQ(got.keys, want_k);
+    EXPECT_EQ(got.values, want_v);
+    EXPECT_EQ(cache.Pages(0, 0).size(), 3u);
+    EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(dtype)], 3);
+
+    // Keep every third entry: rows move as stored, the emptied pages go back.
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < n; i += 3) keep.push_back(i);
+    ASSERT_TRUE(cache.Retain(0, 0, keep).ok());
+    got = cache.Read(0, 0);
+    ASSERT_EQ(got.size(), static_cast<int64_t>(keep.size()));
+    for (size_t i = 0; i < keep.size(); ++i) {
+      EXPECT_EQ(got.positions[i], pos[keep[i]]);
+      for (int32_t c = 0; c < kDim; ++c) {
+        ASSERT_EQ(got.keys[i * kDim + c], want_k[keep[i] * kDim + c]);
+        ASSERT_EQ(got.values[i * kDim + c], want_v[keep[i] * kDim + c]);
+      }
+    }
+    EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(dtype)], 1);  // 14 entries, one page
+  }
+}
+
+TEST(KvCacheTest, AFullPoolRefusesAnAppendAndTheHeadKeepsWhatItHad) {
+  constexpr int32_t kDim = 8;
+  KvPool pool({.page_tokens = 4, .head_dim = kDim});
+  const int64_t page = pool.PageBytes(KvDType::kF16);
+  KvPool small({.budget_bytes = 2 * page, .page_tokens = 4, .head_dim = kDim});
+  KvCache cache(1, 2, kDim, &small, KvDType::kF16);
+  std::vector<float> k(12 * kDim, 1.0f), v(12 * kDim, 2.0f);
+  std::vector<int32_t> pos(12);
+  for (int32_t i = 0; i < 12; ++i) pos[i] = i;
+  ASSERT_TRUE(cache.Append(0, 0, k.data(), v.data(), pos.data(), 6).ok());  // 2 pages: the budget
+  const absl::Status full = cache.Append(0, 1, k.data(), v.data(), pos.data(), 1);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("fp16"), std::string::npos) << full;
+  EXPECT_EQ(cache.size(0, 1), 0);
+  // An append that needs one more page than there is gets nothing, all or nothing.
+  EXPECT_EQ(cache.Append(0, 0, k.data(), v.data(), pos.data() + 6, 3).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.size(0, 0), 6);
+  EXPECT_EQ(small.stats().used_pages[static_cast<size_t>(KvDType::kF16)], 2);
+  // Room comes back when a head lets go: the freed page serves another head, and another format
+  // once the budget is short (free pages of other formats are released).
+  cache.Truncate(0, 0, 4);
+  EXPECT_TRUE(cache.Append(0, 1, k.data(), v.data(), pos.data(), 1).ok());
+  cache.Clear();
+  KvCache other(1, 1, kDim, &small, KvDType::kI8);
+  EXPECT_TRUE(other.Append(0, 0, k.data(), v.data(), pos.data(), 8).ok());
+  const KvPool::Stats s = small.stats();
+  EXPECT_LE(s.held_bytes, s.budget_bytes);
+  EXPECT_EQ(s.used_pages[static_cast<size_t>(KvDType::kI8)], 2);
+}
+
+TEST(KvCacheTest, AValueTheFormatCannotHoldIsAClearErrorAndNothingIsAppended) {
+  KvPool pool({.head_dim = 4});
+  KvCache cache(1, 1, 4, &pool, KvDType::kF16);
+  const float k[4] = {1, 2, 1e6f, 4}, v[4] = {0, 0, 0, 0};
+  const int32_t pos[1] = {0};
+  const absl::Status st = cache.Append(0, 0, k, v, pos, 1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.size(0, 0), 0);
+  EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(KvDType::kF16)], 0);
+}
+
+TEST(KvCacheTest, MovingACacheMovesItsPages) {
+  KvCache a(1, 1, 2);
+  FillHead(a, 0, 3);
+  KvCache b = std::move(a);
+  EXPECT_EQ(Positions(b, 0, 0), (std::vector<int32_t>{10, 11, 12}));
+  KvCache c(1, 1, 2);
+  c = std::move(b);
+  EXPECT_EQ(c.Read(0, 0).keys[2], 11.0f);
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions o
       options_(options),
       max_context_(options.max_context > 0 ? options.max_context : model.config().context_length),
       inv_freq_(RopeInverseFrequencies(model.weights())),
-      cache_(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim),
+      cache_(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim,
+             options.kv_pool, options.kv_dtype),
       scratch_(std::make_unique<Scratch>()) {}
 
 Session::~Session() = default;
@@ -81,11 +82,11 @@ absl::Status Session::Resume(int32_t next_position) {
   }
   for (int32_t layer = 0; layer < cache_.n_layers(); ++layer) {
     for (int32_t h = 0; h < cache_.n_kv_heads(); ++h) {
-      const KvHead& head = cache_.head(layer, h);
-      if (head.size() > 0 && head.positions.back() >= next_position) {
+      const std::span<const int32_t> positions = cache_.positions(layer, h);
+      if (!positions.empty() && positions.back() >= next_position) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "layer %d, kv_head %d holds position %d, not before the resume position %d", layer, h,
-            head.positions.back(), next_position));
+            positions.back(), next_position));
       }
     }
   }
@@ -155,6 +156,8 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
   const int64_t total = static_cast<int64_t>(tokens.size());
   std::vector<float> logits((all_logits ? total : 1) * vocab);
   const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
+  const std::vector<int64_t> sizes = HeadSizes();
+  const int32_t start_position = next_position_;
   for (int64_t begin = 0; begin < total; begin += chunk) {
     const int64_t n = std::min(chunk, total - begin);
     const bool last = begin + n == total;
@@ -162,9 +165,20 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
     float* out = all_logits ? logits.data() + begin * vocab : (last ? logits.data() : nullptr);
     scratch_->Resize(model_.config(), n);
     Embed(tokens.subspan(begin, n));
-    ForwardChunk(n, all_logits, out, observer, {});
+    if (absl::Status st = ForwardChunk(n, all_logits, out, observer, {}); !st.ok()) {
+      Truncate(sizes, start_position);
+      return st;
+    }
   }
   return logits;
+}
+
+std::vector<int64_t> Session::HeadSizes() const {
+  std::vector<int64_t> sizes;
+  for (int32_t l = 0; l < cache_.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h) sizes.push_back(cache_.size(l, h));
+  }
+  return sizes;
 }
 
 absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const float> embeddings,
@@ -177,10 +191,7 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
   const int64_t total = static_cast<int64_t>(embeddings.size()) / D;
   RETURN_IF_ERROR(ValidateLength(total));
   if (call.lora != nullptr) RETURN_IF_ERROR(ValidateLora(*call.lora));
-  std::vector<int64_t> sizes;  // entries per head before the call, to undo it
-  for (int32_t l = 0; !call.keep_entries && l < cache_.n_layers(); ++l) {
-    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h) sizes.push_back(cache_.head(l, h).size());
-  }
+  const std::vector<int64_t> sizes = HeadSizes();  // entries per head before the call, to undo it
   const int32_t start_position = next_position_;
   const int64_t vocab = model_.config().vocab_size;
   std::vector<float> logits((call.all_logits ? total : 1) * vocab);
@@ -192,7 +203,10 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
     scratch_->Resize(model_.config(), n);
     std::memcpy(scratch_->x.data(), embeddings.data() + begin * D, n * D * sizeof(float));
     const ChunkLora lora{call.lora, std::max<int64_t>(call.lora_first_row - begin, 0)};
-    ForwardChunk(n, call.all_logits, out, call.observer, lora);
+    if (absl::Status st = ForwardChunk(n, call.all_logits, out, call.observer, lora); !st.ok()) {
+      Truncate(sizes, start_position);
+      return st;
+    }
   }
   if (!call.keep_entries) Truncate(sizes, start_position);
   return logits;
@@ -201,25 +215,21 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
 void Session::Truncate(const std::vector<int64_t>& sizes, int32_t position) {
   size_t i = 0;
   for (int32_t l = 0; l < cache_.n_layers(); ++l) {
-    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h, ++i) {
-      KvHead& kv = cache_.head(l, h);
-      kv.keys.resize(sizes[i] * cache_.head_dim());
-      kv.values.resize(sizes[i] * cache_.head_dim());
-      kv.positions.resize(sizes[i]);
-    }
+    for (int32_t h = 0; h < cache_.n_kv_heads(); ++h, ++i) cache_.Truncate(l, h, sizes[i]);
   }
   next_position_ = position;
 }
 
-void Session::ForwardChunk(int64_t n, bool all_logits, float* logits, LayerObserver* observer,
-                           const ChunkLora& lora) {
+absl::Status Session::ForwardChunk(int64_t n, bool all_logits, float* logits,
+                                   LayerObserver* observer, const ChunkLora& lora) {
   for (int64_t i = 0; i < n; ++i) scratch_->pos[i] = next_position_ + static_cast<int32_t>(i);
   for (int32_t layer = 0; layer < model_.config().n_layers; ++layer) {
-    AttentionBlock(layer, n, observer, lora);
+    RETURN_IF_ERROR(AttentionBlock(layer, n, observer, lora));
     FeedForwardBlock(layer, n, lora);
   }
   next_position_ += static_cast<int32_t>(n);
   if (logits != nullptr) Logits(n, all_logits, logits);
+  return absl::OkStatus();
 }
 
 void Session::Embed(std::span<const int32_t> tokens) {
@@ -247,8 +257,8 @@ void Session::AddLora(float* out, const float* x, const LoraPair LoraLayer::*pai
   for (int64_t i = 0; i < rows * p.b.rows; ++i) dst[i] += scale * s.lora_out[i];
 }
 
-void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
-                             const ChunkLora& lora) {
+absl::Status Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
+                                     const ChunkLora& lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.weights().layers[layer];
   Scratch& s = *scratch_;
@@ -273,7 +283,7 @@ void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
   kernels::Rope(s.q.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_heads, c.head_dim);
   kernels::Rope(s.k.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_kv_heads,
                 c.head_dim);
-  Attend(layer, n);
+  RETURN_IF_ERROR(Attend(layer, n));
   if (observer != nullptr) {
     observer->OnLayer(layer, {.n_tokens = n,
                               .positions = s.pos.data(),
@@ -286,42 +296,43 @@ void Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
   kernels::MatMul(s.tmp.data(), s.attn.data(), w.wo, n, pool_);
   AddLora(s.tmp.data(), s.attn.data(), &LoraLayer::o, layer, n, lora);
   kernels::Add(s.x.data(), s.tmp.data(), n * c.hidden);
+  return absl::OkStatus();
 }
 
-// Appends the chunk's K/V to each head's ragged list, then runs every query head of the chunk
-// against the entries its kv-head holds. Work items are (kv-head, block of query rows) so both
-// threads stay busy even with 3 kv-heads.
-void Session::Attend(int32_t layer, int64_t n) {
+// Appends the chunk's K/V to each head's pages, then runs every query head of the chunk against
+// the entries its kv-head holds, read from the pages as stored. Work items are (kv-head, block of
+// query rows) so both threads stay busy even with 3 kv-heads.
+absl::Status Session::Attend(int32_t layer, int64_t n) {
   const ModelConfig& c = model_.config();
   Scratch& s = *scratch_;
   const int64_t hd = c.head_dim;
   const int64_t group = c.n_heads / c.n_kv_heads;
   std::vector<float> head_k(n * hd), head_v(n * hd);
+  std::vector<std::vector<kernels::KvPageView>> pages(c.n_kv_heads);
   for (int32_t h = 0; h < c.n_kv_heads; ++h) {
     for (int64_t t = 0; t < n; ++t) {
       std::memcpy(&head_k[t * hd], &s.k[(t * c.n_kv_heads + h) * hd], hd * sizeof(float));
       std::memcpy(&head_v[t * hd], &s.v[(t * c.n_kv_heads + h) * hd], hd * sizeof(float));
     }
-    cache_.Append(layer, h, head_k.data(), head_v.data(), s.pos.data(), n);
+    RETURN_IF_ERROR(cache_.Append(layer, h, head_k.data(), head_v.data(), s.pos.data(), n));
   }
+  for (int32_t h = 0; h < c.n_kv_heads; ++h) pages[h] = cache_.Pages(layer, h);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   constexpr int64_t kRowsPerItem = 16;  // query tokens per work item
   const int64_t blocks = (n + kRowsPerItem - 1) / kRowsPerItem;
   pool_.ParallelFor(c.n_kv_heads * blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> q_rows, out_rows, scores;
+    std::vector<float> q_rows, out_rows;
     std::vector<int32_t> q_pos;
     for (int64_t item = begin; item < end; ++item) {
       const int32_t h = static_cast<int32_t>(item / blocks);
       const int64_t t0 = (item % blocks) * kRowsPerItem;
       const int64_t t1 = std::min(n, t0 + kRowsPerItem);
-      const KvHead& kv = cache_.head(layer, h);
       // Gather the group's query heads for tokens [t0, t1) as rows [(t, g), hd].
       const int64_t rows = (t1 - t0) * group;
       q_rows.resize(rows * hd);
       out_rows.resize(rows * hd);
       q_pos.resize(rows);
-      scores.resize(kv.size());
       for (int64_t t = t0; t < t1; ++t) {
         for (int64_t g = 0; g < group; ++g) {
           const int64_t r = (t - t0) * group + g;
@@ -330,9 +341,8 @@ void Session::Attend(int32_t layer, int64_t n) {
           q_pos[r] = s.pos[t];
         }
       }
-      kernels::AttendRagged(out_rows.data(), q_rows.data(), q_pos.data(), kv.keys.data(),
-                            kv.values.data(), kv.positions.data(), scale, scores.data(), rows,
-                            kv.size(), hd);
+      kernels::AttendPaged(out_rows.data(), q_rows.data(), q_pos.data(), pages[h], scale, rows,
+                           hd);
       for (int64_t t = t0; t < t1; ++t) {
         for (int64_t g = 0; g < group; ++g) {
           const int64_t r = (t - t0) * group + g;
@@ -342,6 +352,7 @@ void Session::Attend(int32_t layer, int64_t n) {
       }
     }
   });
+  return absl::OkStatus();
 }
 
 void Session::FeedForwardBlock(int32_t layer, int64_t n, const ChunkLora& lora) {

@@ -1,9 +1,9 @@
 // One sequence being run through a Model: its ragged KV cache, the next position, and scratch
 // buffers. Forward() appends tokens (prefill in chunks, or one decode token) and returns logits.
 //
-// Prompt longer than the context, token ids out of range: InvalidArgument with the values; the
-// session is unchanged. Not thread-safe; the ThreadPool may be shared by sessions used one at a
-// time.
+// Prompt longer than the context, token ids out of range: InvalidArgument with the values; a KV
+// pool too full for the call's entries: ResourceExhausted; the session is unchanged in every case.
+// Not thread-safe; the ThreadPool may be shared by sessions used one at a time.
 //
 // A LayerObserver passed to Forward() sees every layer's attention activations of every chunk
 // (eviction captures what its scorers need this way, core/eviction/pipeline.h); without one the
@@ -79,6 +79,10 @@ struct EmbeddingsCall {
 struct SessionOptions {
   int32_t max_context = 0;      // 0 = the model's context length
   int32_t prefill_chunk = 256;  // tokens per prefill step (bounds scratch memory)
+  // Where the KV cache's pages live and in which format (kv_cache.h); nullptr: a private
+  // unbounded pool, fp32.
+  KvPool* kv_pool = nullptr;
+  kernels::KvDType kv_dtype = kernels::KvDType::kF32;
 };
 
 class Session {
@@ -133,17 +137,20 @@ class Session {
   absl::Status ValidateLora(const LoraAdapter& lora) const;
   // Runs one chunk of n rows whose input embeddings are already in the scratch residual stream;
   // writes its logits (last row, or every row) to `logits` (may be null).
-  void ForwardChunk(int64_t n, bool all_logits, float* logits, LayerObserver* observer,
-                    const ChunkLora& lora);
+  absl::Status ForwardChunk(int64_t n, bool all_logits, float* logits, LayerObserver* observer,
+                            const ChunkLora& lora);
   void Embed(std::span<const int32_t> tokens);
-  void AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer, const ChunkLora& lora);
+  absl::Status AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
+                              const ChunkLora& lora);
   void FeedForwardBlock(int32_t layer, int64_t n, const ChunkLora& lora);
   // out[first_row.., out_dim] += scale · B (A x) for rows [lora.first_row, n) of x [n, in].
   void AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
                int64_t n, const ChunkLora& lora);
   // Drops the entries past `sizes[layer · Hkv + h]` from every head and rewinds the position.
   void Truncate(const std::vector<int64_t>& sizes, int32_t position);
-  void Attend(int32_t layer, int64_t n);
+  absl::Status Attend(int32_t layer, int64_t n);
+  // Entries per head, to undo a call.
+  std::vector<int64_t> HeadSizes() const;
   void Logits(int64_t n, bool all_logits, float* logits);
 
   const Model& model_;

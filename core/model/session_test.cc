@@ -53,7 +53,7 @@ TEST_F(SessionTest, ChunkedPrefillEqualsOneChunk) {
   // Same fp32 arithmetic per row; only sgemm blocking differs.
   EXPECT_LT(MaxAbsDiff(*a, *b), 1e-3f);
   EXPECT_EQ(whole.next_position(), static_cast<int32_t>(prompt.size()));
-  EXPECT_EQ(whole.cache().head(0, 0).size(), static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(whole.cache().size(0, 0), static_cast<int64_t>(prompt.size()));
 }
 
 TEST_F(SessionTest, DecodeStepAgreesWithPrefill) {
@@ -80,7 +80,7 @@ TEST_F(SessionTest, RetainingEveryEntryIsBitIdentical) {
   KvCache& cache = retained.cache();
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
     for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-      std::vector<int64_t> all(cache.head(l, h).size());
+      std::vector<int64_t> all(cache.size(l, h));
       std::iota(all.begin(), all.end(), 0);
       ASSERT_TRUE(cache.Retain(l, h, all).ok());
     }
@@ -104,7 +104,7 @@ TEST_F(SessionTest, EvictingEntriesChangesOnlyWhatAttentionSees) {
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
     for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
       std::vector<int64_t> keep;
-      for (int64_t i = 0; i < cache.head(l, h).size(); ++i) {
+      for (int64_t i = 0; i < cache.size(l, h); ++i) {
         if (i < 4 || (i + h + l) % 2 == 0) keep.push_back(i);
       }
       ASSERT_TRUE(cache.Retain(l, h, keep).ok());
@@ -134,8 +134,37 @@ TEST_F(SessionTest, BadInputIsRejectedAndLeavesTheSessionUnchanged) {
   EXPECT_EQ(session.Forward(std::vector<int32_t>{}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(session.next_position(), 3);
-  EXPECT_EQ(session.cache().head(0, 0).size(), 3);
+  EXPECT_EQ(session.cache().size(0, 0), 3);
   EXPECT_TRUE(session.Forward(std::vector<int32_t>(13, 7)).ok());
+}
+
+// A session's KV in a pool of fp16 pages: attention reads the pages as they are; the logits move by
+// what fp16 storage costs, and a pool too small for a prompt is a clear error that leaves the
+// session as it was.
+TEST_F(SessionTest, Fp16PagesInASharedPoolStayCloseAndAFullPoolIsAClearError) {
+  const auto prompt = Prompt();
+  KvPool pool({.page_tokens = 16, .head_dim = model_->config().head_dim});
+  Session fp32(*model_, *pool_), fp16(*model_, *pool_,
+                                       {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16});
+  auto a = fp32.Forward(prompt), b = fp16.Forward(prompt);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+  const auto [lo, hi] = std::minmax_element(a->begin(), a->end());
+  EXPECT_LT(MaxAbsDiff(*a, *b), 2e-3f * (*hi - *lo));
+  EXPECT_GT(MaxAbsDiff(*a, *b), 0.0f);
+  EXPECT_EQ(fp16.cache().dtype(), kernels::KvDType::kF16);
+  EXPECT_EQ(fp16.cache().TotalBytes(), pool.stats().used_bytes);
+
+  const int64_t heads = int64_t{model_->config().n_layers} * model_->config().n_kv_heads;
+  KvPool tight({.budget_bytes = heads * pool.PageBytes(kernels::KvDType::kF16),
+                .page_tokens = 16,
+                .head_dim = model_->config().head_dim});
+  Session s(*model_, *pool_, {.kv_pool = &tight, .kv_dtype = kernels::KvDType::kF16});
+  ASSERT_TRUE(s.Forward(std::span(prompt).first(16)).ok());  // one page per head: the budget
+  const auto full = s.Forward(std::span(prompt).subspan(16, 1));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  EXPECT_EQ(s.next_position(), 16);
+  EXPECT_EQ(s.cache().TotalEntries(), 16 * heads);
+  EXPECT_EQ(tight.stats().used_bytes, tight.stats().budget_bytes);
 }
 
 }  // namespace

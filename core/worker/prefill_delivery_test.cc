@@ -23,8 +23,11 @@ Prefilled MakePrefilled() {
   for (int32_t l = 0; l < kLayers; ++l) {
     for (int32_t h = 0; h < kHeads; ++h) {
       for (int32_t pos = 0; pos < 40; ++pos) {
-        AppendTestEntry(
-            (pos + l + h) % 3 != 0 ? &p.retained.head(l, h) : &p.evicted[l * kHeads + h], pos);
+        if ((pos + l + h) % 3 != 0) {
+          AppendTestEntry(&p.retained, l, h, pos);
+        } else {
+          AppendTestEntry(&p.evicted[l * kHeads + h], pos);
+        }
       }
     }
   }

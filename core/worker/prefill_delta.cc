@@ -132,18 +132,21 @@ absl::StatusOr<DeltaBase> DecodeDeltaBase(std::span<const uint8_t> bytes) {
 std::vector<std::vector<int32_t>> HeadPositions(const model::KvCache& cache) {
   std::vector<std::vector<int32_t>> out;
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
-    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) out.push_back(cache.head(l, h).positions);
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+      const std::span<const int32_t> positions = cache.positions(l, h);
+      out.emplace_back(positions.begin(), positions.end());
+    }
   }
   return out;
 }
 
-Delta MakeDelta(const std::vector<std::vector<int32_t>>& base_positions,
-                const kvstate::StateKey& base_key, const model::KvCache& after) {
+absl::StatusOr<Delta> MakeDelta(const std::vector<std::vector<int32_t>>& base_positions,
+                                const kvstate::StateKey& base_key, const model::KvCache& after) {
   Delta out{.added = model::KvCache(after.n_layers(), after.n_kv_heads(), after.head_dim())};
   out.base.base_key = base_key;
   const int32_t hkv = after.n_kv_heads();
   for (size_t i = 0; i < base_positions.size(); ++i) {
-    const model::KvHead& head = after.head(i / hkv, i % hkv);
+    const model::KvHead head = after.Read(i / hkv, i % hkv);
     const std::vector<int32_t>& base = base_positions[i];
     std::vector<int64_t> added;
     std::vector<int32_t> dropped;
@@ -158,7 +161,7 @@ Delta MakeDelta(const std::vector<std::vector<int32_t>>& base_positions,
       }
     }
     dropped.insert(dropped.end(), base.begin() + b, base.end());
-    out.added.head(i / hkv, i % hkv) = eviction::Rows(head, added);
+    RETURN_IF_ERROR(out.added.Assign(i / hkv, i % hkv, eviction::Rows(head, added)));
     out.base.dropped.push_back(std::move(dropped));
     out.base.final_counts.push_back(static_cast<uint32_t>(head.size()));
     out.base.final_crcs.push_back(PositionsCrc(head.positions));
@@ -180,8 +183,8 @@ absl::Status ApplyDelta(const DeltaBase& base, const kvstate::Manifest& manifest
   std::vector<model::KvHead> next(heads);
   for (size_t i = 0; i < heads; ++i) {
     const std::string where = HeadName(i, hkv);
-    ASSIGN_OR_RETURN(next[i], WithoutDropped(hot.head(i / hkv, i % hkv), base.dropped[i], where));
-    const model::KvHead& more = added.head(i / hkv, i % hkv);
+    ASSIGN_OR_RETURN(next[i], WithoutDropped(hot.Read(i / hkv, i % hkv), base.dropped[i], where));
+    const model::KvHead more = added.Read(i / hkv, i % hkv);
     const int64_t want = next[i].size() + more.size();
     eviction::AddMissingEntries(next[i], more);
     if (next[i].size() != want || next[i].size() != base.final_counts[i] ||
@@ -191,7 +194,7 @@ absl::Status ApplyDelta(const DeltaBase& base, const kvstate::Manifest& manifest
                                                      base.final_counts[i], " the prefill kept"));
     }
   }
-  for (size_t i = 0; i < heads; ++i) hot.head(i / hkv, i % hkv) = std::move(next[i]);
+  for (size_t i = 0; i < heads; ++i) RETURN_IF_ERROR(hot.Assign(i / hkv, i % hkv, next[i]));
   return absl::OkStatus();
 }
 

@@ -39,13 +39,13 @@ std::vector<uint8_t> EncodeDeltaBase(const DeltaBase& base);
 absl::StatusOr<DeltaBase> DecodeDeltaBase(std::span<const uint8_t> bytes);
 
 // What a prefill worker ships against a base: `added` holds, per head, the entries of `after`
-// whose positions `base_positions` (per layer · Hkv + kv_head) lacks.
+// whose positions `base_positions` (per layer · Hkv + kv_head) lacks (an fp32 cache of its own).
 struct Delta {
   model::KvCache added;
   DeltaBase base;
 };
-Delta MakeDelta(const std::vector<std::vector<int32_t>>& base_positions,
-                const kvstate::StateKey& base_key, const model::KvCache& after);
+absl::StatusOr<Delta> MakeDelta(const std::vector<std::vector<int32_t>>& base_positions,
+                                const kvstate::StateKey& base_key, const model::KvCache& after);
 
 // The positions of every head of `cache`, per layer · Hkv + kv_head.
 std::vector<std::vector<int32_t>> HeadPositions(const model::KvCache& cache);
@@ -53,7 +53,8 @@ std::vector<std::vector<int32_t>> HeadPositions(const model::KvCache& cache);
 // Applies `base` and the added entries (the retained pages `pages` listed by `manifest`, checked
 // against it) to `hot`. InvalidArgument / DataLoss naming the head when a dropped position is
 // missing, an added one is held already, or a head ends with another count or CRC; `hot` is
-// unchanged then.
+// unchanged then. ResourceExhausted when `hot`'s KV pool cannot hold the result: `hot` may then
+// have lost entries, and the caller drops it.
 absl::Status ApplyDelta(const DeltaBase& base, const kvstate::Manifest& manifest,
                         std::span<const std::span<const uint8_t>> pages, model::KvCache& hot);
 

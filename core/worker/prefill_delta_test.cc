@@ -35,11 +35,11 @@ TEST(PrefillDeltaTest, TheDeltaTurnsTheBaseIntoThePrefilledState) {
   const model::KvCache base = Base(), after = After();
   const kvstate::StateKey key =
       kvstate::MakeStateKey(kvstate::testing::TestNamespace(), std::vector<int32_t>{1, 2});
-  Delta delta = MakeDelta(HeadPositions(base), key, after);
+  Delta delta = *MakeDelta(HeadPositions(base), key, after);
   // Only what the base lacks travels: the 10 new tokens and the recalled position 3 (where the
   // base had evicted it) per head.
   EXPECT_LT(delta.added.TotalEntries(), after.TotalEntries() / 2);
-  EXPECT_EQ(delta.added.head(0, 0).positions.front(), 3);  // (3 + 0 + 0) % 3 == 0: was cold
+  EXPECT_EQ(delta.added.positions(0, 0).front(), 3);  // (3 + 0 + 0) % 3 == 0: was cold
   const std::vector<uint8_t> wire = EncodeDeltaBase(delta.base);
   absl::StatusOr<DeltaBase> decoded = DecodeDeltaBase(wire);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -56,26 +56,26 @@ TEST(PrefillDeltaTest, TheDeltaTurnsTheBaseIntoThePrefilledState) {
 
 TEST(PrefillDeltaTest, AHotCopyThatIsNotTheBaseIsLeftAsItWas) {
   const model::KvCache after = After();
-  Delta delta = MakeDelta(HeadPositions(Base()), {}, after);
+  Delta delta = *MakeDelta(HeadPositions(Base()), {}, after);
   const kvstate::EncodedState added = Encode(delta.added);
   // Missing a position the delta drops (every base head loses position 1 or 6 ...).
   model::KvCache fewer = TestCache(
       30, [](int32_t p, int32_t l, int32_t h) { return (p + l + h) % 3 != 0 && p % 5 != 1; });
-  const model::KvCache fewer_before = fewer;
+  const model::KvCache fewer_before = *fewer.Clone();
   absl::Status st = ApplyDelta(delta.base, added.manifest, added.pages(), fewer);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   ExpectSameCache(fewer, fewer_before);
   // Holding an extra entry the base did not: the heads would not end as the prefill kept them.
   model::KvCache more =
       TestCache(30, [](int32_t p, int32_t l, int32_t h) { return (p + l + h) % 3 != 0 || p == 9; });
-  const model::KvCache more_before = more;
+  const model::KvCache more_before = *more.Clone();
   st = ApplyDelta(delta.base, added.manifest, added.pages(), more);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   ExpectSameCache(more, more_before);
 }
 
 TEST(PrefillDeltaTest, CorruptOrTruncatedBasesAreDataLoss) {
-  Delta delta = MakeDelta(HeadPositions(Base()), {}, After());
+  Delta delta = *MakeDelta(HeadPositions(Base()), {}, After());
   std::vector<uint8_t> wire = EncodeDeltaBase(delta.base);
   for (size_t cut : {size_t{0}, size_t{3}, wire.size() / 2, wire.size() - 1}) {
     EXPECT_EQ(DecodeDeltaBase(std::span(wire).first(cut)).status().code(),

@@ -37,7 +37,7 @@ int64_t MaxEntriesAfter(const model::KvCache& cache, int64_t new_tokens) {
   int64_t most = 0;
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
     for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
-      most = std::max(most, cache.head(l, h).size() + new_tokens);
+      most = std::max(most, cache.size(l, h) + new_tokens);
     }
   }
   return most;
@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<model::KvHead>> EvictedEntries(const cache_client::St
       kvstate::LoadPages(state.manifest, state.pages, kvstate::LoadTiers::kEvicted, &evicted));
   std::vector<model::KvHead> out;
   for (int32_t l = 0; l < shape.n_layers(); ++l) {
-    for (int32_t h = 0; h < shape.n_kv_heads(); ++h) out.push_back(std::move(evicted.head(l, h)));
+    for (int32_t h = 0; h < shape.n_kv_heads(); ++h) out.push_back(evicted.Read(l, h));
   }
   return out;
 }
@@ -143,9 +143,14 @@ std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
   };
   const int32_t hkv = hot.n_kv_heads();
   std::vector<model::KvHead> cold(static_cast<size_t>(hot.n_layers()) * hkv);
+  std::vector<model::KvHead> held(cold.size());  // positions only: what the session holds
+  for (size_t i = 0; i < held.size(); ++i) {
+    const std::span<const int32_t> p = hot.positions(i / hkv, i % hkv);
+    held[i].positions.assign(p.begin(), p.end());
+  }
   auto add = [&](const std::vector<model::KvHead>& evicted) {  // newer states first
     for (size_t i = 0; i < cold.size(); ++i) {
-      eviction::AddMissingEntries(cold[i], evicted[i], hot.head(i / hkv, i % hkv));
+      eviction::AddMissingEntries(cold[i], evicted[i], held[i]);
     }
   };
   size_t n = history.size();
@@ -247,7 +252,7 @@ absl::StatusOr<kvstate::EncodedState> EncodeSessionState(const model::Model& mod
   if (!tiers.retained.empty()) {
     const int64_t heads = int64_t{cache.n_layers()} * cache.n_kv_heads();
     for (int64_t i = 0; i < heads; ++i) {
-      const int64_t have = cache.head(i / cache.n_kv_heads(), i % cache.n_kv_heads()).size();
+      const int64_t have = cache.size(i / cache.n_kv_heads(), i % cache.n_kv_heads());
       tiers.retained[i].resize(have, std::numeric_limits<float>::infinity());
     }
   }

@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+
 #include "core/eviction/selection.h"
 #include "core/model/kv_cache.h"
 #include "core/model/session.h"
@@ -17,7 +19,8 @@ std::vector<model::KvHead> Snapshot(const model::KvCache& cache);
 
 // Sets every head of the session's cache to `full`'s entries, or only those in `kept`
 // (indices into `full`'s heads, [layer][kv_head][...]).
-void SetCache(model::Session& session, const std::vector<model::KvHead>& full,
-              const KeptEntries* kept);
+// ResourceExhausted when the session's KV pool cannot hold them.
+absl::Status SetCache(model::Session& session, const std::vector<model::KvHead>& full,
+                      const KeptEntries* kept);
 
 }  // namespace glimpse::eviction::eval

@@ -162,7 +162,7 @@ TEST(EvalTest, LaqScoresAreDraftAttentionOverTheFullCache) {
   EXPECT_EQ(session.next_position(), T);
   for (int32_t l = 0; l < L; ++l) {
     for (int32_t h = 0; h < Hkv; ++h) {
-      EXPECT_EQ(session.cache().head(l, h).positions, full[l * Hkv + h].positions);
+      EXPECT_EQ(session.cache().Read(l, h).positions, full[l * Hkv + h].positions);
     }
   }
 }

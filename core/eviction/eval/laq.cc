@@ -14,10 +14,10 @@ absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Session& sessio
                                                           std::span<const int32_t> header_rows,
                                                           const LaqOptions& options) {
   const int64_t T = session.next_position();
-  SetCache(session, full, &stage1);
+  RETURN_IF_ERROR(SetCache(session, full, &stage1));
   ASSIGN_OR_RETURN(std::vector<int32_t> draft,
                    GreedyContinuation(session, header_rows, {}, {}, options.draft_tokens));
-  SetCache(session, full, nullptr);
+  RETURN_IF_ERROR(SetCache(session, full, nullptr));
 
   std::vector<int32_t> rows(header_rows.begin(), header_rows.end());
   rows.insert(rows.end(), draft.begin(), draft.end());

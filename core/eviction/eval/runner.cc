@@ -322,7 +322,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
                        .kernel = arm.settings.scorer.kernel > 0 ? arm.settings.scorer.kernel : 5}));
         ASSIGN_OR_RETURN(kept, select(rescored));
       }
-      SetCache(session, full, &kept);
+      RETURN_IF_ERROR(SetCache(session, full, &kept));
       const double select_seconds = SecondsSince(start);
       ASSIGN_OR_RETURN(RunScores run, ScoreCache(session, task, script, &full_raw.log_probs,
                                                  options, seen));
@@ -333,7 +333,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
       if (on_run) on_run();
     }
   }
-  SetCache(session, full, nullptr);
+  RETURN_IF_ERROR(SetCache(session, full, nullptr));
   return out;
 }
 

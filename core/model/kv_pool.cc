@@ -1,0 +1,118 @@
+#include "core/model/kv_pool.h"
+
+#include <cstdlib>
+
+namespace glimpse::model {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+size_t Index(kernels::KvDType dtype) { return static_cast<size_t>(dtype); }
+
+}  // namespace
+
+int64_t KvElementBytes(kernels::KvDType dtype) {
+  switch (dtype) {
+    case kernels::KvDType::kF32:
+      return 4;
+    case kernels::KvDType::kF16:
+    case kernels::KvDType::kBF16:
+      return 2;
+    case kernels::KvDType::kI8:
+    case kernels::KvDType::kE4M3:
+      return 1;
+  }
+  return 4;
+}
+
+bool KvScaled(kernels::KvDType dtype) {
+  return dtype == kernels::KvDType::kI8 || dtype == kernels::KvDType::kE4M3;
+}
+
+const char* KvDTypeName(kernels::KvDType dtype) {
+  switch (dtype) {
+    case kernels::KvDType::kF32:
+      return "fp32";
+    case kernels::KvDType::kF16:
+      return "fp16";
+    case kernels::KvDType::kBF16:
+      return "bf16";
+    case kernels::KvDType::kI8:
+      return "int8";
+    case kernels::KvDType::kE4M3:
+      return "fp8_e4m3";
+  }
+  return "unknown";
+}
+
+KvPool::KvPool(const Options& options) : options_(options) {}
+
+KvPool::~KvPool() {
+  for (std::vector<uint8_t*>& list : free_lists_) {
+    for (uint8_t* page : list) std::free(page);
+  }
+}
+
+int64_t KvPool::PageBytes(kernels::KvDType dtype) const {
+  const int64_t rows = options_.page_tokens;
+  const int64_t bytes = 2 * rows * options_.head_dim * KvElementBytes(dtype) +
+                        (KvScaled(dtype) ? 2 * rows * int64_t{sizeof(float)} : 0);
+  return (bytes + static_cast<int64_t>(kAlignment) - 1) / kAlignment * kAlignment;
+}
+
+bool KvPool::MakeRoom(int64_t bytes, kernels::KvDType keep) {
+  auto fits = [&] {
+    return options_.budget_bytes <= 0 || held_bytes_ + bytes <= options_.budget_bytes;
+  };
+  for (size_t f = 0; f < free_lists_.size() && !fits(); ++f) {
+    if (f == Index(keep)) continue;
+    const int64_t page_bytes = PageBytes(static_cast<kernels::KvDType>(f));
+    while (!free_lists_[f].empty() && !fits()) {
+      std::free(free_lists_[f].back());
+      free_lists_[f].pop_back();
+      held_bytes_ -= page_bytes;
+    }
+  }
+  return fits();
+}
+
+uint8_t* KvPool::Allocate(kernels::KvDType dtype) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint8_t*>& list = free_lists_[Index(dtype)];
+  if (!list.empty()) {
+    uint8_t* page = list.back();
+    list.pop_back();
+    ++used_[Index(dtype)];
+    return page;
+  }
+  const int64_t bytes = PageBytes(dtype);
+  if (!MakeRoom(bytes, dtype)) return nullptr;
+  auto* page = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, static_cast<size_t>(bytes)));
+  if (page == nullptr) return nullptr;
+  held_bytes_ += bytes;
+  ++used_[Index(dtype)];
+  return page;
+}
+
+void KvPool::Free(kernels::KvDType dtype, uint8_t* page) {
+  if (page == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_lists_[Index(dtype)].push_back(page);
+  --used_[Index(dtype)];
+}
+
+KvPool::Stats KvPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s;
+  s.budget_bytes = options_.budget_bytes;
+  s.held_bytes = held_bytes_;
+  for (size_t f = 0; f < free_lists_.size(); ++f) {
+    const int64_t page_bytes = PageBytes(static_cast<kernels::KvDType>(f));
+    s.used_pages[f] = used_[f];
+    s.free_pages[f] = static_cast<int64_t>(free_lists_[f].size());
+    s.used_bytes += used_[f] * page_bytes;
+  }
+  return s;
+}
+
+}  // namespace glimpse::model
