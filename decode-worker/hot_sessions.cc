@@ -65,10 +65,27 @@ void HotSessions::MakeRoomLocked(const std::string& keep) {
   }
 }
 
+void HotSessions::MakeRoom(const model::KvPool& pool, int64_t bytes) {
+  if (pool.budget_bytes() <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  while (pool.budget_bytes() - pool.stats().used_bytes < bytes) {
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.busy || !it->second.hot) continue;
+      if (victim == entries_.end() || it->second.last_used < victim->second.last_used) victim = it;
+    }
+    if (victim == entries_.end()) return;
+    bytes_ -= victim->second.hot->bytes();
+    ++dropped_for_room_;
+    entries_.erase(victim);  // its session's pages go back to the pool
+  }
+}
+
 HotStats HotSessions::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   HotStats s;
   s.bytes = bytes_;
+  s.dropped_for_room = dropped_for_room_;
   for (const auto& [id, e] : entries_) {
     if (e.hot) ++s.sessions;
     if (e.busy) ++s.busy;

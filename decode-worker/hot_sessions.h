@@ -2,9 +2,10 @@
 // a next turn that extends the same conversation continues without loading anything.
 //
 // A turn checks its session out (exclusive use while it runs) and returns it at the end. Memory is
-// bounded: returning a session that brings the total over the capacity drops the least recently
-// used idle sessions (their state is on a cache node already; the coordinator's lease only asks
-// the worker to keep them, it cannot make room). Release drops a session when its lease ends; a
+// bounded: returning a session that brings the idle copies over the capacity, or a turn that needs
+// room in the KV pool (MakeRoom), drops the least recently used idle sessions (their state is on a
+// cache node already; the coordinator's lease only asks the worker to keep them, it cannot make
+// room). Release drops a session when its lease ends; a
 // session released while checked out is dropped when it is returned. Thread-safe.
 #pragma once
 
@@ -34,6 +35,7 @@ struct HotStats {
   int64_t sessions = 0;
   int64_t bytes = 0;
   int64_t busy = 0;  // checked out by a running turn
+  int64_t dropped_for_room = 0;  // idle copies MakeRoom dropped for a turn's KV, since start
 };
 
 class HotSessions {
@@ -50,6 +52,9 @@ class HotSessions {
   // Drops the hot copy; returns the bytes freed (0 when it held none; a checked-out session is
   // dropped at Return and counts 0 now).
   int64_t Release(const std::string& id);
+  // Drops idle hot copies, least recently used first, until `pool` has `bytes` free under its
+  // budget or no idle copy is left (a pool without a budget always has room).
+  void MakeRoom(const model::KvPool& pool, int64_t bytes);
 
   HotStats Stats() const;
 
@@ -67,6 +72,7 @@ class HotSessions {
   std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
   int64_t bytes_ = 0;                     // GUARDED_BY(mu_): bytes of the idle hot copies
   uint64_t clock_ = 0;                    // GUARDED_BY(mu_)
+  int64_t dropped_for_room_ = 0;          // GUARDED_BY(mu_)
 };
 
 }  // namespace glimpse::decode_worker

@@ -16,7 +16,6 @@ std::vector<ConfigKey> Keys() {
   keys.push_back({"delivery_timeout", ConfigType::kDuration, "10s",
                   "How long a turn waits for its prefill worker's delivery before it prefills "
                   "alone."});
-  keys.push_back({"capacity", ConfigType::kBytes, "1GiB", "Memory for hot sessions' KV."});
   keys.push_back(
       {"max_output_tokens", ConfigType::kInt, "4096", "Largest sampling.max_tokens accepted."});
   return keys;
@@ -60,6 +59,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   auto r = std::make_unique<Running>();
   ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_DECODE));
   worker::AddCacheClientMetrics(r->base, "decode_worker", registry);
+  worker::AddKvPoolMetrics(r->base, "decode_worker", registry);
   // Prefill workers ship to the inbox's own transport (the address the coordinator hands out).
   ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> inbox, r->base.NewEngine());
   r->inbox = std::make_unique<worker::DeliveryInbox>(std::move(inbox));
@@ -77,19 +77,20 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
               "Batches refused because the sender is not registered with the coordinator.", {},
               static_cast<double>(s.peers_refused));
   });
-  r->hot = std::make_unique<HotSessions>(c.GetBytes("capacity"));
+  r->hot = std::make_unique<HotSessions>(c.GetBytes("kv_memory"));
   TurnRunnerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
   o.max_output_tokens = static_cast<int32_t>(c.GetInt("max_output_tokens"));
   o.lookahead_module = c.GetString("lookahead_module");
   o.profile = r->base.profile;
+  o.kv_pool = r->base.kv_pool.get();
   o.delivery_timeout = c.GetDuration("delivery_timeout");
   r->runner = std::make_unique<TurnRunner>(*r->base.model, *r->base.pool, r->base.cache.get(),
                                            r->inbox.get(), *r->hot, o);
   r->grpc_ = std::make_unique<DecodeWorkerGrpc>(*r->runner, *r->hot, registry);
   r->base.link.ucx_address = r->inbox->address();
-  r->base.link.capacity_bytes = c.GetBytes("capacity");
+  r->base.link.capacity_bytes = c.GetBytes("kv_memory");
   return r;
 }
 

@@ -19,11 +19,25 @@ double SecondsSince(Clock::time_point t) {
 }
 
 HotSession EmptySession(const model::Model& model, kernels::ThreadPool& pool,
-                        const kvstate::NamespaceKey& ns) {
+                        const model::SessionOptions& options, const kvstate::NamespaceKey& ns) {
   HotSession s;
-  s.session = std::make_unique<model::Session>(model, pool);
+  s.session = std::make_unique<model::Session>(model, pool, options);
   s.namespace_key = ns;
   return s;
+}
+
+// Pool bytes a turn may add to `cache` before it ends: every head grown by `rows` entries.
+int64_t TurnBytes(const model::KvCache& cache, int64_t rows) {
+  const model::KvPool& pool = cache.pool();
+  const int64_t P = pool.page_tokens();
+  int64_t pages = 0;
+  for (int32_t l = 0; l < cache.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+      const int64_t n = cache.size(l, h);
+      pages += (n + rows + P - 1) / P - (n + P - 1) / P;
+    }
+  }
+  return pages * pool.PageBytes(cache.dtype());
 }
 
 }  // namespace
@@ -59,7 +73,8 @@ std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* 
   // The last token must be prefilled for its logits: look up at most n − 1 tokens.
   std::span<const int32_t> prefix(r.tokens.data(), r.tokens.size() - 1);
   std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
-      *cache_, model_, pool_, r.namespace_key, prefix, r.session_id, cold != nullptr);
+      *cache_, model_, pool_, SessionOptions(r), r.namespace_key, prefix, r.session_id,
+      cold != nullptr);
   if (!stored) return std::nullopt;
   if (cold != nullptr) *cold = std::move(stored->cold);
   HotSession s;
@@ -117,7 +132,7 @@ std::optional<HotSession> TurnRunner::LoadDelivery(const TurnRequest& r,
                                                    std::optional<HotSession>& hot,
                                                    TurnStart* start) {
   const auto t0 = Clock::now();
-  HotSession s = EmptySession(model_, pool_, r.namespace_key);
+  HotSession s = EmptySession(model_, pool_, SessionOptions(r), r.namespace_key);
   if (absl::Status st = LoadDeliveryInto(r, hot, &s); !st.ok()) {
     log::Warning("prefill delivery unusable; starting without it",
                  {{"session", r.session_id}, {"error", st.ToString()}});
@@ -144,7 +159,11 @@ HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession
   }
   if (std::optional<HotSession> warm = LoadWarm(r, start, cold)) return std::move(*warm);
   start->source = Source::kRecompute;
-  return EmptySession(model_, pool_, r.namespace_key);
+  return EmptySession(model_, pool_, SessionOptions(r), r.namespace_key);
+}
+
+model::SessionOptions TurnRunner::SessionOptions(const TurnRequest& r) const {
+  return worker::SessionOptionsFor(options_.kv_pool, r.policy.codec);
 }
 
 bool TurnRunner::Recalls(const eviction::Scorer* scorer) const {
@@ -196,6 +215,11 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   const std::vector<model::KvHead> cold =
       Recalls(method.scorer) ? ColdEntries(r, s, std::move(newest_cold), &result.start)
                              : std::vector<model::KvHead>();
+  // Room for this turn's entries: idle hot copies (stored already) go, least recently used first.
+  if (options_.kv_pool != nullptr) {
+    hot_.MakeRoom(*options_.kv_pool,
+                  TurnBytes(session.cache(), static_cast<int64_t>(fresh.size()) + r.max_tokens));
+  }
   const auto t_prefill = Clock::now();
   absl::StatusOr<worker::PolicyPrefill> prefill =
       worker::PrefillTurn(session, fresh, method, r.policy, options_.limits, cold);

@@ -105,6 +105,8 @@ struct TurnRunnerOptions {
   worker::PrefillLimits limits;        // recall
   std::string lookahead_module;        // the LookaheadKV module for method "lookahead"
   eviction::EvictionProfile profile;   // each method's settings
+  // Where sessions' KV lives (the worker's kv_memory); nullptr: a private fp32 pool per session.
+  model::KvPool* kv_pool = nullptr;
   absl::Duration delivery_timeout = absl::Seconds(10);  // wait for a prefill worker's delivery
 };
 
@@ -127,6 +129,8 @@ class TurnRunner {
   // seeds a fresh session.
   std::optional<HotSession> LoadDelivery(const TurnRequest& r, std::optional<HotSession>& hot,
                                          TurnStart* start);
+  // A new session's options for request `r`: the worker's pool, the policy codec's hot format.
+  model::SessionOptions SessionOptions(const TurnRequest& r) const;
   // Whether this turn recalls: a cache node and worker::Recalls.
   bool Recalls(const eviction::Scorer* scorer) const;
   // The session's cold tier for recall (worker::GatherColdEntries, `newest` the warm start's

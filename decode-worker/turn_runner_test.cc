@@ -72,6 +72,7 @@ class TurnRunnerTest : public ::testing::Test {
   }
 
   const model::Model* model_ = nullptr;
+  std::unique_ptr<model::KvPool> kv_pool_;  // declared before hot_: outlives its sessions
   std::unique_ptr<cache_node::testing::TestCacheNode> node_;
   std::unique_ptr<cache_client::CacheClient> cache_;
   std::unique_ptr<HotSessions> hot_;
@@ -191,7 +192,7 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
   summarised.insert(summarised.end(), ids2.begin(), ids2.end() - 1);
   ASSERT_EQ(static_cast<int64_t>(summarised.size()), t2->kv_tokens);
   const TurnRequest r = Request(summarised, "snapkv", 0.3);
-  auto stored = worker::LoadStoredPrefix(*cache_, *model_, model::testing::SharedPool(),
+  auto stored = worker::LoadStoredPrefix(*cache_, *model_, model::testing::SharedPool(), {},
                                          r.namespace_key, summarised, "s1", /*with_cold=*/true);
   ASSERT_TRUE(stored.has_value());
   ASSERT_EQ(stored->token_count, t2->kv_tokens);
@@ -266,6 +267,50 @@ TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
   EXPECT_EQ(turn->start.source, Source::kRecompute);
   EXPECT_FALSE(turn->state_key.has_value());
   EXPECT_EQ(hot.Stats().sessions, 1);
+}
+
+// A worker's KV pool holds sessions in their codec; when a turn needs room, idle hot copies go
+// (least recently used first) and their sessions continue warm; greedy tokens are those of a
+// session held in the same format.
+TEST_F(TurnRunnerTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStillAnswer) {
+  const model::ModelConfig& c = model_->config();
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  const auto prompt = Chat("What is the capital of France?");  // under 64 tokens with the answer
+  model::KvPool probe({.head_dim = c.head_dim});
+  // Room for one session's pages (one page per head) and a little more, not for two.
+  kv_pool_ = std::make_unique<model::KvPool>(model::KvPool::Options{
+      .budget_bytes = heads * probe.PageBytes(kernels::KvDType::kI8) * 3 / 2,
+      .head_dim = c.head_dim});
+  model::KvPool& pool = *kv_pool_;
+  TurnRunnerOptions o;
+  o.kv_pool = &pool;
+  runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
+                                         nullptr, *hot_, o);
+  TurnRequest a = Request(prompt, "", 1.0, "int8");
+  std::vector<int32_t> ids_a;
+  auto ta = Run(a, &ids_a);
+  ASSERT_TRUE(ta.ok()) << ta.status();
+  EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(kernels::KvDType::kI8)], heads);
+
+  TurnRequest b = a;
+  b.session_id = "s2";
+  auto tb = Run(b);
+  ASSERT_TRUE(tb.ok()) << tb.status();
+  EXPECT_EQ(hot_->Stats().dropped_for_room, 1);  // s1's idle copy made room for s2
+  EXPECT_EQ(hot_->Stats().sessions, 1);
+  EXPECT_LE(pool.stats().used_bytes, pool.budget_bytes());
+
+  // The same tokens as a session holding int8 pages on its own.
+  model::KvPool own({.head_dim = c.head_dim});
+  model::Session plain(*model_, model::testing::SharedPool(),
+                       {.kv_pool = &own, .kv_dtype = kernels::KvDType::kI8});
+  auto sampler = model::Sampler::Create({});
+  auto want = model::Generate(plain, *sampler, prompt, 6);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(ids_a, want->tokens);
+  runner_.reset();
+  hot_.reset();  // the hot sessions' pages go back to `pool` before it goes
+  EXPECT_EQ(pool.stats().used_bytes, 0);
 }
 
 }  // namespace

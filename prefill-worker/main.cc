@@ -47,12 +47,14 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   auto r = std::make_unique<Running>();
   ASSIGN_OR_RETURN(r->base, worker::StartWorkerBase(c, v1::NODE_ROLE_PREFILL));
   worker::AddCacheClientMetrics(r->base, "prefill_worker", registry);
+  worker::AddKvPoolMetrics(r->base, "prefill_worker", registry);
   ASSIGN_OR_RETURN(r->ship, r->base.NewEngine());
   PrefillerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
   o.lookahead_module = c.GetString("lookahead_module");
   o.profile = r->base.profile;
+  o.kv_pool = r->base.kv_pool.get();
   o.ship_timeout = c.GetDuration("ship_timeout");
   r->prefiller =
       std::make_unique<Prefiller>(*r->base.model, *r->base.pool, r->base.cache.get(), *r->ship, o);

@@ -52,6 +52,8 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   PrefillOutcome out;
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
   const bool recalls = cache_ != nullptr && worker::Recalls(method.scorer, options_.limits);
+  const model::SessionOptions options =
+      worker::SessionOptionsFor(options_.kv_pool, job.policy.codec);
   std::unique_ptr<model::Session> session;
   std::vector<model::KvHead> newest_cold;  // the stored state's evicted entries, fetched with it
   if (cache_ != nullptr) {
@@ -60,7 +62,7 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
     const std::span<const int32_t> start =
         job.hot_tokens > 0 ? prefix.first(job.hot_tokens) : prefix;
     if (std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
-            *cache_, model_, pool_, job.namespace_key, start, job.session_id, recalls)) {
+            *cache_, model_, pool_, options, job.namespace_key, start, job.session_id, recalls)) {
       session = std::move(stored->session);
       newest_cold = std::move(stored->cold);
       out.warm = true;
@@ -68,7 +70,7 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
       out.load_seconds = stored->load_seconds;
     }
   }
-  if (session == nullptr) session = std::make_unique<model::Session>(model_, pool_);
+  if (session == nullptr) session = std::make_unique<model::Session>(model_, pool_, options);
   // The decode worker holds exactly the state this prefill starts from: ship a delta against it.
   std::optional<std::vector<std::vector<int32_t>>> base;
   if (job.hot_tokens > 0 && out.reused_tokens == job.hot_tokens) {

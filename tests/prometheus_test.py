@@ -54,6 +54,8 @@ QUERIES = [
      "the cache node stored the turn's state"),
     ('glimpse_decode_worker_generated_tokens_total{job="glimpse-decode-worker"}',
      "the decode worker generated tokens"),
+    ('glimpse_decode_worker_kv_pool_bytes{job="glimpse-decode-worker",state="held"} > 0',
+     "the decode worker's KV pool holds the session's pages"),
     ('sum(glimpse_frontend_turns_total{job="glimpse-frontend"})', "the frontend served a turn"),
 ]
 
@@ -264,7 +266,7 @@ def start_cluster(args, configs, tmp, services):
              "as deploy/Dockerfile installs it (/opt/glimpse/models/lookahead/)")
     start("decode-worker", [f"--coordinator={coordinator.address}",
                             f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
-                            "--threads=2", "--capacity=256MiB", f"--lookahead_module={lookahead}"])
+                            "--threads=2", "--kv_memory=256MiB", f"--lookahead_module={lookahead}"])
     start("prefill-worker", [f"--coordinator={coordinator.address}",
                              f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
                              "--threads=2", f"--lookahead_module={lookahead}"])

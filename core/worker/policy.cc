@@ -38,6 +38,28 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
   return p;
 }
 
+kernels::KvDType HotFormat(kvpage::Codec codec) {
+  switch (codec) {
+    case kvpage::Codec::kFp32:
+      return kernels::KvDType::kF32;
+    case kvpage::Codec::kBf16:
+      return kernels::KvDType::kBF16;
+    case kvpage::Codec::kInt8:
+      return kernels::KvDType::kI8;
+    case kvpage::Codec::kFp8E4M3:
+      return kernels::KvDType::kE4M3;
+    case kvpage::Codec::kFp16:
+    case kvpage::Codec::kKivi4:
+    case kvpage::Codec::kKivi2:
+      return kernels::KvDType::kF16;
+  }
+  return kernels::KvDType::kF16;
+}
+
+model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec) {
+  return {.kv_pool = pool, .kv_dtype = HotFormat(codec)};
+}
+
 absl::StatusOr<Method> ScorerCache::For(const Policy& policy) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = methods_.find(policy.method);

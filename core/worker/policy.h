@@ -14,6 +14,7 @@
 #include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
+#include "core/model/session.h"
 
 namespace glimpse::worker {
 
@@ -27,6 +28,15 @@ struct Policy {
 // is set, codec known. InvalidArgument naming the field otherwise.
 absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
                                    std::string_view codec);
+
+// The format a worker holds a session's KV in, in its KV pool, for the policy's page codec: the
+// codec's own where the pool has it (fp32, fp16, bf16, int8, fp8_e4m3); fp16 for the KIVI codecs,
+// whose per-channel groups the pool does not hold yet (their pages ship and store as KIVI).
+kernels::KvDType HotFormat(kvpage::Codec codec);
+
+// A new session's options on a worker: pages from `pool` (nullptr: a private fp32 pool) in the
+// hot format of `codec`.
+model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec);
 
 // A policy's method as a worker runs it: its scorer and the settings it was built from. A null
 // scorer keeps everything.

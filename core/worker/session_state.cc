@@ -87,6 +87,7 @@ absl::Status ValidateConversation(const model::Model& model, std::span<const int
 
 std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                                              const model::Model& model, kernels::ThreadPool& pool,
+                                             const model::SessionOptions& options,
                                              const kvstate::NamespaceKey& ns,
                                              std::span<const int32_t> prefix,
                                              std::string_view session_id, bool with_cold) {
@@ -106,7 +107,7 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
     return std::nullopt;
   }
   StoredPrefix out;
-  out.session = std::make_unique<model::Session>(model, pool);
+  out.session = std::make_unique<model::Session>(model, pool, options);
   absl::Status loaded = kvstate::LoadPages(state->manifest, state->pages,
                                            kvstate::LoadTiers::kRetained, &out.session->cache());
   if (loaded.ok()) loaded = out.session->Resume(static_cast<int32_t>(match->token_count));

@@ -41,11 +41,13 @@ struct StoredPrefix {
   std::vector<model::KvHead> cold;
 };
 
-// The longest stored prefix of `prefix` under `ns`, loaded; nullopt on a miss. A cache node that
+// The longest stored prefix of `prefix` under `ns`, loaded into a session made with `options`;
+// nullopt on a miss. A cache node that
 // fails or a stored state that cannot be used is logged and counts as a miss (the caller
 // recomputes).
 std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                                              const model::Model& model, kernels::ThreadPool& pool,
+                                             const model::SessionOptions& options,
                                              const kvstate::NamespaceKey& ns,
                                              std::span<const int32_t> prefix,
                                              std::string_view session_id, bool with_cold = false);

@@ -17,6 +17,9 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
       {"model", ConfigType::kString, "",
        "GGUF model file (default: the default model, fetched if missing)."},
       {"threads", ConfigType::kInt, "0", "Compute threads (0: one per core)."},
+      {"kv_memory", ConfigType::kBytes, "1GiB",
+       "Memory for the KV of every sequence this worker holds (running turns and hot sessions), "
+       "as pages in each session's codec; the coordinator learns it at registration."},
       {"cache_node", ConfigType::kString, "",
        "Cache node host:port for session states (empty: nothing loaded or stored)."},
       {"cache_timeout", ConfigType::kDuration, "10s",
@@ -54,6 +57,13 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
         absl::StrCat("recall_share must be in [0, 4] and recall_page_tokens >= 1; got ",
                      w.limits.recall_share, " and ", w.limits.recall_page_tokens));
   }
+  const int64_t kv_memory = c.GetBytes("kv_memory");
+  const int64_t page_tokens = c.GetInt("page_tokens");
+  if (kv_memory < 1 || page_tokens < 1 || page_tokens > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_memory must be positive and page_tokens in [1, 4096]; got ", kv_memory, " and ",
+        page_tokens));
+  }
   const int64_t cache_engines = c.GetInt("cache_engines");
   if (cache_engines < 1 || cache_engines > 4) {
     return absl::InvalidArgumentError(
@@ -68,6 +78,10 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
                    eviction::ResolveProfile(c.GetString("eviction_profile"),
                                             c.GetString("lookahead_module"), w.model->fingerprint()));
   log::Info("eviction profile", {{"source", w.profile.source()}});
+  w.kv_pool = std::make_unique<model::KvPool>(
+      model::KvPool::Options{.budget_bytes = kv_memory,
+                             .page_tokens = static_cast<int32_t>(page_tokens),
+                             .head_dim = w.model->config().head_dim});
   const int64_t threads = c.GetInt("threads");
   w.pool = std::make_unique<kernels::ThreadPool>(
       threads > 0 ? static_cast<int>(threads)
@@ -89,6 +103,28 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
     ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transports)));
   }
   return w;
+}
+
+void AddKvPoolMetrics(const WorkerBase& w, std::string_view service,
+                      metrics::MetricsRegistry& registry) {
+  const std::string prefix = absl::StrCat("glimpse_", std::string(service), "_kv_pool_");
+  registry.AddCollector([pool = w.kv_pool.get(), prefix](metrics::SampleWriter& out) {
+    const model::KvPool::Stats s = pool->stats();
+    const std::string bytes_help =
+        "KV pool bytes: the budget (kv_memory), what the pool holds, what sequences use.";
+    out.Gauge(prefix + "bytes", bytes_help, {{"state", "budget"}},
+              static_cast<double>(s.budget_bytes));
+    out.Gauge(prefix + "bytes", bytes_help, {{"state", "held"}}, static_cast<double>(s.held_bytes));
+    out.Gauge(prefix + "bytes", bytes_help, {{"state", "used"}}, static_cast<double>(s.used_bytes));
+    for (int f = 0; f < model::kKvDTypes; ++f) {
+      const char* format = model::KvDTypeName(static_cast<kernels::KvDType>(f));
+      const std::string help = "KV pool pages by format: in use, and free for reuse.";
+      out.Gauge(prefix + "pages", help, {{"format", format}, {"state", "used"}},
+                static_cast<double>(s.used_pages[f]));
+      out.Gauge(prefix + "pages", help, {{"format", format}, {"state", "free"}},
+                static_cast<double>(s.free_pages[f]));
+    }
+  });
 }
 
 void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,

@@ -22,7 +22,7 @@
 
 namespace glimpse::worker {
 
-// model, threads, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
+// model, threads, kv_memory, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
 // lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h) and client_tls.*. `role`
 // names the default node id ("decode" → decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
@@ -38,10 +38,16 @@ struct WorkerBase {
   cluster::CoordinatorLinkOptions link;
   PrefillLimits limits;                // recall settings from the config
   eviction::EvictionProfile profile;   // each method's settings (config key eviction_profile)
+  std::unique_ptr<model::KvPool> kv_pool;  // every sequence's KV, kv_memory bytes
 
   // A UCX engine of this worker, restricted to `peers`.
   absl::StatusOr<std::unique_ptr<transport::Transport>> NewEngine() const;
 };
+
+// Exports the KV pool on /metrics: glimpse_<service>_kv_pool_bytes{state="budget|held|used"} and
+// glimpse_<service>_kv_pool_pages{format, state="used|free"}.
+void AddKvPoolMetrics(const WorkerBase& w, std::string_view service,
+                      metrics::MetricsRegistry& registry);
 
 // Exports the cache client's transports on /metrics, if there is a cache client:
 // glimpse_<service>_cache_transport_{bytes_received,bytes_sent,receive_errors}_total{engine="i"}
