@@ -6,42 +6,9 @@
 
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
-#include "kernels/attention.h"
-#include "kernels/ops.h"
+#include "core/model/forward_pass.h"
 
 namespace glimpse::model {
-
-// Activations of one chunk of n tokens. Buffers grow to the largest chunk seen and are reused.
-struct Session::Scratch {
-  std::vector<float> x;         // [n, D] residual stream
-  std::vector<float> xn;        // [n, D] normalised input of a block
-  std::vector<float> q;         // [n, H·hd]
-  std::vector<float> k;         // [n, Hkv·hd]
-  std::vector<float> v;         // [n, Hkv·hd]
-  std::vector<float> attn;      // [n, H·hd] attention output
-  std::vector<float> tmp;       // [n, D] block output before the residual add
-  std::vector<float> gate;      // [n, F]
-  std::vector<float> up;        // [n, F]
-  std::vector<int32_t> pos;     // [n] positions of the chunk's tokens
-  std::vector<float> q_pre;     // [n, H·hd] pre-RoPE q, only while an observer asks for it
-  std::vector<float> lora_mid;  // [n, r] A x of the adapted rows, only with an adapter
-  std::vector<float> lora_out;  // [n, out] B (A x) of the adapted rows, only with an adapter
-
-  void Resize(const ModelConfig& c, int64_t n) {
-    const int64_t qd = int64_t{c.n_heads} * c.head_dim;
-    const int64_t kvd = int64_t{c.n_kv_heads} * c.head_dim;
-    x.resize(n * c.hidden);
-    xn.resize(n * c.hidden);
-    q.resize(n * qd);
-    k.resize(n * kvd);
-    v.resize(n * kvd);
-    attn.resize(n * qd);
-    tmp.resize(n * c.hidden);
-    gate.resize(n * c.ffn_hidden);
-    up.resize(n * c.ffn_hidden);
-    pos.resize(n);
-  }
-};
 
 namespace {
 
@@ -66,7 +33,7 @@ Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions o
       inv_freq_(RopeInverseFrequencies(model.weights())),
       cache_(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim,
              options.kv_pool, options.kv_dtype),
-      scratch_(std::make_unique<Scratch>()) {}
+      pass_(std::make_unique<ForwardPass>(model, pool)) {}
 
 Session::~Session() = default;
 
@@ -152,23 +119,24 @@ absl::Status Session::ValidateLora(const LoraAdapter& lora) const {
 absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tokens,
                                                     bool all_logits, LayerObserver* observer) {
   RETURN_IF_ERROR(ValidateTokens(tokens));
-  const int64_t vocab = model_.config().vocab_size;
   const int64_t total = static_cast<int64_t>(tokens.size());
-  std::vector<float> logits((all_logits ? total : 1) * vocab);
   const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
   const std::vector<int64_t> sizes = HeadSizes();
   const int32_t start_position = next_position_;
+  std::vector<float> logits;
   for (int64_t begin = 0; begin < total; begin += chunk) {
     const int64_t n = std::min(chunk, total - begin);
-    const bool last = begin + n == total;
-    // Only the final chunk's last row is needed unless every row was asked for.
-    float* out = all_logits ? logits.data() + begin * vocab : (last ? logits.data() : nullptr);
-    scratch_->Resize(model_.config(), n);
-    Embed(tokens.subspan(begin, n));
-    if (absl::Status st = ForwardChunk(n, all_logits, out, observer, {}); !st.ok()) {
+    const BatchRows rows{.session = this,
+                         .tokens = tokens.subspan(begin, n),
+                         .call = {.all_logits = all_logits, .observer = observer}};
+    absl::StatusOr<std::vector<std::vector<float>>> out = pass_->Run(std::span(&rows, 1));
+    if (!out.ok()) {
       Truncate(sizes, start_position);
-      return st;
+      return out.status();
     }
+    // Only the final chunk's last row is needed unless every row was asked for.
+    if (all_logits || begin + n == total)
+      logits.insert(logits.end(), (*out)[0].begin(), (*out)[0].end());
   }
   return logits;
 }
@@ -193,19 +161,24 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
   if (call.lora != nullptr) RETURN_IF_ERROR(ValidateLora(*call.lora));
   const std::vector<int64_t> sizes = HeadSizes();  // entries per head before the call, to undo it
   const int32_t start_position = next_position_;
-  const int64_t vocab = model_.config().vocab_size;
-  std::vector<float> logits((call.all_logits ? total : 1) * vocab);
   const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
+  std::vector<float> logits;
   for (int64_t begin = 0; begin < total; begin += chunk) {
     const int64_t n = std::min(chunk, total - begin);
-    const bool last = begin + n == total;
-    float* out = call.all_logits ? logits.data() + begin * vocab : (last ? logits.data() : nullptr);
-    scratch_->Resize(model_.config(), n);
-    std::memcpy(scratch_->x.data(), embeddings.data() + begin * D, n * D * sizeof(float));
-    const ChunkLora lora{call.lora, std::max<int64_t>(call.lora_first_row - begin, 0)};
-    if (absl::Status st = ForwardChunk(n, call.all_logits, out, call.observer, lora); !st.ok()) {
+    // Chunks keep their entries so that later rows of the call see earlier ones; without
+    // keep_entries the call's entries go when it returns.
+    EmbeddingsCall chunk_call = call;
+    chunk_call.lora_first_row = std::max<int64_t>(call.lora_first_row - begin, 0);
+    chunk_call.keep_entries = true;
+    const BatchRows rows{
+        .session = this, .embeddings = embeddings.subspan(begin * D, n * D), .call = chunk_call};
+    absl::StatusOr<std::vector<std::vector<float>>> out = pass_->Run(std::span(&rows, 1));
+    if (!out.ok()) {
       Truncate(sizes, start_position);
-      return st;
+      return out.status();
+    }
+    if (call.all_logits || begin + n == total) {
+      logits.insert(logits.end(), (*out)[0].begin(), (*out)[0].end());
     }
   }
   if (!call.keep_entries) Truncate(sizes, start_position);
@@ -218,166 +191,6 @@ void Session::Truncate(const std::vector<int64_t>& sizes, int32_t position) {
     for (int32_t h = 0; h < cache_.n_kv_heads(); ++h, ++i) cache_.Truncate(l, h, sizes[i]);
   }
   next_position_ = position;
-}
-
-absl::Status Session::ForwardChunk(int64_t n, bool all_logits, float* logits,
-                                   LayerObserver* observer, const ChunkLora& lora) {
-  for (int64_t i = 0; i < n; ++i) scratch_->pos[i] = next_position_ + static_cast<int32_t>(i);
-  for (int32_t layer = 0; layer < model_.config().n_layers; ++layer) {
-    RETURN_IF_ERROR(AttentionBlock(layer, n, observer, lora));
-    FeedForwardBlock(layer, n, lora);
-  }
-  next_position_ += static_cast<int32_t>(n);
-  if (logits != nullptr) Logits(n, all_logits, logits);
-  return absl::OkStatus();
-}
-
-void Session::Embed(std::span<const int32_t> tokens) {
-  const kernels::WeightView& e = model_.weights().token_embd;
-  const int64_t row_bytes = kernels::RowBytes(e.type, e.cols);
-  const auto* base = static_cast<const uint8_t*>(e.data);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    kernels::DequantizeRow(scratch_->x.data() + i * e.cols, base + tokens[i] * row_bytes, e.type,
-                           e.cols);
-  }
-}
-
-void Session::AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
-                      int64_t n, const ChunkLora& lora) {
-  if (lora.adapter == nullptr || lora.first_row >= n) return;
-  const LoraPair& p = lora.adapter->layers[layer].*pair;
-  Scratch& s = *scratch_;
-  const int64_t r0 = lora.first_row, rows = n - r0;
-  s.lora_mid.resize(rows * p.a.rows);
-  s.lora_out.resize(rows * p.b.rows);
-  kernels::MatMul(s.lora_mid.data(), x + r0 * p.a.cols, p.a, rows, pool_);  // [rows, r]
-  kernels::MatMul(s.lora_out.data(), s.lora_mid.data(), p.b, rows, pool_);  // [rows, out]
-  float* dst = out + r0 * p.b.rows;
-  const float scale = lora.adapter->scale;
-  for (int64_t i = 0; i < rows * p.b.rows; ++i) dst[i] += scale * s.lora_out[i];
-}
-
-absl::Status Session::AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
-                                     const ChunkLora& lora) {
-  const ModelConfig& c = model_.config();
-  const LayerWeights& w = model_.weights().layers[layer];
-  Scratch& s = *scratch_;
-  kernels::RmsNorm(s.xn.data(), s.x.data(), w.attn_norm, c.rms_eps, n, c.hidden);
-  kernels::MatMul(s.q.data(), s.xn.data(), w.wq, n, pool_);
-  kernels::MatMul(s.k.data(), s.xn.data(), w.wk, n, pool_);
-  kernels::MatMul(s.v.data(), s.xn.data(), w.wv, n, pool_);
-  AddLora(s.q.data(), s.xn.data(), &LoraLayer::q, layer, n, lora);
-  AddLora(s.k.data(), s.xn.data(), &LoraLayer::k, layer, n, lora);
-  AddLora(s.v.data(), s.xn.data(), &LoraLayer::v, layer, n, lora);
-  if (w.bq != nullptr) kernels::AddBias(s.q.data(), w.bq, n, w.wq.rows);
-  if (w.bk != nullptr) kernels::AddBias(s.k.data(), w.bk, n, w.wk.rows);
-  if (w.bv != nullptr) kernels::AddBias(s.v.data(), w.bv, n, w.wv.rows);
-  if (w.q_norm != nullptr) {
-    kernels::RmsNorm(s.q.data(), s.q.data(), w.q_norm, c.rms_eps, n * c.n_heads, c.head_dim);
-  }
-  if (w.k_norm != nullptr) {
-    kernels::RmsNorm(s.k.data(), s.k.data(), w.k_norm, c.rms_eps, n * c.n_kv_heads, c.head_dim);
-  }
-  const bool pre_rope = observer != nullptr && observer->wants_pre_rope_queries();
-  if (pre_rope) s.q_pre.assign(s.q.begin(), s.q.begin() + n * c.n_heads * c.head_dim);
-  kernels::Rope(s.q.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_heads, c.head_dim);
-  kernels::Rope(s.k.data(), s.pos.data(), inv_freq_.data(), c.rope_style, n, c.n_kv_heads,
-                c.head_dim);
-  RETURN_IF_ERROR(Attend(layer, n));
-  if (observer != nullptr) {
-    observer->OnLayer(layer, {.n_tokens = n,
-                              .positions = s.pos.data(),
-                              .xn = s.xn.data(),
-                              .pre_rope_q = pre_rope ? s.q_pre.data() : nullptr,
-                              .q = s.q.data(),
-                              .k = s.k.data(),
-                              .v = s.v.data()});
-  }
-  kernels::MatMul(s.tmp.data(), s.attn.data(), w.wo, n, pool_);
-  AddLora(s.tmp.data(), s.attn.data(), &LoraLayer::o, layer, n, lora);
-  kernels::Add(s.x.data(), s.tmp.data(), n * c.hidden);
-  return absl::OkStatus();
-}
-
-// Appends the chunk's K/V to each head's pages, then runs every query head of the chunk against
-// the entries its kv-head holds, read from the pages as stored. Work items are (kv-head, block of
-// query rows) so both threads stay busy even with 3 kv-heads.
-absl::Status Session::Attend(int32_t layer, int64_t n) {
-  const ModelConfig& c = model_.config();
-  Scratch& s = *scratch_;
-  const int64_t hd = c.head_dim;
-  const int64_t group = c.n_heads / c.n_kv_heads;
-  std::vector<float> head_k(n * hd), head_v(n * hd);
-  std::vector<std::vector<kernels::KvPageView>> pages(c.n_kv_heads);
-  for (int32_t h = 0; h < c.n_kv_heads; ++h) {
-    for (int64_t t = 0; t < n; ++t) {
-      std::memcpy(&head_k[t * hd], &s.k[(t * c.n_kv_heads + h) * hd], hd * sizeof(float));
-      std::memcpy(&head_v[t * hd], &s.v[(t * c.n_kv_heads + h) * hd], hd * sizeof(float));
-    }
-    RETURN_IF_ERROR(cache_.Append(layer, h, head_k.data(), head_v.data(), s.pos.data(), n));
-  }
-  for (int32_t h = 0; h < c.n_kv_heads; ++h) pages[h] = cache_.Pages(layer, h);
-
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  constexpr int64_t kRowsPerItem = 16;  // query tokens per work item
-  const int64_t blocks = (n + kRowsPerItem - 1) / kRowsPerItem;
-  pool_.ParallelFor(c.n_kv_heads * blocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> q_rows, out_rows;
-    std::vector<int32_t> q_pos;
-    for (int64_t item = begin; item < end; ++item) {
-      const int32_t h = static_cast<int32_t>(item / blocks);
-      const int64_t t0 = (item % blocks) * kRowsPerItem;
-      const int64_t t1 = std::min(n, t0 + kRowsPerItem);
-      // Gather the group's query heads for tokens [t0, t1) as rows [(t, g), hd].
-      const int64_t rows = (t1 - t0) * group;
-      q_rows.resize(rows * hd);
-      out_rows.resize(rows * hd);
-      q_pos.resize(rows);
-      for (int64_t t = t0; t < t1; ++t) {
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t r = (t - t0) * group + g;
-          std::memcpy(&q_rows[r * hd], &s.q[(t * c.n_heads + h * group + g) * hd],
-                      hd * sizeof(float));
-          q_pos[r] = s.pos[t];
-        }
-      }
-      kernels::AttendPaged(out_rows.data(), q_rows.data(), q_pos.data(), pages[h], scale, rows,
-                           hd);
-      for (int64_t t = t0; t < t1; ++t) {
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t r = (t - t0) * group + g;
-          std::memcpy(&s.attn[(t * c.n_heads + h * group + g) * hd], &out_rows[r * hd],
-                      hd * sizeof(float));
-        }
-      }
-    }
-  });
-  return absl::OkStatus();
-}
-
-void Session::FeedForwardBlock(int32_t layer, int64_t n, const ChunkLora& lora) {
-  const ModelConfig& c = model_.config();
-  const LayerWeights& w = model_.weights().layers[layer];
-  Scratch& s = *scratch_;
-  kernels::RmsNorm(s.xn.data(), s.x.data(), w.ffn_norm, c.rms_eps, n, c.hidden);
-  kernels::MatMul(s.gate.data(), s.xn.data(), w.w_gate, n, pool_);
-  kernels::MatMul(s.up.data(), s.xn.data(), w.w_up, n, pool_);
-  AddLora(s.gate.data(), s.xn.data(), &LoraLayer::gate, layer, n, lora);
-  AddLora(s.up.data(), s.xn.data(), &LoraLayer::up, layer, n, lora);
-  kernels::SiluMul(s.gate.data(), s.gate.data(), s.up.data(), n * c.ffn_hidden);
-  kernels::MatMul(s.tmp.data(), s.gate.data(), w.w_down, n, pool_);
-  AddLora(s.tmp.data(), s.gate.data(), &LoraLayer::down, layer, n, lora);
-  kernels::Add(s.x.data(), s.tmp.data(), n * c.hidden);
-}
-
-void Session::Logits(int64_t n, bool all_logits, float* logits) {
-  const ModelConfig& c = model_.config();
-  Scratch& s = *scratch_;
-  const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t rows = n - first;
-  kernels::RmsNorm(s.xn.data(), s.x.data() + first * c.hidden, model_.weights().output_norm,
-                   c.rms_eps, rows, c.hidden);
-  kernels::MatMul(logits, s.xn.data(), model_.weights().output, rows, pool_);
 }
 
 }  // namespace glimpse::model

@@ -27,6 +27,8 @@
 
 namespace glimpse::model {
 
+class ForwardPass;  // forward_pass.h
+
 // One layer's attention activations for the current chunk of n tokens, all fp32 and row-major.
 // The pointers are valid only during LayerObserver::OnLayer.
 struct LayerActivations {
@@ -126,32 +128,14 @@ class Session {
   absl::Status Resume(int32_t next_position);
 
  private:
-  struct Scratch;
-  // The adapter rows of one chunk: rows [first_row, n) get `adapter` (none when it is nullptr).
-  struct ChunkLora {
-    const LoraAdapter* adapter = nullptr;
-    int64_t first_row = 0;
-  };
+  friend class ForwardPass;
   absl::Status ValidateLength(int64_t n) const;
   absl::Status ValidateTokens(std::span<const int32_t> tokens) const;
   absl::Status ValidateLora(const LoraAdapter& lora) const;
-  // Runs one chunk of n rows whose input embeddings are already in the scratch residual stream;
-  // writes its logits (last row, or every row) to `logits` (may be null).
-  absl::Status ForwardChunk(int64_t n, bool all_logits, float* logits, LayerObserver* observer,
-                            const ChunkLora& lora);
-  void Embed(std::span<const int32_t> tokens);
-  absl::Status AttentionBlock(int32_t layer, int64_t n, LayerObserver* observer,
-                              const ChunkLora& lora);
-  void FeedForwardBlock(int32_t layer, int64_t n, const ChunkLora& lora);
-  // out[first_row.., out_dim] += scale · B (A x) for rows [lora.first_row, n) of x [n, in].
-  void AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
-               int64_t n, const ChunkLora& lora);
-  // Drops the entries past `sizes[layer · Hkv + h]` from every head and rewinds the position.
-  void Truncate(const std::vector<int64_t>& sizes, int32_t position);
-  absl::Status Attend(int32_t layer, int64_t n);
   // Entries per head, to undo a call.
   std::vector<int64_t> HeadSizes() const;
-  void Logits(int64_t n, bool all_logits, float* logits);
+  // Drops the entries past `sizes[layer · Hkv + h]` from every head and rewinds the position.
+  void Truncate(const std::vector<int64_t>& sizes, int32_t position);
 
   const Model& model_;
   kernels::ThreadPool& pool_;
@@ -159,7 +143,7 @@ class Session {
   const int32_t max_context_;
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies
   KvCache cache_;
-  std::unique_ptr<Scratch> scratch_;
+  std::unique_ptr<ForwardPass> pass_;  // this session's own calls
   int32_t next_position_ = 0;
 };
 

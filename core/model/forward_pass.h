@@ -1,0 +1,66 @@
+// One forward pass over rows of many sessions (continuous batching): every session contributes its
+// next rows — a decode token, a chunk of a prefill, or input embeddings (LookaheadKV's pass) — and
+// the pass reads every weight matrix once for all of them; attention runs per session over the
+// entries its own cache holds, each row at its own session's positions. Sampling, stopping and
+// streaming stay with the caller, per session.
+//
+// What a session's rows compute does not depend on the other rows of the pass: every kernel works
+// row by row, except the linear layers, which with more than kernels' dot-product threshold of rows
+// in the pass use a blocked fp32 product whose summation order differs (results then agree to fp32
+// rounding, not bit for bit).
+//
+// Errors are all or nothing: a bad token id, rows past a session's context, an adapter that does
+// not fit the model (InvalidArgument), or a KV pool too full for the pass's entries
+// (ResourceExhausted) leave every session as it was. Not thread-safe; one pass at a time per
+// ForwardPass and per ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/session.h"
+
+namespace glimpse::model {
+
+// One session's rows in a pass: token ids, or input embeddings [n, D] (exactly one of the two is
+// non-empty), with the options of Session::ForwardEmbeddings.
+struct BatchRows {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+  std::span<const float> embeddings;
+  EmbeddingsCall call;
+};
+
+class ForwardPass {
+ public:
+  ForwardPass(const Model& model, kernels::ThreadPool& pool);
+  ~ForwardPass();
+  ForwardPass(const ForwardPass&) = delete;
+  ForwardPass& operator=(const ForwardPass&) = delete;
+
+  // Runs every item's rows; returns per item the logits of its last row ([vocab]), or of every row
+  // ([n, vocab]) with call.all_logits. Each session then continues after its rows (or, without
+  // call.keep_entries, is as before). Sessions must be distinct and of this pass's model.
+  absl::StatusOr<std::vector<std::vector<float>>> Run(std::span<const BatchRows> items);
+
+ private:
+  struct Scratch;
+  struct Item;
+  absl::Status Check(std::span<const BatchRows> items) const;
+  void Embed(std::span<const Item> items);
+  absl::Status AttentionBlock(int32_t layer, std::span<const Item> items);
+  absl::Status Attend(int32_t layer, std::span<const Item> items);
+  void FeedForwardBlock(int32_t layer, std::span<const Item> items);
+  void AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
+               std::span<const Item> items);
+  void Logits(std::span<const Item> items, std::vector<std::vector<float>>& out);
+
+  const Model& model_;
+  kernels::ThreadPool& pool_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace glimpse::model
