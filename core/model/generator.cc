@@ -28,32 +28,45 @@ absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
   return result;
 }
 
+DecodeState::DecodeState(const Session& session, Sampler& sampler, int32_t max_tokens)
+    : session_(session), sampler_(sampler), max_tokens_(max_tokens) {
+  done_ = max_tokens_ <= 0;
+}
+
+std::optional<int32_t> DecodeState::Next(std::span<const float> logits,
+                                         const std::function<bool(int32_t)>& accept) {
+  if (done_) return std::nullopt;
+  const int32_t token = sampler_.Sample(logits);
+  result_.unfed_token = token;
+  done_ = true;
+  if (session_.model().tokenizer().IsEndOfGeneration(token)) {
+    result_.stop = StopReason::kEndOfGeneration;
+    return std::nullopt;
+  }
+  result_.tokens.push_back(token);
+  if (accept && !accept(token)) {
+    result_.stop = StopReason::kCancelled;
+    return std::nullopt;
+  }
+  if (static_cast<int32_t>(result_.tokens.size()) == max_tokens_) return std::nullopt;
+  if (session_.next_position() >= session_.max_context()) {
+    result_.stop = StopReason::kContextFull;
+    return std::nullopt;
+  }
+  done_ = false;
+  return token;
+}
+
 absl::StatusOr<GenerationResult> DecodeFrom(Session& session, Sampler& sampler,
                                             std::vector<float> logits, int32_t max_tokens,
                                             const std::function<bool(int32_t)>& on_token) {
-  GenerationResult result;
-  const Tokenizer& tokenizer = session.model().tokenizer();
   const auto start = std::chrono::steady_clock::now();
-  while (static_cast<int32_t>(result.tokens.size()) < max_tokens) {
-    const int32_t token = sampler.Sample(logits);
-    result.unfed_token = token;
-    if (tokenizer.IsEndOfGeneration(token)) {
-      result.stop = StopReason::kEndOfGeneration;
-      break;
-    }
-    result.tokens.push_back(token);
-    if (!on_token(token)) {
-      result.stop = StopReason::kCancelled;
-      break;
-    }
-    if (static_cast<int32_t>(result.tokens.size()) == max_tokens) break;
-    if (session.next_position() >= session.max_context()) {
-      result.stop = StopReason::kContextFull;
-      break;
-    }
-    const int32_t next[] = {token};
+  DecodeState state(session, sampler, max_tokens);
+  while (std::optional<int32_t> token = state.Next(logits, on_token)) {
+    const int32_t next[] = {*token};
     ASSIGN_OR_RETURN(logits, session.Forward(next));
   }
+  GenerationResult result = std::move(state.result());
   result.decode_seconds = SecondsSince(start);
   return result;
 }

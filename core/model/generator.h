@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -31,6 +32,29 @@ struct GenerationResult {
 absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
                                           std::span<const int32_t> prompt, int32_t max_tokens,
                                           const std::function<void(int32_t)>& on_token = {});
+
+// One sequence's decoding, a token at a time, for callers that run the forward passes themselves
+// (a batched engine): Next() samples from the last logits and says whether the token must be fed
+// (another pass) or the sequence stopped. DecodeFrom is this loop with the session's own passes.
+class DecodeState {
+ public:
+  DecodeState(const Session& session, Sampler& sampler, int32_t max_tokens);
+  // Samples the next token from `logits`; returns it when it is to be fed (at the session's next
+  // position), nullopt when the sequence stopped (result().stop says why). `accept(token)` (may be
+  // empty) sees each generated token; false stops after it (kCancelled).
+  std::optional<int32_t> Next(std::span<const float> logits,
+                              const std::function<bool(int32_t)>& accept = {});
+  bool done() const { return done_; }
+  const GenerationResult& result() const { return result_; }
+  GenerationResult& result() { return result_; }
+
+ private:
+  const Session& session_;
+  Sampler& sampler_;
+  const int32_t max_tokens_;
+  GenerationResult result_;
+  bool done_ = false;
+};
 
 // The decode half of Generate, for a caller that ran the prompt itself (e.g. prefill with
 // eviction): samples from `logits` (the prompt's last-token logits) onwards. `on_token` returning

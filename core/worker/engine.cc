@@ -1,0 +1,284 @@
+#include "core/worker/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace glimpse::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+struct Engine::Job {
+  const std::function<absl::Status()>* work = nullptr;
+  absl::Status status;
+  bool done = false;  // GUARDED_BY(Engine::mu_)
+  std::condition_variable cv;
+};
+
+// A decoding sequence. The engine thread owns `state`, `logits` and `unfed` while it runs; the
+// rest is shared with the consumer under Engine::mu_.
+struct Engine::Sequence {
+  Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens)
+      : session(&s), state(s, sampler, max_tokens) {}
+  model::Session* session;
+  model::DecodeState state;
+  std::vector<float> logits;     // of the last fed token
+  std::optional<int32_t> unfed;  // sampled, to be fed at the next step
+  uint64_t order = 0;            // join order: the youngest yields when memory is short
+  std::deque<int32_t> pending;   // sampled tokens the consumer has not taken
+  bool stop_requested = false;   // the consumer stopped
+  bool finished = false;
+  absl::Status status;
+  std::condition_variable cv;
+};
+
+Engine::Engine(const model::Model& model, kernels::ThreadPool& pool, EngineOptions options)
+    : options_(options), pass_(model, pool), thread_([this] { Loop(); }) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+absl::Status Engine::Run(const std::function<absl::Status()>& work) {
+  auto job = std::make_shared<Job>();
+  job->work = &work;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) return absl::CancelledError("the engine is stopping");
+  jobs_.push_back(job);
+  ++stats_.queued_work;
+  wake_.notify_all();
+  job->cv.wait(lock, [&] { return job->done; });
+  return job->status;
+}
+
+absl::StatusOr<model::GenerationResult> Engine::Decode(
+    model::Session& session, model::Sampler& sampler, std::vector<float> logits, int32_t max_tokens,
+    const std::function<bool(int32_t)>& on_token) {
+  const auto start = Clock::now();
+  auto seq = std::make_shared<Sequence>(session, sampler, max_tokens);
+  seq->logits = std::move(logits);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_) return absl::CancelledError("the engine is stopping");
+  joining_.push_back(seq);
+  wake_.notify_all();
+  bool accepting = true;
+  while (true) {
+    seq->cv.wait(lock, [&] { return !seq->pending.empty() || seq->finished; });
+    std::deque<int32_t> tokens;
+    tokens.swap(seq->pending);
+    const bool finished = seq->finished;
+    wake_.notify_all();  // room in the queue again
+    lock.unlock();
+    for (int32_t t : tokens) {
+      if (accepting && on_token) accepting = on_token(t);
+    }
+    lock.lock();
+    if (!accepting && !seq->stop_requested) {
+      seq->stop_requested = true;
+      wake_.notify_all();
+    }
+    if (finished && seq->pending.empty()) break;
+  }
+  if (!seq->status.ok()) return seq->status;
+  model::GenerationResult result = std::move(seq->state.result());
+  result.decode_seconds = SecondsSince(start);
+  return result;
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Engine::Finish(Sequence& s, absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  s.finished = true;
+  s.status = std::move(status);
+  --stats_.running;
+  s.cv.notify_all();
+}
+
+void Engine::Loop() {
+  std::vector<std::shared_ptr<Sequence>> running;
+  auto runnable = [&] {  // under mu_
+    return std::any_of(running.begin(), running.end(), [&](const auto& s) {
+      return s->stop_requested || static_cast<int64_t>(s->pending.size()) < options_.max_pending;
+    });
+  };
+  while (true) {
+    std::shared_ptr<Job> job;
+    std::vector<std::shared_ptr<Sequence>> joined;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || !jobs_.empty() || !joining_.empty() || runnable(); });
+      if (stop_) break;
+      joined.swap(joining_);
+      stats_.running += static_cast<int64_t>(joined.size());
+      if (!jobs_.empty()) {
+        job = jobs_.front();
+        jobs_.pop_front();
+        --stats_.queued_work;
+      }
+    }
+    for (std::shared_ptr<Sequence>& s : joined) {
+      s->order = ++joins_;
+      running.push_back(std::move(s));
+    }
+    if (job) {
+      const auto start = Clock::now();
+      const absl::Status status = (*job->work)();
+      std::lock_guard<std::mutex> lock(mu_);
+      job->status = status;
+      job->done = true;
+      ++stats_.work_done;
+      stats_.work_seconds += SecondsSince(start);
+      job->cv.notify_all();
+    }
+    if (!running.empty()) Step(running);
+  }
+  // Stopping: nothing more runs.
+  std::vector<std::shared_ptr<Sequence>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(joining_);
+    for (auto& job : jobs_) {
+      job->status = absl::CancelledError("the engine stopped");
+      job->done = true;
+      job->cv.notify_all();
+    }
+    jobs_.clear();
+    stats_.running += static_cast<int64_t>(left.size());
+  }
+  left.insert(left.end(), running.begin(), running.end());
+  for (auto& s : left) Finish(*s, absl::CancelledError("the engine stopped"));
+}
+
+std::optional<int32_t> Engine::Sample(Sequence& s) {
+  const size_t before = s.state.result().tokens.size();
+  std::optional<int32_t> next = s.state.Next(s.logits);
+  if (s.state.result().tokens.size() > before) {  // a generated token (not an end of generation)
+    s.pending.push_back(s.state.result().tokens.back());
+    s.cv.notify_all();
+  }
+  return next;
+}
+
+// One step: every running sequence that has a token to feed and room in its consumer's queue feeds
+// it; every sequence that got logits samples its next token (a sequence that just joined samples
+// from its prompt's logits first).
+void Engine::Step(std::vector<std::shared_ptr<Sequence>>& running) {
+  const auto start = Clock::now();
+  std::vector<Sequence*> feeding;
+  std::vector<int32_t> tokens;
+  std::vector<Sequence*> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& s : running) {
+      if (s->stop_requested) {
+        s->state.result().stop = model::StopReason::kCancelled;
+        finished.push_back(s.get());
+        continue;
+      }
+      if (static_cast<int64_t>(s->pending.size()) >= options_.max_pending) continue;
+      if (!s->unfed) {  // just joined: sample from the prompt's logits
+        s->unfed = Sample(*s);
+        if (!s->unfed) {
+          finished.push_back(s.get());
+          continue;
+        }
+      }
+      feeding.push_back(s.get());
+      tokens.push_back(*s->unfed);
+    }
+  }
+  std::vector<model::BatchRows> rows;
+  for (size_t i = 0; i < feeding.size(); ++i) {
+    model::BatchRows& r = rows.emplace_back();
+    r.session = feeding[i]->session;
+    r.tokens = std::span(&tokens[i], 1);
+  }
+  if (!rows.empty()) {
+    absl::StatusOr<std::vector<std::vector<float>>> out = pass_.Run(rows);
+    const bool memory = !out.ok() && out.status().code() == absl::StatusCode::kResourceExhausted;
+    if (memory && options_.make_room) {  // (a) idle hot copies go first, then the step again
+      int64_t bytes = 0;
+      for (const Sequence* s : feeding) {
+        const model::KvCache& cache = s->session->cache();
+        bytes +=
+            int64_t{cache.n_layers()} * cache.n_kv_heads() * cache.pool().PageBytes(cache.dtype());
+      }
+      options_.make_room(bytes);
+      out = pass_.Run(rows);
+    }
+    if (out.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < feeding.size(); ++i) {
+        Sequence& s = *feeding[i];
+        s.logits = std::move((*out)[i]);
+        s.unfed = Sample(s);
+        if (!s.unfed) finished.push_back(&s);
+      }
+      ++stats_.steps;
+      stats_.rows += static_cast<int64_t>(rows.size());
+      stats_.step_seconds += SecondsSince(start);
+    } else if (out.status().code() == absl::StatusCode::kResourceExhausted && feeding.size() > 1) {
+      // (b) the youngest sequence of the step yields; the others try again at the next step.
+      Sequence* youngest =
+          *std::max_element(feeding.begin(), feeding.end(),
+                            [](Sequence* x, Sequence* y) { return x->order < y->order; });
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.failed_for_memory;
+      }
+      Finish(*youngest, out.status());
+      running.erase(std::find_if(running.begin(), running.end(),
+                                 [&](const auto& r) { return r.get() == youngest; }));
+    } else {
+      if (out.status().code() == absl::StatusCode::kResourceExhausted) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.failed_for_memory;
+      }
+      for (Sequence* s : feeding) {
+        Finish(*s, out.status());
+        running.erase(std::find_if(running.begin(), running.end(),
+                                   [&](const auto& r) { return r.get() == s; }));
+      }
+    }
+  }
+  for (Sequence* s : finished) {
+    Finish(*s, absl::OkStatus());
+    running.erase(
+        std::find_if(running.begin(), running.end(), [&](const auto& r) { return r.get() == s; }));
+  }
+}
+
+void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w) {
+  const std::string p = std::string(prefix) + "_engine_";
+  w.Gauge(p + "running", "Sequences decoding now.", {}, static_cast<double>(s.running));
+  w.Gauge(p + "queued_work", "Prefills and other jobs waiting for the engine.", {},
+          static_cast<double>(s.queued_work));
+  w.Counter(p + "steps_total", "Decode steps.", {}, static_cast<double>(s.steps));
+  w.Counter(p + "step_rows_total", "Rows over the decode steps (rows / steps: the mean batch).", {},
+            static_cast<double>(s.rows));
+  w.Counter(p + "step_seconds_total", "Time in decode steps.", {}, s.step_seconds);
+  w.Counter(p + "work_total", "Jobs run between steps (prefills).", {},
+            static_cast<double>(s.work_done));
+  w.Counter(p + "work_seconds_total", "Time in jobs.", {}, s.work_seconds);
+  w.Counter(p + "failed_for_memory_total", "Sequences stopped because the KV pool was full.", {},
+            static_cast<double>(s.failed_for_memory));
+}
+
+}  // namespace glimpse::worker

@@ -1,0 +1,103 @@
+// A worker's model engine: one thread runs every use of the model's thread pool, so that many
+// turns can be in flight at once (continuous batching). It alternates between
+//   work   one queued whole-turn job (a prefill with eviction, a lookahead pass: Run), and
+//   step   one forward pass holding the next token of every running sequence (Decode), each
+//          sequence sampled and stopped on its own, so its tokens are those it would produce alone.
+// A sequence joins at the next step and leaves when it stops; a turn's prefill waits for at most
+// one step, and running sequences for at most one job (a long prompt's whole prefill: chunking it
+// into steps is future work).
+//
+// A sequence's tokens reach its caller through a queue the caller drains on its own thread, so a
+// slow consumer never holds the step: a sequence whose consumer is `max_pending` tokens behind
+// sits out steps until it catches up. A consumer that stops (its callback returns false) stops the
+// sequence at the engine's next look at it; tokens generated meanwhile (at most max_pending) are in
+// the result and the session, not passed to the callback.
+//
+// A step the KV pool cannot hold first asks make_room to free memory and runs again; if it still
+// does not fit, the sequence that joined last among those in it fails (ResourceExhausted naming
+// the sizes) and the others run at the next step; a sequence alone that does not fit fails.
+// (Preempting a sequence to the cache node and resuming it later is future work.) Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/common/metrics.h"
+#include "core/model/forward_pass.h"
+#include "core/model/generator.h"
+
+namespace glimpse::worker {
+
+struct EngineOptions {
+  int64_t max_pending = 64;  // tokens a consumer may lag before its sequence sits out steps
+  // Called on the engine thread when a step's entries do not fit the KV pool, with the bytes the
+  // step may need; it frees what it can (a decode worker drops idle hot copies). May be empty.
+  std::function<void(int64_t bytes)> make_room;
+};
+
+struct EngineStats {
+  int64_t running = 0;      // sequences decoding now
+  int64_t queued_work = 0;  // jobs waiting for the engine
+  int64_t steps = 0;        // decode steps since start
+  int64_t rows = 0;         // decode rows over those steps (rows / steps = mean batch)
+  double step_seconds = 0.0;
+  int64_t work_done = 0;
+  double work_seconds = 0.0;
+  int64_t failed_for_memory = 0;  // sequences a full pool stopped
+};
+
+class Engine {
+ public:
+  Engine(const model::Model& model, kernels::ThreadPool& pool, EngineOptions options = {});
+  ~Engine();  // finishes running sequences with Cancelled, then joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs `work` on the engine thread between steps; returns its status. Blocks.
+  absl::Status Run(const std::function<absl::Status()>& work);
+
+  // Decodes `session` from `logits` (its last token's) as model::DecodeFrom does, in the running
+  // batch. `on_token` runs on the calling thread, in order; returning false stops the sequence.
+  // Blocks until the sequence stops.
+  absl::StatusOr<model::GenerationResult> Decode(model::Session& session, model::Sampler& sampler,
+                                                 std::vector<float> logits, int32_t max_tokens,
+                                                 const std::function<bool(int32_t)>& on_token);
+
+  EngineStats Stats() const;
+
+ private:
+  struct Job;
+  struct Sequence;
+  void Loop();
+  void Step(std::vector<std::shared_ptr<Sequence>>& running);
+  void Finish(Sequence& s, absl::Status status);
+  // Samples a sequence's next token from its logits and hands a generated one to its consumer;
+  // the token to feed next, or nullopt when the sequence stopped. Under mu_.
+  std::optional<int32_t> Sample(Sequence& s);
+
+  const EngineOptions options_;
+  model::ForwardPass pass_;  // used by the engine thread only
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> jobs_;           // GUARDED_BY(mu_)
+  std::vector<std::shared_ptr<Sequence>> joining_;  // GUARDED_BY(mu_)
+  EngineStats stats_;                               // GUARDED_BY(mu_)
+  bool stop_ = false;                               // GUARDED_BY(mu_)
+  uint64_t joins_ = 0;                              // the engine thread's
+  std::thread thread_;
+};
+
+// Writes `s` as <prefix>_engine_{running, queued_work} gauges and <prefix>_engine_{steps,
+// step_rows, step_seconds, work, work_seconds, failed_for_memory}_total counters
+// (step_rows_total / steps_total is the mean batch).
+void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w);
+
+}  // namespace glimpse::worker
