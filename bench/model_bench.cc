@@ -6,6 +6,10 @@
 //            warm-up run, then --reps runs; median tok/s.
 //   decode:  after the prompt, --decode-tokens greedy tokens, one Forward({token}) each (argmax of
 //            the returned logits; end-of-generation tokens are ignored); median tok/s.
+//   batch:   with --batch B, B sessions each prefilled with the prompt decode --decode-tokens
+//            greedy tokens together, one model::ForwardPass of B rows per step (the decode
+//            worker's engine step); aggregate tok/s, and its ratio to the single-session decode
+//            tok/s of the same run.
 //   peak_rss_mb: getrusage(RUSAGE_SELF).ru_maxrss (mapped weights count once touched);
 //   cpu_s: the process's user + system CPU time, load and warm-up included.
 //
@@ -21,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
+#include "core/model/forward_pass.h"
 #include "core/model/model.h"
 #include "core/model/session.h"
 #include "kernels/cpu/parallel.h"
@@ -54,12 +60,13 @@ struct BenchOptions {
   int decode_tokens = 128;
   int reps = 3;
   int prefill_chunk = 0;  // 0 = the runtime's default
+  int batch = 0;          // 0: no batched decode
 };
 
 constexpr char kUsage[] =
     "usage: glimpse_bench_model [--model PATH] [--threads N] [--prompt-tokens N]\n"
     "         [--decode-tokens N] [--reps N] [--prefill-chunk N] [--prompt-file PATH]\n"
-    "         [--tokens FILE]\n"
+    "         [--tokens FILE] [--batch B]\n"
     "Defaults: the cached default model, GLIMPSE_THREADS or 2 threads, 512 prompt tokens,\n"
     "128 decode tokens, 3 repetitions after one warm-up.\n";
 
@@ -107,6 +114,8 @@ absl::StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
       ASSIGN_OR_RETURN(o.reps, ParsePositive(flag, value));
     } else if (flag == "--prefill-chunk") {
       ASSIGN_OR_RETURN(o.prefill_chunk, ParsePositive(flag, value));
+    } else if (flag == "--batch") {
+      ASSIGN_OR_RETURN(o.batch, ParsePositive(flag, value));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'\n", kUsage));
     }
@@ -198,6 +207,38 @@ absl::StatusOr<RunTimes> RunOnce(model::Session& session, const std::vector<int3
   return t;
 }
 
+// `batch` sessions prefilled with `tokens`, then `decode_tokens` steps of one ForwardPass over all
+// of them; the steps' seconds.
+absl::StatusOr<double> BatchDecode(const model::Model& m, kernels::ThreadPool& pool,
+                                   const model::SessionOptions& options,
+                                   const std::vector<int32_t>& tokens, int batch,
+                                   int decode_tokens) {
+  std::vector<std::unique_ptr<model::Session>> sessions;
+  std::vector<std::vector<float>> logits;
+  for (int b = 0; b < batch; ++b) {
+    sessions.push_back(std::make_unique<model::Session>(m, pool, options));
+    ASSIGN_OR_RETURN(std::vector<float> l, sessions.back()->Forward(tokens));
+    logits.push_back(std::move(l));
+  }
+  model::ForwardPass pass(m, pool);
+  std::vector<int32_t> next(batch);
+  std::vector<model::BatchRows> rows(batch);
+  ProgressBar bar("bench ours, batched decode", int64_t{batch} * decode_tokens);
+  const auto start = Clock::now();
+  for (int i = 0; i < decode_tokens; ++i) {
+    for (int b = 0; b < batch; ++b) {
+      next[b] = Argmax(logits[b]);
+      rows[b].session = sessions[b].get();
+      rows[b].tokens = std::span(&next[b], 1);
+    }
+    ASSIGN_OR_RETURN(logits, pass.Run(rows));
+    bar.Update(int64_t{batch} * (i + 1));
+  }
+  const double seconds = Seconds(start);
+  bar.Done();
+  return seconds;
+}
+
 absl::Status Run(const BenchOptions& o) {
   auto start = Clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, model::Model::Load(o.model));
@@ -228,6 +269,15 @@ absl::Status Run(const BenchOptions& o) {
                  o.prompt_tokens / prefill_s[rep], o.decode_tokens / decode_s[rep]);
   }
 
+  std::optional<double> batch_s;
+  if (o.batch > 0) {
+    ASSIGN_OR_RETURN(batch_s,
+                     BatchDecode(*m, pool, session_options, tokens, o.batch, o.decode_tokens));
+    std::fprintf(stderr, "ours batch %d: decode %.1f tok/s (%.2fx one session)\n", o.batch,
+                 o.batch * o.decode_tokens / *batch_s,
+                 (o.batch * o.decode_tokens / *batch_s) / (o.decode_tokens / Median(decode_s)));
+  }
+
   const Usage usage = SelfUsage();
   nlohmann::json out = {
       {"engine", "glimpse"},
@@ -244,6 +294,12 @@ absl::Status Run(const BenchOptions& o) {
       {"peak_rss_mb", usage.peak_rss_mb},
       {"cpu_s", usage.cpu_s},
   };
+  if (batch_s) {
+    const double batch_tok_s = o.batch * o.decode_tokens / *batch_s;
+    out["batch"] = o.batch;
+    out["batch_decode_tok_s"] = batch_tok_s;
+    out["batch_decode_ratio"] = batch_tok_s / out["decode_tok_s"].get<double>();
+  }
   std::cout << out.dump() << std::endl;
   return absl::OkStatus();
 }

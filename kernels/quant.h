@@ -57,4 +57,11 @@ float DotRow(const void* w_row, DType type, const float* x, int64_t n);
 void DotRows(float* out, const void* w, int64_t w_stride, int64_t rows, DType type, const float* x,
              int64_t n);
 
+// The multi-token form (a decode step over several sequences, a short prefill):
+// out[t·out_stride + r] = DotRows's out[r] for token t's activation x + t·n, for t < m. Block
+// formats decode each weight block once for up to four tokens; every result equals DotRows's for
+// that token bit for bit, so a sequence's decode does not depend on the others in its step.
+void DotRowsTokens(float* out, int64_t out_stride, const void* w, int64_t w_stride, int64_t rows,
+                   DType type, const float* x, int64_t m, int64_t n);
+
 }  // namespace glimpse::kernels

@@ -1,9 +1,9 @@
-// MatMul: decode (m small) reads the stored weight rows with DotRows against fp32 x, decoding them
-// in registers; prefill dequantises panels of W rows to fp32 (sized to stay in L2 together with
-// sgemm's packed blocks) and multiplies each panel with all m activations in one single-threaded
-// OpenBLAS sgemm. Both compute x · dequant(W)ᵀ in fp32 and differ only in summation order, so the
-// cut-over between them (kMatMulDotMaxM) is purely a speed choice and decode matches an fp32
-// reference model as prefill does. Rows, and so panels, are split across the pool.
+// MatMul: decode (m small) reads the stored weight rows with DotRows / DotRowsTokens against fp32
+// x, decoding them in registers; prefill dequantises panels of W rows to fp32 (sized to stay in L2
+// with sgemm's packed blocks) and multiplies each panel with all m activations in one
+// single-threaded OpenBLAS sgemm. Both compute x · dequant(W)ᵀ in fp32 and differ only in summation
+// order, so the cut-over between them (kMatMulDotMaxM) is purely a speed choice and decode matches
+// an fp32 reference model as prefill does. Rows, and so panels, are split across the pool.
 #include "kernels/matmul.h"
 
 #include <cblas.h>
@@ -30,20 +30,16 @@ std::vector<float>& PanelBuffer() {
   return buffer;
 }
 
-// out[m, w.rows] for rows [r0, r1) via DotRows. With several tokens, groups of kGroupRows rows
-// are read for every token while they are still in L1.
+// out[m, w.rows] for rows [r0, r1) via DotRows (one token) or DotRowsTokens, which decodes each
+// weight block once for several tokens.
 void DotRowRange(float* out, const float* x, const WeightView& w, int64_t m, int64_t r0,
                  int64_t r1) {
-  constexpr int64_t kGroupRows = 16;
   const int64_t w_stride = RowBytes(w.type, w.cols);
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  const int64_t group = m == 1 ? r1 - r0 : kGroupRows;
-  for (int64_t g = r0; g < r1; g += group) {
-    const int64_t rows = std::min(group, r1 - g);
-    for (int64_t t = 0; t < m; ++t) {
-      DotRows(out + t * w.rows + g, base + g * w_stride, w_stride, rows, w.type, x + t * w.cols,
-              w.cols);
-    }
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + r0 * w_stride;
+  if (m == 1) {
+    DotRows(out + r0, base, w_stride, r1 - r0, w.type, x, w.cols);
+  } else {
+    DotRowsTokens(out + r0, w.rows, base, w_stride, r1 - r0, w.type, x, m, w.cols);
   }
 }
 

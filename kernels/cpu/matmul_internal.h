@@ -8,11 +8,15 @@
 
 namespace glimpse::kernels::internal {
 
-// MatMul uses MatMulDot for m <= kMatMulDotMaxM and MatMulPanels above: with few tokens,
-// re-reading the quantised rows per token is cheaper than dequantising W to fp32. Measured on one
-// Zen 3 core (Q4_1 576×576, 1536×576, 576×1536, cold weights): MatMulDot is 7–30 % faster up to
-// m = 6 and 20–35 % slower at m = 8, where sgemm's 4- and 8-row kernels pay off.
-constexpr int64_t kMatMulDotMaxM = 6;
+// MatMul uses MatMulDot for m <= kMatMulDotMaxM and MatMulPanels above: with few tokens, decoding
+// the quantised rows in registers (each block once for up to 4 tokens) beats dequantising W to
+// fp32 for sgemm. A decode step over 8–16 sequences is in this range. Measured 2026-11-26 on the
+// 2-core Zen 3 machine, the default model, 2 threads (bench/model_bench.cc --batch 8): 311 tok/s
+// with MatMulDot for every matrix, 215 with panels for the Q4_1 layers (1 sequence: ~170). Alone,
+// the Q4_1 layers are FMA-bound (~44 µs per token for 576×1536 at any m, panels 39 at m = 8 on one
+// core) and the Q8_0 49152×576 output matrix memory-bound (2.2 ms per token at m = 1, 1.15 at
+// m = 8, panels 1.46).
+constexpr int64_t kMatMulDotMaxM = 16;
 
 // Rows of W dequantised per sgemm call for a row length of `cols`.
 int64_t MatMulPanelRows(int64_t cols);

@@ -115,6 +115,17 @@ void DotRows(float* out, const void* w, int64_t w_stride, int64_t rows, DType ty
 #endif
 }
 
+void DotRowsTokens(float* out, int64_t out_stride, const void* w, int64_t w_stride, int64_t rows,
+                   DType type, const float* x, int64_t m, int64_t n) {
+#ifdef GLIMPSE_KERNELS_AVX2
+  internal::DotRowsTokensAvx2(out, out_stride, w, w_stride, rows, type, x, m, n);
+#else
+  for (int64_t t = 0; t < m; ++t) {
+    internal::DotRowsRef(out + t * out_stride, w, w_stride, rows, type, x + t * n, n);
+  }
+#endif
+}
+
 float DotRow(const void* w_row, DType type, const float* x, int64_t n) {
   float out;
   DotRows(&out, w_row, 0, 1, type, x, n);

@@ -9,6 +9,8 @@
 
 #include <immintrin.h>
 
+#include <vector>
+
 namespace glimpse::kernels::internal {
 namespace {
 
@@ -121,6 +123,86 @@ void DotBlockRows(float* out, const uint8_t* w, int64_t w_stride, const float* x
     }
   }
   for (int r = 0; r < R; ++r) out[r] = HorizontalSum(_mm256_add_ps(acc[r], acc_min[r]));
+}
+
+// DotBlockRows<Format, 1> of one row for T tokens (x + t·n): the row's blocks are decoded once for
+// all T, and per token the operations are DotBlockRows's in its order (sum_x[t·nb + b] is its
+// per-block Σx vector), so out[t·out_stride] equals what DotBlockRows gives token t alone.
+template <typename Format, int T>
+void DotBlockRowTokens(float* out, int64_t out_stride, const uint8_t* w, int64_t w_stride,
+                       const float* x, const float* sum_x, int64_t nb) {
+  using Block = typename Format::Block;
+  const Block* row = reinterpret_cast<const Block*>(w);
+  const int64_t n = nb * QK;
+  __m256 acc[T], acc_min[T];
+  for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+  const int64_t ahead = kPrefetchGroups * w_stride;
+  for (int64_t b = 0; b < nb; ++b) {
+    const Block& blk = row[b];
+    _mm_prefetch(reinterpret_cast<const char*>(&blk) + ahead, _MM_HINT_T0);
+    __m256 q[4];
+    Format::Quants(blk, q);
+    const __m256 d = Format::Scale(blk);
+    for (int t = 0; t < T; ++t) {
+      const float* xb = x + t * n + b * QK;
+      const __m256 s = _mm256_add_ps(
+          _mm256_fmadd_ps(q[1], _mm256_loadu_ps(xb + 8), _mm256_mul_ps(q[0], _mm256_loadu_ps(xb))),
+          _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xb + 24),
+                          _mm256_mul_ps(q[2], _mm256_loadu_ps(xb + 16))));
+      acc[t] = _mm256_fmadd_ps(d, s, acc[t]);
+    }
+    if constexpr (Format::kHasMin) {
+      const __m256 min = Format::Min(blk, d);
+      for (int t = 0; t < T; ++t)
+        acc_min[t] = _mm256_fmadd_ps(min, _mm256_loadu_ps(sum_x + 8 * (t * nb + b)), acc_min[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    out[t * out_stride] = HorizontalSum(_mm256_add_ps(acc[t], acc_min[t]));
+}
+
+// Rows [0, rows) of a block format for T tokens.
+template <typename Format, int T>
+void DotBlockRowsTokens(float* out, int64_t out_stride, const uint8_t* w, int64_t w_stride,
+                        int64_t rows, const float* x, const float* sum_x, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    DotBlockRowTokens<Format, T>(out + r, out_stride, w + r * w_stride, w_stride, x, sum_x, n / QK);
+  }
+}
+
+template <typename Format>
+void DotBlockTokens(float* out, int64_t out_stride, const uint8_t* w, int64_t w_stride,
+                    int64_t rows, const float* x, int64_t m, int64_t n) {
+  constexpr int kTokens = 4;  // tokens per decoded block: 8 accumulators + 4 quant vectors
+  const int64_t nb = n / QK;
+  // Per token and block, DotBlockRows's Σx vector, computed once for every row.
+  thread_local std::vector<float> sums;  // [m · nb][8]
+  sums.resize(static_cast<size_t>(8 * m * nb));
+  if constexpr (Format::kHasMin) {
+    for (int64_t i = 0; i < m * nb; ++i) {
+      const float* xb = x + i * QK;
+      _mm256_storeu_ps(
+          sums.data() + 8 * i,
+          _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8)),
+                        _mm256_add_ps(_mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24))));
+    }
+  }
+  int64_t t = 0;
+  for (; t + kTokens <= m; t += kTokens) {
+    DotBlockRowsTokens<Format, kTokens>(out + t * out_stride, out_stride, w, w_stride, rows,
+                                        x + t * n, sums.data() + 8 * t * nb, n);
+  }
+  float* o = out + t * out_stride;
+  const float* xt = x + t * n;
+  const float* st = sums.data() + 8 * t * nb;
+  switch (m - t) {
+    case 3:
+      return DotBlockRowsTokens<Format, 3>(o, out_stride, w, w_stride, rows, xt, st, n);
+    case 2:
+      return DotBlockRowsTokens<Format, 2>(o, out_stride, w, w_stride, rows, xt, st, n);
+    case 1:
+      return DotBlockRowsTokens<Format, 1>(o, out_stride, w, w_stride, rows, xt, st, n);
+  }
 }
 
 // out[r] = Σ_i w_ri·x_i for R rows of a plain type; `load(p)` decodes 8 elements at p, `decode`
@@ -246,6 +328,26 @@ void DotRowsAvx2(float* out, const void* w, int64_t w_stride, int64_t rows, DTyp
     case 1:
       return DotRowsFixed<1>(out + r, base + r * w_stride, w_stride, type, x, n);
   }
+}
+
+void DotRowsTokensAvx2(float* out, int64_t out_stride, const void* w, int64_t w_stride,
+                       int64_t rows, DType type, const float* x, int64_t m, int64_t n) {
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  switch (type) {
+    case DType::kQ8_0:
+      return DotBlockTokens<Q8_0Format>(out, out_stride, base, w_stride, rows, x, m, n);
+    case DType::kQ4_0:
+      return DotBlockTokens<Q4_0Format>(out, out_stride, base, w_stride, rows, x, m, n);
+    case DType::kQ4_1:
+      return DotBlockTokens<Q4_1Format>(out, out_stride, base, w_stride, rows, x, m, n);
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      break;
+  }
+  // Plain types decode in one instruction: nothing to share between tokens.
+  for (int64_t t = 0; t < m; ++t)
+    DotRowsAvx2(out + t * out_stride, w, w_stride, rows, type, x + t * n, n);
 }
 
 }  // namespace glimpse::kernels::internal

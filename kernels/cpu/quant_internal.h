@@ -43,6 +43,8 @@ void DotRowsRef(float* out, const void* w, int64_t w_stride, int64_t rows, DType
 void DequantizeRowAvx2(float* out, const void* in, DType type, int64_t n);
 void DotRowsAvx2(float* out, const void* w, int64_t w_stride, int64_t rows, DType type,
                  const float* x, int64_t n);
+void DotRowsTokensAvx2(float* out, int64_t out_stride, const void* w, int64_t w_stride,
+                       int64_t rows, DType type, const float* x, int64_t m, int64_t n);
 #endif
 
 }  // namespace glimpse::kernels::internal

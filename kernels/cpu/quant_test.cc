@@ -272,5 +272,31 @@ TEST(QuantTest, DotRowsMatchDequantisedDot) {
   }
 }
 
+// DotRowsTokens gives each token exactly what DotRows gives it alone (a decode step's rows do not
+// depend on each other), for token counts around its 4-token blocks and every type.
+TEST(QuantTest, DotRowsTokensEqualsDotRowsPerTokenBitForBit) {
+  constexpr int64_t kRows = 5;
+  constexpr int64_t kMaxTokens = 9;
+  for (DType type : kAllTypes) {
+    const int64_t n = BlockElems(type) == 1 ? 72 : 32 * 18;
+    const int64_t stride = RowBytes(type, n) + BlockBytes(type);
+    const std::vector<uint8_t> w = RandomRow(type, n * kRows + BlockElems(type) * kRows, 7);
+    const std::vector<float> x = RandomFloats(n * kMaxTokens, 11);
+    for (int64_t m = 1; m <= kMaxTokens; ++m) {
+      std::vector<float> got(m * (kRows + 1), -1.0f);
+      DotRowsTokens(got.data(), kRows + 1, w.data(), stride, kRows, type, x.data(), m, n);
+      for (int64_t t = 0; t < m; ++t) {
+        float want[kRows];
+        DotRows(want, w.data(), stride, kRows, type, x.data() + t * n, n);
+        for (int64_t r = 0; r < kRows; ++r) {
+          ASSERT_EQ(got[t * (kRows + 1) + r], want[r])
+              << DTypeName(type) << " m=" << m << " t=" << t << " r=" << r;
+        }
+        EXPECT_EQ(got[t * (kRows + 1) + kRows], -1.0f) << "wrote past its rows";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace glimpse::kernels
