@@ -217,7 +217,7 @@ class Cluster {
     RETURN_IF_ERROR(c->Add("decode-worker", GLIMPSE_DECODE_WORKER_BINARY,
                            {"--coordinator=" + coordinator->grpc_address(),
                             "--cache_node=" + cache->grpc_address(), "--node_id=d1",
-                            absl::StrCat("--threads=", o.threads), "--capacity=4GiB",
+                            absl::StrCat("--threads=", o.threads), "--kv_memory=4GiB",
                             "--lookahead_module=" GLIMPSE_LOOKAHEAD_MODULE})
                         .status());
     if (o.prefill_worker) {
@@ -745,7 +745,7 @@ absl::StatusOr<json> RunLoad(Cluster& c, const model::Model& m, const Options& o
   ASSIGN_OR_RETURN(LoadRun many, RunSessions(c, conv, o.sessions, "many", o));
   std::printf(
       "\nThroughput: sessions x %d turns, max_tokens %d, policy none/fp16, one decode "
-      "worker (%d threads; turns serialised)\n",
+      "worker (%d threads; decodes batched by its engine)\n",
       o.turns, o.max_tokens, o.threads);
   std::printf(
       "| sessions | turns | tokens | wall s | tokens/s | turns/s | TTFT p50 s | TTFT p99 s "

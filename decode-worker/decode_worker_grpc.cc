@@ -111,12 +111,13 @@ DecodeWorkerGrpc::DecodeWorkerGrpc(TurnRunner& runner, HotSessions& hot,
                                        "Encoded page bytes written to cache nodes.")),
       full_bytes_(registry.AddCounter("glimpse_decode_worker_full_fp16_bytes_total",
                                       "What the same states would take as unevicted fp16 KV.")) {
-  registry.AddCollector([&hot](metrics::SampleWriter& w) {
+  registry.AddCollector([&hot, &runner](metrics::SampleWriter& w) {
     const HotStats s = hot.Stats();
     w.Gauge("glimpse_decode_worker_hot_sessions", "Sessions whose KV is held here.", {},
             static_cast<double>(s.sessions));
     w.Gauge("glimpse_decode_worker_hot_bytes", "KV bytes of the hot sessions.", {},
             static_cast<double>(s.bytes));
+    AddEngineMetrics(runner.EngineStats(), "glimpse_decode_worker", w);
   });
 }
 
@@ -135,7 +136,6 @@ grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
   absl::StatusOr<TurnRequest> turn = FromProto(*request);
   if (!turn.ok()) return Fail(turn.status());
   turn->received = t0;
-  std::lock_guard<std::mutex> lock(turn_mu_);  // TTFT and turn time include this wait
   TurnCallbacks callbacks;
   callbacks.started = [&](const TurnStart& s) { writer->Write(StartedEvent(s)); };
   callbacks.tokens = [&](std::span<const int32_t> ids, const std::string& text) {

@@ -1,12 +1,11 @@
 // The gRPC face of a decode worker (proto/glimpse/v1/decode_worker.proto): validates requests,
-// runs one turn at a time on the TurnRunner (one model, one thread pool) and streams its events.
+// runs turns on the TurnRunner, many at once (their decodes batched by its engine), and streams
+// their events.
 // A client that goes away stops the decode after the current token; the turn's state is still
 // stored. Metrics: glimpse_decode_worker_{turns_total{source},errors_total{code},
 // generated_tokens_total, ttft_seconds, turn_seconds, hot_sessions, hot_bytes,
-// state_bytes_total, full_fp16_bytes_total}.
+// state_bytes_total, full_fp16_bytes_total, engine_*} (engine_*: worker::AddEngineMetrics).
 #pragma once
-
-#include <mutex>
 
 #include "core/common/metrics.h"
 #include "decode-worker/turn_runner.h"
@@ -39,7 +38,6 @@ class DecodeWorkerGrpc final : public v1::DecodeWorker::Service {
   metrics::Counter& generated_;
   metrics::Counter& state_bytes_;
   metrics::Counter& full_bytes_;
-  std::mutex turn_mu_;  // one turn at a time
 };
 
 }  // namespace glimpse::decode_worker

@@ -1,16 +1,24 @@
 #include "decode-worker/hot_sessions.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace glimpse::decode_worker {
 
-absl::StatusOr<std::optional<HotSession>> HotSessions::Checkout(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entries_[id];
-  if (e.busy) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("a turn of session ", id, " is already running on this worker"));
+absl::StatusOr<std::optional<HotSession>> HotSessions::Checkout(const std::string& id,
+                                                                absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = absl::ToChronoTime(absl::Now() + wait);
+  auto busy = [&] {
+    auto it = entries_.find(id);
+    return it != entries_.end() && it->second.busy;
+  };
+  if (!returned_.wait_until(lock, deadline, [&] { return !busy(); })) {
+    return absl::FailedPreconditionError(absl::StrCat("a turn of session ", id,
+                                                      " is still running on this worker after ",
+                                                      absl::FormatDuration(wait)));
   }
+  Entry& e = entries_[id];
   e.busy = true;
   e.released = false;
   std::optional<HotSession> out = std::move(e.hot);
@@ -24,9 +32,11 @@ void HotSessions::Return(const std::string& id, HotSession session) {
   Entry& e = entries_[id];
   if (e.released) {
     entries_.erase(id);
+    returned_.notify_all();
     return;
   }
   e.busy = false;
+  returned_.notify_all();
   e.last_used = ++clock_;
   bytes_ += session.bytes();
   e.hot = std::move(session);
@@ -36,6 +46,7 @@ void HotSessions::Return(const std::string& id, HotSession session) {
 void HotSessions::Abandon(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.erase(id);
+  returned_.notify_all();
 }
 
 int64_t HotSessions::Release(const std::string& id) {

@@ -9,6 +9,7 @@
 // session released while checked out is dropped when it is returned. Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/kvstate/state_key.h"
 #include "core/model/session.h"
 
@@ -34,7 +36,7 @@ struct HotSession {
 struct HotStats {
   int64_t sessions = 0;
   int64_t bytes = 0;
-  int64_t busy = 0;  // checked out by a running turn
+  int64_t busy = 0;              // checked out by a running turn
   int64_t dropped_for_room = 0;  // idle copies MakeRoom dropped for a turn's KV, since start
 };
 
@@ -42,9 +44,11 @@ class HotSessions {
  public:
   explicit HotSessions(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
-  // The session's hot copy (nullopt when it has none) for exclusive use; FailedPrecondition when
-  // a turn of the same session is already running.
-  absl::StatusOr<std::optional<HotSession>> Checkout(const std::string& id);
+  // The session's hot copy (nullopt when it has none) for exclusive use. While a turn of the same
+  // session runs (a client that cancelled a turn and sent the next one), waits up to `wait` for it
+  // to end; FailedPrecondition after that.
+  absl::StatusOr<std::optional<HotSession>> Checkout(const std::string& id,
+                                                     absl::Duration wait = absl::ZeroDuration());
   // Ends the checkout: keeps `session` hot (unless released meanwhile) and makes room.
   void Return(const std::string& id, HotSession session);
   // Ends a checkout whose turn failed: the session has no hot copy any more.
@@ -69,6 +73,7 @@ class HotSessions {
 
   const int64_t capacity_bytes_;
   mutable std::mutex mu_;
+  std::condition_variable returned_;      // a checkout ended
   std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
   int64_t bytes_ = 0;                     // GUARDED_BY(mu_): bytes of the idle hot copies
   uint64_t clock_ = 0;                    // GUARDED_BY(mu_)

@@ -1,5 +1,7 @@
 #include "decode-worker/hot_sessions.h"
 
+#include <thread>
+
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
@@ -68,6 +70,19 @@ TEST(HotSessionsTest, OverCapacityDropsTheLeastRecentlyUsedIdleSession) {
   auto a = hot.Checkout("a");
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->has_value());
+}
+
+// The next turn of a session whose previous turn still runs waits for it and gets its hot copy.
+TEST(HotSessionsTest, ACheckoutWaitsForTheRunningTurnOfItsSession) {
+  HotSessions hot(int64_t{1} << 30);
+  ASSERT_TRUE(hot.Checkout("a").ok());
+  std::optional<absl::StatusOr<std::optional<HotSession>>> waited;
+  std::thread next([&] { waited = hot.Checkout("a", absl::Hours(1)); });
+  hot.Return("a", MakeSession(4));
+  next.join();
+  ASSERT_TRUE(waited->ok()) << waited->status();
+  ASSERT_TRUE((*waited)->has_value());
+  EXPECT_EQ((**waited)->tokens.size(), 4u);
 }
 
 }  // namespace

@@ -65,16 +65,20 @@ TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool,
       inbox_(inbox),
       hot_(hot),
       options_(std::move(options)),
-      scorers_(options_.lookahead_module, options_.profile) {}
+      scorers_(options_.lookahead_module, options_.profile),
+      engine_(model, pool, {.make_room = [this](int64_t bytes) {
+                // Idle hot copies are stored already: they go first.
+                if (options_.kv_pool != nullptr) hot_.MakeRoom(*options_.kv_pool, bytes);
+              }}) {}
 
 std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* start,
                                                std::vector<model::KvHead>* cold) {
   if (cache_ == nullptr) return std::nullopt;
   // The last token must be prefilled for its logits: look up at most n − 1 tokens.
   std::span<const int32_t> prefix(r.tokens.data(), r.tokens.size() - 1);
-  std::optional<worker::StoredPrefix> stored = worker::LoadStoredPrefix(
-      *cache_, model_, pool_, SessionOptions(r), r.namespace_key, prefix, r.session_id,
-      cold != nullptr);
+  std::optional<worker::StoredPrefix> stored =
+      worker::LoadStoredPrefix(*cache_, model_, pool_, SessionOptions(r), r.namespace_key, prefix,
+                               r.session_id, cold != nullptr);
   if (!stored) return std::nullopt;
   if (cold != nullptr) *cold = std::move(stored->cold);
   HotSession s;
@@ -197,7 +201,8 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     ASSIGN_OR_RETURN(method, scorers_.For(r.policy));
   }
 
-  ASSIGN_OR_RETURN(std::optional<HotSession> checked_out, hot_.Checkout(r.session_id));
+  ASSIGN_OR_RETURN(std::optional<HotSession> checked_out,
+                   hot_.Checkout(r.session_id, options_.session_wait));
   TurnResult result;
   std::vector<model::KvHead> newest_cold;  // a warm start's evicted entries, fetched with it
   HotSession s = StartState(r, std::move(checked_out), &result.start,
@@ -221,8 +226,12 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
                   TurnBytes(session.cache(), static_cast<int64_t>(fresh.size()) + r.max_tokens));
   }
   const auto t_prefill = Clock::now();
-  absl::StatusOr<worker::PolicyPrefill> prefill =
-      worker::PrefillTurn(session, fresh, method, r.policy, options_.limits, cold);
+  absl::StatusOr<worker::PolicyPrefill> prefill = absl::UnknownError("the prefill did not run");
+  const absl::Status ran = engine_.Run([&] {
+    prefill = worker::PrefillTurn(session, fresh, method, r.policy, options_.limits, cold);
+    return absl::OkStatus();
+  });
+  if (!ran.ok()) prefill = ran;
   if (!prefill.ok()) {
     // A failed prefill may have reset the session (pipeline.h); nothing of it stays hot.
     hot_.Abandon(r.session_id);
@@ -250,7 +259,7 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     return callbacks.tokens ? callbacks.tokens(ids, piece.ok() ? *piece : std::string()) : true;
   };
   absl::StatusOr<model::GenerationResult> gen =
-      model::DecodeFrom(session, sampler, std::move(prefill->logits), r.max_tokens, on_token);
+      engine_.Decode(session, sampler, std::move(prefill->logits), r.max_tokens, on_token);
   if (!gen.ok()) {
     hot_.Abandon(r.session_id);
     return gen.status();

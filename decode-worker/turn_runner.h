@@ -17,10 +17,13 @@
 //      durable; a state already stored under that key, made from another history, stands); then
 //      keep the session hot.
 // Errors found before the turn starts (token ids outside the vocabulary, a conversation that fills
-// the context, bad sampling, an unusable scorer, a turn of the session already running) are
-// InvalidArgument / FailedPrecondition with the session untouched; a failure once the prefill ran
-// drops the hot copy (what the cache node stored is intact, so the next turn goes warm).
-// RunTurn calls are serialised by the caller (one model, one thread pool).
+// the context, bad sampling, an unusable scorer, a turn of the session still running after
+// session_wait) are InvalidArgument / FailedPrecondition with the session untouched; a failure once
+// the prefill ran drops the hot copy (what the cache node stored is intact, so the next turn goes
+// warm). Run may be called from many threads at once: the turns' model work goes through one
+// worker::Engine, so their decodes share steps (continuous batching) while loading, storing and
+// streaming run on the callers' threads. Turns of one session run one after the other (a turn
+// waits up to session_wait for the previous one).
 #pragma once
 
 #include <chrono>
@@ -39,6 +42,7 @@
 #include "core/model/generator.h"
 #include "core/model/model.h"
 #include "core/model/sampler.h"
+#include "core/worker/engine.h"
 #include "core/worker/policy.h"
 #include "core/worker/prefill_delivery.h"
 #include "core/worker/session_state.h"
@@ -53,8 +57,8 @@ enum class Source { kHot, kWarm, kRecompute, kPrefillWorker };
 std::string_view SourceName(Source s);
 
 struct TurnRequest {
-  // When the request arrived (TTFT counts from here, so a turn that waited for the worker's
-  // previous turn includes the wait).
+  // When the request arrived (TTFT counts from here, so a turn that waited for the engine
+  // includes the wait).
   std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
   std::string session_id;
   kvstate::NamespaceKey namespace_key{};
@@ -102,12 +106,15 @@ struct TurnCallbacks {
 struct TurnRunnerOptions {
   int64_t page_tokens = 64;
   int32_t max_output_tokens = 4096;
-  worker::PrefillLimits limits;        // recall
-  std::string lookahead_module;        // the LookaheadKV module for method "lookahead"
-  eviction::EvictionProfile profile;   // each method's settings
+  worker::PrefillLimits limits;       // recall
+  std::string lookahead_module;       // the LookaheadKV module for method "lookahead"
+  eviction::EvictionProfile profile;  // each method's settings
   // Where sessions' KV lives (the worker's kv_memory); nullptr: a private fp32 pool per session.
   model::KvPool* kv_pool = nullptr;
   absl::Duration delivery_timeout = absl::Seconds(10);  // wait for a prefill worker's delivery
+  // How long a turn waits for the session's previous turn (cancelled by its client, still
+  // storing) to end before it fails with FailedPrecondition.
+  absl::Duration session_wait = absl::Seconds(30);
 };
 
 class TurnRunner {
@@ -118,6 +125,8 @@ class TurnRunner {
              worker::DeliveryInbox* inbox, HotSessions& hot, TurnRunnerOptions options);
 
   absl::StatusOr<TurnResult> Run(const TurnRequest& request, const TurnCallbacks& callbacks);
+
+  worker::EngineStats EngineStats() const { return engine_.Stats(); }
 
  private:
   // `cold` (may be null): where a warm start leaves its state's evicted entries, fetched with it.
@@ -151,6 +160,7 @@ class TurnRunner {
   HotSessions& hot_;
   const TurnRunnerOptions options_;
   worker::ScorerCache scorers_;
+  worker::Engine engine_;  // every use of the model: prefills between steps, decodes batched
 };
 
 }  // namespace glimpse::decode_worker

@@ -4,6 +4,7 @@
 #include "decode-worker/turn_runner.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "cache-node/test_cache_node.h"
 #include "core/common/clock.h"
@@ -278,9 +279,9 @@ TEST_F(TurnRunnerTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStil
   const auto prompt = Chat("What is the capital of France?");  // under 64 tokens with the answer
   model::KvPool probe({.head_dim = c.head_dim});
   // Room for one session's pages (one page per head) and a little more, not for two.
-  kv_pool_ = std::make_unique<model::KvPool>(model::KvPool::Options{
-      .budget_bytes = heads * probe.PageBytes(kernels::KvDType::kI8) * 3 / 2,
-      .head_dim = c.head_dim});
+  kv_pool_ = std::make_unique<model::KvPool>(
+      model::KvPool::Options{.budget_bytes = heads * probe.PageBytes(kernels::KvDType::kI8) * 3 / 2,
+                             .head_dim = c.head_dim});
   model::KvPool& pool = *kv_pool_;
   TurnRunnerOptions o;
   o.kv_pool = &pool;
@@ -311,6 +312,37 @@ TEST_F(TurnRunnerTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStil
   runner_.reset();
   hot_.reset();  // the hot sessions' pages go back to `pool` before it goes
   EXPECT_EQ(pool.stats().used_bytes, 0);
+}
+
+// Turns of different sessions run at once (their decodes share the engine's steps) and each
+// streams what it streams alone, with its own eviction.
+TEST_F(TurnRunnerTest, ConcurrentTurnsOfDifferentSessionsStreamWhatTheyStreamAlone) {
+  const char* const questions[] = {"What is the capital of France?", "Name three primes.",
+                                   "Tell me about lighthouses."};
+  constexpr int kTurns = 3;
+  std::vector<TurnRequest> requests;
+  for (int i = 0; i < kTurns; ++i) {
+    requests.push_back(Request(Chat(questions[i]), i == 1 ? "snapkv" : "", i == 1 ? 0.5 : 1.0));
+    requests.back().session_id = "c" + std::to_string(i);
+    requests.back().max_tokens = 10;
+  }
+  std::vector<std::vector<int32_t>> alone(kTurns), together(kTurns);
+  for (int i = 0; i < kTurns; ++i) {
+    TurnRequest r = requests[i];
+    r.session_id += "-alone";
+    ASSERT_TRUE(Run(r, &alone[i]).ok());
+  }
+  std::vector<absl::Status> status(kTurns);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kTurns; ++i) {
+    threads.emplace_back([&, i] { status[i] = Run(requests[i], &together[i]).status(); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kTurns; ++i) {
+    EXPECT_TRUE(status[i].ok()) << status[i];
+    EXPECT_EQ(together[i], alone[i]) << questions[i];
+  }
+  EXPECT_GE(runner_->EngineStats().steps, 10);
 }
 
 }  // namespace
