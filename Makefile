@@ -115,6 +115,14 @@ bench-coordinator: deps
 	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_coordinator
 	@GLIMPSE_LOG_LEVEL=warning $(BUILD_DIR)/bench/glimpse_bench_coordinator $(BENCH_ARGS)
 
+# Sessions of a ~2K-token conversation a 256 MiB KV pool keeps hot per policy and codec, and the
+# RSS the pools add; a table on stdout and $(BUILD_DIR)/capacity_bench.json; about 1 min.
+.PHONY: bench-capacity
+bench-capacity: deps model
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_capacity
+	@$(BUILD_DIR)/bench/glimpse_bench_capacity $(BENCH_ARGS)
+
 # The four services through the Frontend API: TTFT by source (recompute / hot / warm) at a
 # ~2K-token history, bytes per turn against full fp16 KV, 8 concurrent sessions against 1; a table
 # on stdout and $(BUILD_DIR)/cluster_bench.json; about 3 min (BENCH_ARGS=--quick: CI size). Builds
