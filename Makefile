@@ -74,8 +74,9 @@ fuzz: deps
 clean:
 	rm -rf $(BUILD_DIR)
 
-# Trains the LookaheadKV module for the default model from scratch (README "LookaheadKV module"):
-# the oracle venv with torch, training data made on this machine, then the trainer (resumable).
+# Trains the LookaheadKV module for the default model from scratch (docs/eviction_quality.md
+# "LookaheadKV module"): the oracle venv with torch, training data made on this machine, then the
+# trainer (resumable).
 # About an hour on 2 CPU cores. FINGERPRINT is the default model's Model::fingerprint().
 LOOKAHEAD_MODULE ?= models/lookahead/SmolLM2-135M-Instruct.Q4_1.safetensors
 FINGERPRINT ?= 17f1ae519c28bd6a26fafb69beb2478e
@@ -97,8 +98,9 @@ bench-transport: deps
 	@$(BUILD_DIR)/bench/glimpse_bench_transport
 
 # glimpse-cache-node put/get GB/s and Lookup p50/p99 against RocksDB's db_bench (fillrandom,
-# readrandom, 64 KiB values) in the same run and directory; README "Cache node". Builds only its
-# own targets; BENCH_ARGS passes flags (e.g. BENCH_ARGS=--put_mib=1024).
+# readrandom, 64 KiB values) in the same run and directory; docs/benchmarks.md "Cache node",
+# figures in bench/RESULTS.md. Builds only its own targets; BENCH_ARGS passes flags
+# (e.g. BENCH_ARGS=--put_mib=1024).
 .PHONY: bench-cache-node
 bench-cache-node: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null

@@ -1,5 +1,6 @@
-# The whole system under load (owner: decode worker / frontend; README "Cluster benchmark"): TTFT by
-# source (recompute / hot / warm) at a ~2K-token history, bytes per turn against full fp16 KV, and
+# The whole system under load (owner: decode worker / frontend; docs/benchmarks.md "Cluster
+# benchmark", figures in bench/RESULTS.md): TTFT by source (recompute / hot / warm) at a
+# ~2K-token history, bytes per turn against full fp16 KV, and
 # throughput of concurrent sessions on one decode worker, through the Frontend API of the five
 # service binaries. Run: `make bench-cluster` (BENCH_ARGS=--quick for the CI-size run).
 add_executable(glimpse_bench_cluster ${CMAKE_CURRENT_LIST_DIR}/cluster_bench.cc)

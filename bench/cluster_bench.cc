@@ -1,5 +1,6 @@
-// Cluster benchmark (issue 7; README "Cluster benchmark"): the services as child processes on
-// loopback — glimpse-coordinator, glimpse-cache-node, glimpse-decode-worker,
+// Cluster benchmark (issue 7; docs/benchmarks.md "Cluster benchmark", figures in
+// bench/RESULTS.md): the services as child processes on loopback — glimpse-coordinator,
+// glimpse-cache-node, glimpse-decode-worker,
 // glimpse-prefill-worker (unless --no_prefill_worker) and glimpse-frontend, started as
 // tests/cluster_test.cc starts them — driven through the Frontend API with token-id
 // conversations and the default model. The coordinator routes a turn with more than 128 new

@@ -203,9 +203,10 @@ void PrintRatios(const std::vector<sim::Result>& results, const std::string& pre
 }
 
 // Over several seeds. A loaded cluster's JCT is chaotic in the policy's parameters: moving a
-// fixed TTL by a few seconds moves one seed's mean JCT by several per cent either way (README
-// "Coordinator"), so the best fixed TTL picked per seed in hindsight takes the luckiest of its
-// candidates' draws. Here every policy keeps one setting for the workload, as an operator would:
+// fixed TTL by a few seconds moves one seed's mean JCT by several per cent either way
+// (bench/RESULTS.md "Coordinator simulation"), so the best fixed TTL picked per seed in hindsight
+// takes the luckiest of its candidates' draws. Here every policy keeps one setting for the
+// workload, as an operator would:
 // the best fixed TTL is the one with the lowest JCT averaged over the seeds, and the estimator
 // is compared with it on that average and on each seed.
 void PrintAcrossSeeds(const std::vector<std::vector<sim::Result>>& by_seed, const char* mode) {

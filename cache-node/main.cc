@@ -1,4 +1,4 @@
-// glimpse-cache-node: flags and wiring only (README "Cache node"; cache_node_service.h).
+// glimpse-cache-node: flags and wiring only (docs/cache_node.md; cache_node_service.h).
 #include <sys/statvfs.h>
 
 #include <algorithm>

@@ -72,7 +72,7 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
       {"lease.queue_window", T::kInt, "256", "Q is the mean wait of this many recent reloads."},
       {"lease.reload_fixed", T::kDuration, "0s", "Fixed part of the reload cost R(n)."},
       {"lease.reload_bandwidth", T::kInt, "1180000000",
-       "Bytes per second a reload moves (a cold cache-node get, README Cache node)."},
+       "Bytes per second a reload moves (a cold cache-node get, bench/RESULTS.md Cache node)."},
       {"lease.fixed_ttl", T::kString, "",
        "A fixed TTL for every lease instead of the estimator (e.g. 5s; 0s evicts at turn end)."},
       {"lease.pin_cost", T::kString, "pressure",

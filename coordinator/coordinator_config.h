@@ -1,5 +1,5 @@
 // The coordinator's configuration keys (config.h) and their translation into CoordinatorOptions.
-// Defaults come from measured figures where one exists (README "Coordinator", "Config keys").
+// Defaults come from measured figures where one exists (docs/configuration.md "Coordinator").
 #pragma once
 
 #include <string>

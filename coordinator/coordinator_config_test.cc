@@ -20,7 +20,7 @@ TEST(CoordinatorConfigTest, DefaultsFollowTheMeasuredFigures) {
   // 23,850 B at 1.18 GB/s (a cold cache-node get) = 20.21 µs per token.
   EXPECT_NEAR(absl::ToDoubleMicroseconds(o->lease.reload.per_token), 20.21, 0.01);
   EXPECT_EQ(o->lease.min_samples, 100);
-  EXPECT_EQ(o->lease.pin_cost, PinCost::kPressure);  // README "Coordinator", Simulation
+  EXPECT_EQ(o->lease.pin_cost, PinCost::kPressure);  // bench/RESULTS.md "Coordinator simulation"
   EXPECT_EQ(o->prefill_on_decode_tokens, 128);
 }
 

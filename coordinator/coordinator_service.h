@@ -48,7 +48,7 @@ struct CoordinatorOptions {
   MembershipOptions membership;
   LeaseEstimatorOptions lease;
   // KV bytes one token occupies on a decode worker. Default: SmolLM2-135M, 30 layers × 3 kv-heads
-  // × 265 B (fp16 page bytes per token, README "KV pages").
+  // × 265 B (fp16 page bytes per token, docs/kv_pages.md).
   int64_t kv_bytes_per_token = 30 * 3 * 265;
   int64_t tenant_budget_bytes = 0;  // per tenant unless listed below; 0: unlimited
   std::map<std::string, int64_t> tenant_budgets;

@@ -1,4 +1,4 @@
-// glimpse-coordinator: flags and wiring only (README "Coordinator").
+// glimpse-coordinator: flags and wiring only (docs/coordinator.md).
 #include <atomic>
 #include <condition_variable>
 #include <memory>

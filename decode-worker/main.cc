@@ -1,4 +1,4 @@
-// glimpse-decode-worker: flags and wiring only (README "Decode worker"; turn_runner.h).
+// glimpse-decode-worker: flags and wiring only (docs/workers.md "Decode worker"; turn_runner.h).
 #include <memory>
 #include <thread>
 

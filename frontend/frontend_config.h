@@ -1,5 +1,5 @@
 // glimpse-frontend's configuration keys (core/common/config.h) and what they become: the service's
-// options, its authenticator and the secret behind every tenant salt (README "Frontend").
+// options, its authenticator and the secret behind every tenant salt (docs/frontend.md).
 //
 // Salt secret policy: with authentication on (auth.tokens_file set) auth.salt_secret_file is
 // required, because every frontend process must derive the same namespace keys for a tenant or its

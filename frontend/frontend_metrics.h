@@ -1,4 +1,4 @@
-// Prometheus metrics of glimpse-frontend (README "Frontend"):
+// Prometheus metrics of glimpse-frontend (docs/frontend.md):
 //   glimpse_frontend_requests_total{method,code}   calls by method and final status code
 //   glimpse_frontend_turns_total{source}           turns by where the KV came from (hot, warm,
 //                                                  recompute, unspecified)

@@ -1,4 +1,4 @@
-// glimpse-frontend: flags and wiring only (README "Frontend").
+// glimpse-frontend: flags and wiring only (docs/frontend.md).
 #include <memory>
 
 #include "core/common/grpc/service_main.h"

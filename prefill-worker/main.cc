@@ -1,4 +1,4 @@
-// glimpse-prefill-worker: flags and wiring only (README "Prefill worker"; prefiller.h).
+// glimpse-prefill-worker: flags and wiring only (docs/workers.md "Prefill worker"; prefiller.h).
 #include <memory>
 
 #include "core/common/grpc/service_main.h"

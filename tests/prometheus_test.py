@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Deployment test (README "Deployment"): Debian's Prometheus scrapes a running Glimpse cluster.
+"""Deployment test (docs/deploy.md): Debian's Prometheus scrapes a running Glimpse cluster.
 
 1. deploy/k8s: every manifest parses (python3-yaml), kustomization.yaml lists exactly the
    manifests in the folder, and the ConfigMap holds one YAML config per service.

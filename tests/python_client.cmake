@@ -1,4 +1,4 @@
-# The Python client (owner: clients/python, README "Python client"): clients/python/tests/
+# The Python client (owner: clients/python, docs/python_client.md): clients/python/tests/
 # test_client.py generates the stubs (build_protos.py), starts `glimpse up` from this build tree and
 # drives it through glimpse_client, the example agent loop included.
 #

@@ -12,7 +12,7 @@
 //                                 DataLoss, never silent.
 //   GetMany(states)               several Gets in one RPC and one transfer (all or nothing); the
 //                                 States share the batch's storage. Saves a gRPC round trip and a
-//                                 transfer per extra state (README "Cache node", "Speed").
+//                                 transfer per extra state (bench/RESULTS.md "Cache node").
 //   Lookup(namespace, tokens)     the longest stored prefix.
 //   Pin / Unpin / Delete / Stats.
 // Errors are the node's gRPC status as absl::Status (code and message kept), or the transport's.
@@ -23,7 +23,7 @@
 // than one: the receiver's side moves the bytes (over shared memory its UCX worker copies them
 // with CMA; over TCP it reads and reassembles them) and a worker is one thread, so concurrent Gets
 // through one transport queue behind each other's copies while other cores idle; N transports let
-// N Gets copy at once (README "Cache node"). All methods are thread-safe; concurrent Gets are
+// N Gets copy at once (docs/cache_node.md). All methods are thread-safe; concurrent Gets are
 // matched to their replies by request id. Every call has a deadline (Options::timeout).
 #pragma once
 

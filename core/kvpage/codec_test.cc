@@ -336,7 +336,7 @@ TEST(CodecTest, ZeroRowsStayZero) {
   }
 }
 
-// Bytes per kept token for head_dim 64, printed as the markdown table in README.md.
+// Bytes per kept token for head_dim 64, printed as the markdown table in docs/kv_pages.md.
 TEST(CodecTest, BytesPerTokenTable) {
   constexpr int64_t kHd = 64, kN = kDefaultPageTokens;
   std::vector<float> kv(kN * kHd, 0.5f);

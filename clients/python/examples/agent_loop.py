@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An agent loop through Glimpse: a task answered over several turns, with real local tools between
-them (README "Python client").
+them (docs/python_client.md).
 
 The plan is fixed (a 135M model does not emit reliable tool calls), but the tools run for real and
 their output goes back into the conversation: read_file summarises a file of this repository,

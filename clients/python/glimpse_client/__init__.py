@@ -1,4 +1,4 @@
-"""Python client of Glimpse's frontend API (glimpse.v1.Frontend); README "Python client".
+"""Python client of Glimpse's frontend API (glimpse.v1.Frontend); docs/python_client.md.
 
     from glimpse_client import GlimpseClient
 

@@ -13,7 +13,7 @@ _PROTO_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_proto")
 if not os.path.isfile(os.path.join(_PROTO_ROOT, "glimpse", "v1", "frontend_pb2_grpc.py")):
     raise ImportError(
         f"glimpse_client: the generated gRPC stubs are missing under {_PROTO_ROOT}; "
-        "run `python3 clients/python/build_protos.py` (README \"Python client\")")
+        "run `python3 clients/python/build_protos.py` (docs/python_client.md)")
 if _PROTO_ROOT not in sys.path:
     sys.path.append(_PROTO_ROOT)
 
