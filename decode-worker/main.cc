@@ -27,11 +27,13 @@ class Running final : public RunningService {
   // Registers once the gRPC port is known.
   void OnServing(int grpc_port, int) override {
     HotSessions* hot_sessions = hot.get();
-    auto load = [hot_sessions] {
+    const model::KvPool* kv_pool = base.kv_pool.get();
+    auto load = [hot_sessions, kv_pool] {
       const HotStats s = hot_sessions->Stats();
       v1::NodeLoad l;
       l.set_queue_length(s.busy);
-      l.set_used_bytes(s.bytes);
+      // The pool's pages in use: idle hot copies and running turns alike (capacity = kv_memory).
+      l.set_used_bytes(kv_pool->stats().used_bytes);
       l.set_hot_sessions(s.sessions);
       return l;
     };
