@@ -8,6 +8,7 @@
 #include "core/common/status_macros.h"
 #include "core/model/generator.h"
 #include "core/model/text_stream.h"
+#include "core/worker/cache_parking.h"
 
 namespace glimpse::decode_worker {
 namespace {
@@ -258,8 +259,14 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     const int32_t ids[] = {token};
     return callbacks.tokens ? callbacks.tokens(ids, piece.ok() ? *piece : std::string()) : true;
   };
+  // With a cache node, a decode the full pool preempts waits there (worker::CacheParking).
+  std::optional<worker::CacheParking> parking;
+  if (cache_ != nullptr && options_.kv_pool != nullptr) {
+    parking.emplace(*cache_, model_, session, s.tokens, r.session_id, options_.page_tokens);
+  }
   absl::StatusOr<model::GenerationResult> gen =
-      engine_.Decode(session, sampler, std::move(prefill->logits), r.max_tokens, on_token);
+      engine_.Decode(session, sampler, std::move(prefill->logits), r.max_tokens, on_token,
+                     parking ? parking->Hooks() : worker::Parking{});
   if (!gen.ok()) {
     hot_.Abandon(r.session_id);
     return gen.status();

@@ -11,6 +11,9 @@
 //      session_state.h): every entry, history and new, scored, the budget
 //      max(ceil(ratio × tokens), sinks + window) kept per (layer, kv-head).
 //   3. Decode, streaming tokens (a callback returning false, e.g. a cancelled client, stops it).
+//      When the KV pool is full even after idle hot copies went, the engine may preempt the
+//      decode: its KV waits on the cache node (worker::CacheParking) and comes back when there is
+//      room, the stream paused meanwhile, the tokens unchanged.
 //   4. Write the new state — the hot cache as retained pages and this turn's evicted entries as
 //      evicted pages, importance from the scores — to the cache node under the state key of the
 //      tokens it summarises, and wait for the node's acknowledgement (so a turn reported done is

@@ -4,6 +4,8 @@
 #include "decode-worker/turn_runner.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "cache-node/test_cache_node.h"
@@ -343,6 +345,87 @@ TEST_F(TurnRunnerTest, ConcurrentTurnsOfDifferentSessionsStreamWhatTheyStreamAlo
     EXPECT_EQ(together[i], alone[i]) << questions[i];
   }
   EXPECT_GE(runner_->EngineStats().steps, 10);
+}
+
+// Two turns in a pool that holds either to its end but not both: when a decode step does not
+// fit, the younger decode is parked on the cache node and resumes when the older one's pages are
+// free (its idle hot copy dropped), and both stream the tokens they stream alone.
+TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStreamsAlone) {
+  const model::ModelConfig& c = model_->config();
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  constexpr int32_t kPage = 16;
+  constexpr int32_t kMax = 100;  // more than the engine lets a decode run ahead of its consumer
+  const std::vector<int32_t> prompts[] = {Chat("Tell me about lighthouses."),
+                                          Chat("Write a short story about a cat.")};
+  std::vector<int32_t> alone[2];
+  for (int i = 0; i < 2; ++i) {  // a session of its own, in the same format
+    model::KvPool own({.head_dim = c.head_dim});
+    model::Session plain(*model_, model::testing::SharedPool(),
+                         {.kv_pool = &own, .kv_dtype = kernels::KvDType::kF16});
+    auto sampler = model::Sampler::Create({});
+    auto want = model::Generate(plain, *sampler, prompts[i], kMax);
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ(want->tokens.size(), static_cast<size_t>(kMax));  // no early end: pages must meet
+    alone[i] = want->tokens;
+  }
+  auto pages = [&](int64_t tokens) { return (tokens + kPage - 1) / kPage; };
+  const int64_t first[] = {pages(prompts[0].size()), pages(prompts[1].size())};
+  const int64_t last[] = {pages(prompts[0].size() + kMax - 1), pages(prompts[1].size() + kMax - 1)};
+  model::KvPool probe({.page_tokens = kPage, .head_dim = c.head_dim});
+  kv_pool_ = std::make_unique<model::KvPool>(
+      model::KvPool::Options{.budget_bytes = heads * probe.PageBytes(kernels::KvDType::kF16) *
+                                             std::max(last[0] + first[1], last[1] + first[0]),
+                             .page_tokens = kPage,
+                             .head_dim = c.head_dim});
+  TurnRunnerOptions o;
+  o.kv_pool = kv_pool_.get();
+  o.page_tokens = kPage;
+  runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
+                                         nullptr, *hot_, o);
+  // Each consumer waits at its first token for the other's: both decodes are running.
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  std::vector<int32_t> got[2];
+  absl::Status status[2];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      TurnRequest r = Request(prompts[i]);
+      r.session_id = "p" + std::to_string(i);
+      r.max_tokens = kMax;
+      TurnCallbacks cb;
+      cb.tokens = [&](std::span<const int32_t> ids, const std::string&) {
+        if (got[i].empty() && !ids.empty()) {
+          std::unique_lock<std::mutex> lock(mu);
+          ++started;
+          cv.notify_all();
+          cv.wait_for(lock, std::chrono::seconds(60), [&] { return started == 2; });
+        }
+        got[i].insert(got[i].end(), ids.begin(), ids.end());
+        return true;
+      };
+      status[i] = runner_->Run(r, cb).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(status[i].ok()) << status[i];
+    EXPECT_EQ(got[i], alone[i]) << "turn " << i;
+  }
+  const worker::EngineStats stats = runner_->EngineStats();
+  EXPECT_GE(stats.preemptions, 1);
+  EXPECT_EQ(stats.resumes, stats.preemptions);
+  EXPECT_EQ(stats.parked, 0);
+  EXPECT_EQ(stats.failed_for_memory, 0);
+  EXPECT_GE(hot_->Stats().dropped_for_room, 1);
+  // The parked states are deleted: the node holds the two turns' states only.
+  auto node_stats = cache_->Stats();
+  ASSERT_TRUE(node_stats.ok()) << node_stats.status();
+  EXPECT_EQ(node_stats->states(), 2u);
+  runner_.reset();
+  hot_.reset();
+  EXPECT_EQ(kv_pool_->stats().used_bytes, 0);
 }
 
 }  // namespace

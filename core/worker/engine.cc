@@ -4,14 +4,29 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a parked sequence looks for room when nothing else wakes the engine.
+constexpr auto kUnparkRetry = std::chrono::milliseconds(20);
+
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Removes `s` from `from` (where it is).
+template <typename T>
+void Erase(std::vector<std::shared_ptr<T>>& from, const T* s) {
+  from.erase(std::find_if(from.begin(), from.end(), [&](const auto& r) { return r.get() == s; }));
+}
+
+// Pool bytes of one page per (layer, kv-head) of `cache`: what a sequence's next step may add.
+int64_t StepPageBytes(const model::KvCache& cache) {
+  return int64_t{cache.n_layers()} * cache.n_kv_heads() * cache.pool().PageBytes(cache.dtype());
 }
 
 }  // namespace
@@ -26,10 +41,17 @@ struct Engine::Job {
 // A decoding sequence. The engine thread owns `state`, `logits` and `unfed` while it runs; the
 // rest is shared with the consumer under Engine::mu_.
 struct Engine::Sequence {
-  Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens)
-      : session(&s), state(s, sampler, max_tokens) {}
+  Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens, Parking p)
+      : session(&s),
+        state(s, sampler, max_tokens),
+        parking(std::move(p)),
+        start_position(s.next_position()) {}
   model::Session* session;
   model::DecodeState state;
+  const Parking parking;
+  const int32_t start_position;  // generated tokens are fed from here
+  bool parked = false;           // out of the pool, waiting (the engine thread's)
+  int64_t parked_bytes = 0;      // pool bytes its pages took when it was parked
   std::vector<float> logits;     // of the last fed token
   std::optional<int32_t> unfed;  // sampled, to be fed at the next step
   uint64_t order = 0;            // join order: the youngest yields when memory is short
@@ -66,9 +88,9 @@ absl::Status Engine::Run(const std::function<absl::Status()>& work) {
 
 absl::StatusOr<model::GenerationResult> Engine::Decode(
     model::Session& session, model::Sampler& sampler, std::vector<float> logits, int32_t max_tokens,
-    const std::function<bool(int32_t)>& on_token) {
+    const std::function<bool(int32_t)>& on_token, Parking parking) {
   const auto start = Clock::now();
-  auto seq = std::make_shared<Sequence>(session, sampler, max_tokens);
+  auto seq = std::make_shared<Sequence>(session, sampler, max_tokens, std::move(parking));
   seq->logits = std::move(logits);
   std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
@@ -107,12 +129,13 @@ void Engine::Finish(Sequence& s, absl::Status status) {
   std::lock_guard<std::mutex> lock(mu_);
   s.finished = true;
   s.status = std::move(status);
-  --stats_.running;
+  --(s.parked ? stats_.parked : stats_.running);
   s.cv.notify_all();
 }
 
 void Engine::Loop() {
-  std::vector<std::shared_ptr<Sequence>> running;
+  Sequences running;
+  Sequences parked;      // oldest first
   auto runnable = [&] {  // under mu_
     return std::any_of(running.begin(), running.end(), [&](const auto& s) {
       return s->stop_requested || static_cast<int64_t>(s->pending.size()) < options_.max_pending;
@@ -120,10 +143,15 @@ void Engine::Loop() {
   };
   while (true) {
     std::shared_ptr<Job> job;
-    std::vector<std::shared_ptr<Sequence>> joined;
+    Sequences joined;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || !jobs_.empty() || !joining_.empty() || runnable(); });
+      auto ready = [&] { return stop_ || !jobs_.empty() || !joining_.empty() || runnable(); };
+      if (parked.empty()) {
+        wake_.wait(lock, ready);
+      } else {  // nothing tells the engine that pages were freed elsewhere: look again soon
+        wake_.wait_for(lock, kUnparkRetry, ready);
+      }
       if (stop_) break;
       joined.swap(joining_);
       stats_.running += static_cast<int64_t>(joined.size());
@@ -137,6 +165,7 @@ void Engine::Loop() {
       s->order = ++joins_;
       running.push_back(std::move(s));
     }
+    if (!parked.empty()) Unpark(running, parked);
     if (job) {
       const auto start = Clock::now();
       const absl::Status status = (*job->work)();
@@ -147,10 +176,10 @@ void Engine::Loop() {
       stats_.work_seconds += SecondsSince(start);
       job->cv.notify_all();
     }
-    if (!running.empty()) Step(running);
+    if (!running.empty()) Step(running, parked);
   }
   // Stopping: nothing more runs.
-  std::vector<std::shared_ptr<Sequence>> left;
+  Sequences left;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(joining_);
@@ -163,6 +192,7 @@ void Engine::Loop() {
     stats_.running += static_cast<int64_t>(left.size());
   }
   left.insert(left.end(), running.begin(), running.end());
+  left.insert(left.end(), parked.begin(), parked.end());
   for (auto& s : left) Finish(*s, absl::CancelledError("the engine stopped"));
 }
 
@@ -179,7 +209,7 @@ std::optional<int32_t> Engine::Sample(Sequence& s) {
 // One step: every running sequence that has a token to feed and room in its consumer's queue feeds
 // it; every sequence that got logits samples its next token (a sequence that just joined samples
 // from its prompt's logits first).
-void Engine::Step(std::vector<std::shared_ptr<Sequence>>& running) {
+void Engine::Step(Sequences& running, Sequences& parked) {
   const auto start = Clock::now();
   std::vector<Sequence*> feeding;
   std::vector<int32_t> tokens;
@@ -213,13 +243,9 @@ void Engine::Step(std::vector<std::shared_ptr<Sequence>>& running) {
   if (!rows.empty()) {
     absl::StatusOr<std::vector<std::vector<float>>> out = pass_.Run(rows);
     const bool memory = !out.ok() && out.status().code() == absl::StatusCode::kResourceExhausted;
-    if (memory && options_.make_room) {  // (a) idle hot copies go first, then the step again
+    if (memory && options_.make_room) {  // what make_room frees goes first, then the step again
       int64_t bytes = 0;
-      for (const Sequence* s : feeding) {
-        const model::KvCache& cache = s->session->cache();
-        bytes +=
-            int64_t{cache.n_layers()} * cache.n_kv_heads() * cache.pool().PageBytes(cache.dtype());
-      }
+      for (const Sequence* s : feeding) bytes += StepPageBytes(s->session->cache());
       options_.make_room(bytes);
       out = pass_.Run(rows);
     }
@@ -235,17 +261,7 @@ void Engine::Step(std::vector<std::shared_ptr<Sequence>>& running) {
       stats_.rows += static_cast<int64_t>(rows.size());
       stats_.step_seconds += SecondsSince(start);
     } else if (out.status().code() == absl::StatusCode::kResourceExhausted && feeding.size() > 1) {
-      // (b) the youngest sequence of the step yields; the others try again at the next step.
-      Sequence* youngest =
-          *std::max_element(feeding.begin(), feeding.end(),
-                            [](Sequence* x, Sequence* y) { return x->order < y->order; });
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.failed_for_memory;
-      }
-      Finish(*youngest, out.status());
-      running.erase(std::find_if(running.begin(), running.end(),
-                                 [&](const auto& r) { return r.get() == youngest; }));
+      Preempt(feeding, out.status(), running, parked);  // the others try again at the next step
     } else {
       if (out.status().code() == absl::StatusCode::kResourceExhausted) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -253,21 +269,114 @@ void Engine::Step(std::vector<std::shared_ptr<Sequence>>& running) {
       }
       for (Sequence* s : feeding) {
         Finish(*s, out.status());
-        running.erase(std::find_if(running.begin(), running.end(),
-                                   [&](const auto& r) { return r.get() == s; }));
+        Erase(running, s);
       }
     }
   }
   for (Sequence* s : finished) {
     Finish(*s, absl::OkStatus());
-    running.erase(
-        std::find_if(running.begin(), running.end(), [&](const auto& r) { return r.get() == s; }));
+    Erase(running, s);
+  }
+}
+
+absl::Status Engine::Park(Sequence& s, Sequences& running, Sequences& parked) {
+  if (!s.parking.park) return absl::FailedPreconditionError("the sequence cannot be parked");
+  const int64_t bytes = s.session->cache().TotalBytes();
+  const size_t fed = static_cast<size_t>(s.session->next_position() - s.start_position);
+  RETURN_IF_ERROR(s.parking.park(std::span(s.state.result().tokens).first(fed)));
+  s.parked_bytes = bytes;
+  auto at = std::upper_bound(parked.begin(), parked.end(), s.order,
+                             [](uint64_t order, const auto& p) { return order < p->order; });
+  parked.insert(at, *std::find_if(running.begin(), running.end(),
+                                  [&](const auto& r) { return r.get() == &s; }));
+  Erase(running, &s);
+  std::lock_guard<std::mutex> lock(mu_);
+  s.parked = true;
+  --stats_.running;
+  ++stats_.parked;
+  ++stats_.preemptions;
+  return absl::OkStatus();
+}
+
+void Engine::Preempt(const std::vector<Sequence*>& feeding, const absl::Status& full,
+                     Sequences& running, Sequences& parked) {
+  Sequence* youngest = *std::max_element(
+      feeding.begin(), feeding.end(), [](Sequence* x, Sequence* y) { return x->order < y->order; });
+  const absl::Status parked_it = Park(*youngest, running, parked);
+  if (parked_it.ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.failed_for_memory;
+  }
+  Finish(*youngest, absl::ResourceExhaustedError(
+                        absl::StrCat(full.message(), "; not parked: ", parked_it.message())));
+  Erase(running, youngest);
+}
+
+void Engine::Unpark(Sequences& running, Sequences& parked) {
+  while (!parked.empty()) {
+    Sequence& s = *parked.front();
+    const model::KvCache& cache = s.session->cache();
+    const model::KvPool& pool = cache.pool();
+    const int64_t need =
+        s.parked_bytes + static_cast<int64_t>(running.size() + 1) * StepPageBytes(cache);
+    absl::Status st;
+    if (pool.budget_bytes() > 0 && s.parked_bytes + StepPageBytes(cache) > pool.budget_bytes()) {
+      st = absl::ResourceExhaustedError(
+          absl::StrCat("the sequence needs ", s.parked_bytes + StepPageBytes(cache),
+                       " bytes of KV pool to go on; the pool holds ", pool.budget_bytes()));
+    } else {
+      auto free = [&] { return pool.budget_bytes() - pool.stats().used_bytes; };
+      if (pool.budget_bytes() > 0 && free() < need && options_.make_room) {
+        options_.make_room(need - free());
+      }
+      // Older sequences come first: younger running ones make way when that is enough.
+      std::vector<Sequence*> younger;
+      int64_t freeable = 0;
+      for (const auto& r : running) {
+        if (r->order > s.order && r->parking.park) {
+          younger.push_back(r.get());
+          freeable += r->session->cache().TotalBytes();
+        }
+      }
+      std::sort(younger.begin(), younger.end(),
+                [](Sequence* x, Sequence* y) { return x->order > y->order; });
+      if (pool.budget_bytes() > 0 && free() < need) {
+        if (free() + freeable < need) return;  // not yet: pages held elsewhere must come back
+        for (Sequence* y : younger) {
+          if (free() >= need) break;
+          if (!Park(*y, running, parked).ok()) return;
+        }
+      }
+      st = s.parking.unpark();
+      if (absl::IsResourceExhausted(st)) return;  // not yet
+    }
+    std::shared_ptr<Sequence> back = parked.front();
+    parked.erase(parked.begin());
+    if (!st.ok()) {
+      if (absl::IsResourceExhausted(st)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.failed_for_memory;
+      }
+      Finish(s, st);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s.parked = false;
+      --stats_.parked;
+      ++stats_.running;
+      ++stats_.resumes;
+    }
+    running.push_back(std::move(back));
   }
 }
 
 void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w) {
   const std::string p = std::string(prefix) + "_engine_";
   w.Gauge(p + "running", "Sequences decoding now.", {}, static_cast<double>(s.running));
+  w.Gauge(p + "parked", "Preempted sequences waiting for the KV pool to take them back.", {},
+          static_cast<double>(s.parked));
   w.Gauge(p + "queued_work", "Prefills and other jobs waiting for the engine.", {},
           static_cast<double>(s.queued_work));
   w.Counter(p + "steps_total", "Decode steps.", {}, static_cast<double>(s.steps));
@@ -277,6 +386,10 @@ void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::Sa
   w.Counter(p + "work_total", "Jobs run between steps (prefills).", {},
             static_cast<double>(s.work_done));
   w.Counter(p + "work_seconds_total", "Time in jobs.", {}, s.work_seconds);
+  w.Counter(p + "preemptions_total", "Sequences parked to make room in the KV pool.", {},
+            static_cast<double>(s.preemptions));
+  w.Counter(p + "resumes_total", "Parked sequences back in the KV pool.", {},
+            static_cast<double>(s.resumes));
   w.Counter(p + "failed_for_memory_total", "Sequences stopped because the KV pool was full.", {},
             static_cast<double>(s.failed_for_memory));
 }

@@ -13,10 +13,16 @@
 // sequence at the engine's next look at it; tokens generated meanwhile (at most max_pending) are in
 // the result and the session, not passed to the callback.
 //
-// A step the KV pool cannot hold first asks make_room to free memory and runs again; if it still
-// does not fit, the sequence that joined last among those in it fails (ResourceExhausted naming
-// the sizes) and the others run at the next step; a sequence alone that does not fit fails.
-// (Preempting a sequence to the cache node and resuming it later is future work.) Thread-safe.
+// Memory. A step the KV pool cannot hold first asks make_room to free memory (a decode worker drops
+// idle hot copies) and runs again. If it still does not fit, the sequence that joined last among
+// those in it is preempted: its Parking moves its KV out of the pool (a decode worker: to the cache
+// node) and it waits, parked, while the others run. Parked sequences come back oldest first, when
+// the pool has room for their pages and a page per (layer, kv-head) for them and every running
+// sequence — after make_room, and after parking running sequences younger than them when that is
+// enough — and go on from where they stopped: their tokens are those of an uninterrupted run. A
+// sequence without Parking is stopped instead (ResourceExhausted naming the sizes), and so is one
+// that could not fit in the whole pool. Parking runs on the engine thread: every sequence waits
+// for it. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -43,6 +50,16 @@ struct EngineOptions {
   std::function<void(int64_t bytes)> make_room;
 };
 
+// How a sequence leaves the KV pool when the engine preempts it, and comes back; both on the engine
+// thread. `park` gets the generated tokens the session's cache holds (those after its turn's
+// prompt), moves the KV elsewhere and leaves the session empty, its pages freed. `unpark` puts the
+// KV back and the session where it was, or leaves the session empty and fails; ResourceExhausted
+// means "not yet" (the engine tries again when more is free).
+struct Parking {
+  std::function<absl::Status(std::span<const int32_t> generated)> park;
+  std::function<absl::Status()> unpark;
+};
+
 struct EngineStats {
   int64_t running = 0;      // sequences decoding now
   int64_t queued_work = 0;  // jobs waiting for the engine
@@ -51,6 +68,9 @@ struct EngineStats {
   double step_seconds = 0.0;
   int64_t work_done = 0;
   double work_seconds = 0.0;
+  int64_t parked = 0;             // preempted sequences waiting to come back
+  int64_t preemptions = 0;        // sequences parked since start
+  int64_t resumes = 0;            // ... and back
   int64_t failed_for_memory = 0;  // sequences a full pool stopped
 };
 
@@ -66,18 +86,29 @@ class Engine {
 
   // Decodes `session` from `logits` (its last token's) as model::DecodeFrom does, in the running
   // batch. `on_token` runs on the calling thread, in order; returning false stops the sequence.
-  // Blocks until the sequence stops.
+  // `parking` (may be empty) lets the engine preempt the sequence. Blocks until the sequence stops.
   absl::StatusOr<model::GenerationResult> Decode(model::Session& session, model::Sampler& sampler,
                                                  std::vector<float> logits, int32_t max_tokens,
-                                                 const std::function<bool(int32_t)>& on_token);
+                                                 const std::function<bool(int32_t)>& on_token,
+                                                 Parking parking = {});
 
   EngineStats Stats() const;
 
  private:
   struct Job;
   struct Sequence;
+  using Sequences = std::vector<std::shared_ptr<Sequence>>;
   void Loop();
-  void Step(std::vector<std::shared_ptr<Sequence>>& running);
+  void Step(Sequences& running, Sequences& parked);
+  // Moves running `s` to `parked` through its Parking; an error (nothing changed) when it has none
+  // or parking fails.
+  absl::Status Park(Sequence& s, Sequences& running, Sequences& parked);
+  // A step that does not fit even after make_room: the youngest of `feeding` is parked (or fails).
+  void Preempt(const std::vector<Sequence*>& feeding, const absl::Status& full, Sequences& running,
+               Sequences& parked);
+  // Brings back parked sequences, oldest first, while the pool has room for them (after make_room
+  // and after parking running sequences younger than them).
+  void Unpark(Sequences& running, Sequences& parked);
   void Finish(Sequence& s, absl::Status status);
   // Samples a sequence's next token from its logits and hands a generated one to its consumer;
   // the token to feed next, or nullopt when the sequence stopped. Under mu_.
@@ -95,9 +126,9 @@ class Engine {
   std::thread thread_;
 };
 
-// Writes `s` as <prefix>_engine_{running, queued_work} gauges and <prefix>_engine_{steps,
-// step_rows, step_seconds, work, work_seconds, failed_for_memory}_total counters
-// (step_rows_total / steps_total is the mean batch).
+// Writes `s` as <prefix>_engine_{running, parked, queued_work} gauges and <prefix>_engine_{steps,
+// step_rows, step_seconds, work, work_seconds, preemptions, resumes, failed_for_memory}_total
+// counters (step_rows_total / steps_total is the mean batch).
 void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w);
 
 }  // namespace glimpse::worker

@@ -1,7 +1,10 @@
 // The engine on the real default model: sequences decoded together give their solo tokens, work
-// runs between steps, a consumer that stops stops its sequence, a full pool fails the youngest.
+// runs between steps, a consumer that stops stops its sequence, a full pool parks the youngest and
+// brings it back with its solo tokens.
 #include "core/worker/engine.h"
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "core/model/test_model.h"
@@ -157,6 +160,132 @@ TEST_F(EngineTest, AStepThatDoesNotFitMakesRoomFirstAndASequenceAloneTooBigFails
   EXPECT_GE(engine.Stats().failed_for_memory, 1);
   EXPECT_EQ(st.next_position(), static_cast<int32_t>(a.size()) + kPage - 1 -
                                     (static_cast<int32_t>(a.size()) - 1) % kPage);
+}
+
+// The test's Parking: a session's KV moved to host memory and back (a decode worker's goes to the
+// cache node), checked against the tokens the engine says the cache holds.
+class HostParking {
+ public:
+  HostParking(model::Session& session, std::span<const int32_t> prompt)
+      : session_(session), prompt_size_(static_cast<int32_t>(prompt.size())) {}
+  Parking Hooks() {
+    return {.park = [this](std::span<const int32_t> generated) { return Park(generated); },
+            .unpark = [this] { return Unpark(); }};
+  }
+  int parks() const { return parks_; }
+
+ private:
+  absl::Status Park(std::span<const int32_t> generated) {
+    EXPECT_EQ(session_.next_position(), prompt_size_ + static_cast<int32_t>(generated.size()));
+    model::KvCache& cache = session_.cache();
+    heads_.clear();
+    for (int32_t l = 0; l < cache.n_layers(); ++l) {
+      for (int32_t h = 0; h < cache.n_kv_heads(); ++h) heads_.push_back(cache.Read(l, h));
+    }
+    position_ = session_.next_position();
+    session_.Reset();
+    ++parks_;
+    return absl::OkStatus();
+  }
+  absl::Status Unpark() {
+    model::KvCache& cache = session_.cache();
+    for (int32_t l = 0; l < cache.n_layers(); ++l) {
+      for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
+        if (absl::Status st = cache.Assign(l, h, heads_[l * cache.n_kv_heads() + h]); !st.ok()) {
+          session_.Reset();
+          return st;
+        }
+      }
+    }
+    heads_.clear();
+    return session_.Resume(position_);
+  }
+
+  model::Session& session_;
+  const int32_t prompt_size_;
+  std::vector<model::KvHead> heads_;
+  int32_t position_ = 0;
+  int parks_ = 0;
+};
+
+// Two sequences in a pool that holds either to its end but not both: the younger is parked when
+// a step does not fit, comes back when the older one's pages are freed, and both give their solo
+// tokens. Every page is back in the pool at the end.
+TEST_F(EngineTest, AFullPoolParksTheYoungestSequenceAndItResumesWithItsSoloTokens) {
+  const model::ModelConfig& c = model_->config();
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  constexpr int32_t kPage = 16;
+  constexpr int32_t kMax = 40;  // feeds 39 tokens: two or three pages per head
+  const std::vector<int32_t> prompts[] = {Prompt(kTexts[2]),
+                                          Prompt("Write a short story about a cat.")};
+  const std::vector<int32_t> alone[] = {Alone(prompts[0], kMax), Alone(prompts[1], kMax)};
+  auto pages = [&](int64_t tokens) { return (tokens + kPage - 1) / kPage; };
+  const int64_t first[] = {pages(prompts[0].size()), pages(prompts[1].size())};
+  // Neither ends early (an end-of-generation token): each grows by two pages per head or more.
+  ASSERT_EQ(alone[0].size(), static_cast<size_t>(kMax));
+  ASSERT_EQ(alone[1].size(), static_cast<size_t>(kMax));
+  const int64_t last[] = {pages(prompts[0].size() + kMax - 1), pages(prompts[1].size() + kMax - 1)};
+  model::KvPool probe({.page_tokens = kPage, .head_dim = c.head_dim});
+  const int64_t page = probe.PageBytes(kernels::KvDType::kF16);
+  model::KvPool pool(
+      {.budget_bytes = heads * page * std::max(last[0] + first[1], last[1] + first[0]),
+       .page_tokens = kPage,
+       .head_dim = c.head_dim});
+  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  // max_pending 2 and a consumer that waits for the other's first token: neither runs ahead
+  // to its end alone, so their pages meet in the pool.
+  Engine engine(*model_, model::testing::SharedPool(), {.max_pending = 2, .make_room = {}});
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  std::vector<int32_t> got[2];
+  absl::Status status[2];
+  int parks[2] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto session = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+      std::vector<float> logits;
+      status[i] = engine.Run([&]() -> absl::Status {
+        absl::StatusOr<std::vector<float>> l = session->Forward(prompts[i]);
+        if (!l.ok()) return l.status();
+        logits = *std::move(l);
+        return absl::OkStatus();
+      });
+      if (!status[i].ok()) return;
+      HostParking parking(*session, prompts[i]);
+      bool first = true;
+      auto on_token = [&](int32_t) {
+        if (first) {
+          first = false;
+          std::unique_lock<std::mutex> lock(mu);
+          ++started;
+          cv.notify_all();
+          cv.wait_for(lock, std::chrono::seconds(60), [&] { return started == 2; });
+        }
+        return true;
+      };
+      auto sampler = model::Sampler::Create({});
+      auto r = engine.Decode(*session, *sampler, logits, kMax, on_token, parking.Hooks());
+      status[i] = r.status();
+      if (r.ok()) got[i] = r->tokens;
+      parks[i] = parking.parks();
+      session.reset();  // its pages go back: a parked sequence waits for them
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(status[i].ok()) << status[i];
+    EXPECT_EQ(got[i], alone[i]) << "sequence " << i;
+  }
+  const EngineStats stats = engine.Stats();
+  EXPECT_GE(stats.preemptions, 1);
+  EXPECT_EQ(stats.resumes, stats.preemptions);
+  EXPECT_EQ(parks[0] + parks[1], stats.preemptions);
+  EXPECT_EQ(stats.parked, 0);
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(stats.failed_for_memory, 0);
+  EXPECT_EQ(pool.stats().used_bytes, 0);
 }
 
 }  // namespace

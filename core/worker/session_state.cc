@@ -61,12 +61,12 @@ absl::StatusOr<std::vector<model::KvHead>> EvictedEntries(const cache_client::St
   return out;
 }
 
+}  // namespace
+
 kvstate::Fingerprint FingerprintOf(const model::Model& model) {
   // Model::fingerprint() is always 32 hex digits (weight_loader.cc).
   return *kvstate::FingerprintFromHex(model.fingerprint());
 }
-
-}  // namespace
 
 absl::Status ValidateConversation(const model::Model& model, std::span<const int32_t> tokens) {
   const int32_t vocab = model.config().vocab_size;
@@ -170,7 +170,7 @@ std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
       break;
     }
     if (!match->found || match->token_count == 0) break;
-    states.push_back({.key = match->key, .model = FingerprintOf(model)});
+    states.push_back({.key = match->key, .model = FingerprintOf(model), .pages = {}});
     n = match->token_count - 1;
   }
   if (states.empty()) return cold;

@@ -28,6 +28,9 @@
 
 namespace glimpse::worker {
 
+// The fingerprint states made by `model` carry.
+kvstate::Fingerprint FingerprintOf(const model::Model& model);
+
 // InvalidArgument for an id outside the vocabulary or a conversation with no room left to generate.
 absl::Status ValidateConversation(const model::Model& model, std::span<const int32_t> tokens);
 
