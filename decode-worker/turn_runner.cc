@@ -168,7 +168,7 @@ HotSession TurnRunner::StartState(const TurnRequest& r, std::optional<HotSession
 }
 
 model::SessionOptions TurnRunner::SessionOptions(const TurnRequest& r) const {
-  return worker::SessionOptionsFor(options_.kv_pool, r.policy.codec);
+  return worker::SessionOptionsFor(options_.kv_pool, r.policy.codec, options_.prefill_chunk_tokens);
 }
 
 bool TurnRunner::Recalls(const eviction::Scorer* scorer) const {

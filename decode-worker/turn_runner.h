@@ -109,9 +109,10 @@ struct TurnCallbacks {
 struct TurnRunnerOptions {
   int64_t page_tokens = 64;
   int32_t max_output_tokens = 4096;
-  worker::PrefillLimits limits;       // recall
-  std::string lookahead_module;       // the LookaheadKV module for method "lookahead"
-  eviction::EvictionProfile profile;  // each method's settings
+  int32_t prefill_chunk_tokens = 256;  // running decodes step between a prompt's chunks
+  worker::PrefillLimits limits;        // recall
+  std::string lookahead_module;        // the LookaheadKV module for method "lookahead"
+  eviction::EvictionProfile profile;   // each method's settings
   // Where sessions' KV lives (the worker's kv_memory); nullptr: a private fp32 pool per session.
   model::KvPool* kv_pool = nullptr;
   absl::Duration delivery_timeout = absl::Seconds(10);  // wait for a prefill worker's delivery

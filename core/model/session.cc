@@ -23,7 +23,24 @@ std::vector<float> RopeInverseFrequencies(const ModelWeights& w) {
   return inv_freq;
 }
 
+thread_local BetweenChunks* current_between_chunks = nullptr;
+thread_local bool running_between_chunks = false;
+
 }  // namespace
+
+BetweenChunks::BetweenChunks(std::function<void()> callback)
+    : callback_(std::move(callback)), outer_(current_between_chunks) {
+  current_between_chunks = this;
+}
+
+BetweenChunks::~BetweenChunks() { current_between_chunks = outer_; }
+
+void BetweenChunks::Run() {
+  if (current_between_chunks == nullptr || running_between_chunks) return;
+  running_between_chunks = true;
+  current_between_chunks->callback_();
+  running_between_chunks = false;
+}
 
 Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options)
     : model_(model),
@@ -137,6 +154,7 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
     // Only the final chunk's last row is needed unless every row was asked for.
     if (all_logits || begin + n == total)
       logits.insert(logits.end(), (*out)[0].begin(), (*out)[0].end());
+    if (begin + n < total) BetweenChunks::Run();
   }
   return logits;
 }
@@ -180,6 +198,7 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
     if (call.all_logits || begin + n == total) {
       logits.insert(logits.end(), (*out)[0].begin(), (*out)[0].end());
     }
+    if (begin + n < total) BetweenChunks::Run();
   }
   if (!call.keep_entries) Truncate(sizes, start_position);
   return logits;

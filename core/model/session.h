@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -85,6 +86,26 @@ struct SessionOptions {
   // unbounded pool, fp32.
   KvPool* kv_pool = nullptr;
   kernels::KvDType kv_dtype = kernels::KvDType::kF32;
+};
+
+// A callback that every prefill on this thread runs between its chunks while the scope lives:
+// a worker's engine steps its running decodes there, so that a long prompt holds them for one
+// chunk (SessionOptions::prefill_chunk tokens) instead of the whole prompt. The callback must not
+// use the session that is prefilling; scopes nest (the innermost one runs) and a callback that
+// prefills does not run itself again.
+class BetweenChunks {
+ public:
+  explicit BetweenChunks(std::function<void()> callback);
+  ~BetweenChunks();
+  BetweenChunks(const BetweenChunks&) = delete;
+  BetweenChunks& operator=(const BetweenChunks&) = delete;
+
+  // Runs the current thread's callback, if any. Session calls it between chunks.
+  static void Run();
+
+ private:
+  std::function<void()> callback_;
+  BetweenChunks* outer_;
 };
 
 class Session {

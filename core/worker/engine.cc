@@ -133,6 +133,19 @@ void Engine::Finish(Sequence& s, absl::Status status) {
   s.cv.notify_all();
 }
 
+void Engine::Admit(Sequences& running) {
+  Sequences joined;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    joined.swap(joining_);
+    stats_.running += static_cast<int64_t>(joined.size());
+  }
+  for (std::shared_ptr<Sequence>& s : joined) {
+    s->order = ++joins_;
+    running.push_back(std::move(s));
+  }
+}
+
 void Engine::Loop() {
   Sequences running;
   Sequences parked;      // oldest first
@@ -141,9 +154,17 @@ void Engine::Loop() {
       return s->stop_requested || static_cast<int64_t>(s->pending.size()) < options_.max_pending;
     });
   };
+  // A job's prefill lets the running sequences (and those that joined meanwhile) step between
+  // its chunks; that time is theirs, not the job's.
+  double chunk_step_seconds = 0.0;
+  const model::BetweenChunks between_chunks([&] {
+    const auto start = Clock::now();
+    Admit(running);
+    if (!running.empty()) Step(running, parked);
+    chunk_step_seconds += SecondsSince(start);
+  });
   while (true) {
     std::shared_ptr<Job> job;
-    Sequences joined;
     {
       std::unique_lock<std::mutex> lock(mu_);
       auto ready = [&] { return stop_ || !jobs_.empty() || !joining_.empty() || runnable(); };
@@ -153,27 +174,23 @@ void Engine::Loop() {
         wake_.wait_for(lock, kUnparkRetry, ready);
       }
       if (stop_) break;
-      joined.swap(joining_);
-      stats_.running += static_cast<int64_t>(joined.size());
       if (!jobs_.empty()) {
         job = jobs_.front();
         jobs_.pop_front();
         --stats_.queued_work;
       }
     }
-    for (std::shared_ptr<Sequence>& s : joined) {
-      s->order = ++joins_;
-      running.push_back(std::move(s));
-    }
+    Admit(running);
     if (!parked.empty()) Unpark(running, parked);
     if (job) {
       const auto start = Clock::now();
+      chunk_step_seconds = 0.0;
       const absl::Status status = (*job->work)();
       std::lock_guard<std::mutex> lock(mu_);
       job->status = status;
       job->done = true;
       ++stats_.work_done;
-      stats_.work_seconds += SecondsSince(start);
+      stats_.work_seconds += SecondsSince(start) - chunk_step_seconds;
       job->cv.notify_all();
     }
     if (!running.empty()) Step(running, parked);

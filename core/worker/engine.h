@@ -3,9 +3,9 @@
 //   work   one queued whole-turn job (a prefill with eviction, a lookahead pass: Run), and
 //   step   one forward pass holding the next token of every running sequence (Decode), each
 //          sequence sampled and stopped on its own, so its tokens are those it would produce alone.
-// A sequence joins at the next step and leaves when it stops; a turn's prefill waits for at most
-// one step, and running sequences for at most one job (a long prompt's whole prefill: chunking it
-// into steps is future work).
+// A sequence joins at the next step and leaves when it stops. A turn's prefill waits for at most
+// one step; running sequences wait for at most one chunk of a job's prefill (model::BetweenChunks:
+// the engine steps them, and admits sequences that joined meanwhile, between its chunks).
 //
 // A sequence's tokens reach its caller through a queue the caller drains on its own thread, so a
 // slow consumer never holds the step: a sequence whose consumer is `max_pending` tokens behind
@@ -99,6 +99,8 @@ class Engine {
   struct Sequence;
   using Sequences = std::vector<std::shared_ptr<Sequence>>;
   void Loop();
+  // Moves the sequences that joined since the last look into `running`.
+  void Admit(Sequences& running);
   void Step(Sequences& running, Sequences& parked);
   // Moves running `s` to `parked` through its Parking; an error (nothing changed) when it has none
   // or parking fails.

@@ -162,6 +162,62 @@ TEST_F(EngineTest, AStepThatDoesNotFitMakesRoomFirstAndASequenceAloneTooBigFails
                                     (static_cast<int32_t>(a.size()) - 1) % kPage);
 }
 
+// A long prefill job lets the running decodes step between its chunks: they do not wait for the
+// whole prompt, and both give what they give alone.
+TEST_F(EngineTest, RunningSequencesStepBetweenTheChunksOfALongPrefill) {
+  constexpr int32_t kChunk = 32;
+  constexpr int32_t kMax = 120;
+  Engine engine(*model_, model::testing::SharedPool());
+  const std::vector<int32_t> a = Prompt(kTexts[2]);
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "The lighthouse keeper wrote in the log every night. ";
+  const std::vector<int32_t> b = Prompt(text + "What did the keeper write in?");
+  const int64_t chunks = (static_cast<int64_t>(b.size()) + kChunk - 1) / kChunk;
+  ASSERT_GE(chunks, 6);
+
+  model::Session sa(*model_, model::testing::SharedPool());
+  std::vector<float> la;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    la = *sa.Forward(a);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  int streamed = 0;
+  std::thread decode([&] {
+    auto sampler = model::Sampler::Create({});
+    auto r = engine.Decode(sa, *sampler, la, kMax, [&](int32_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++streamed;
+      cv.notify_all();
+      return true;
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->tokens, Alone(a, kMax));
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return streamed > 0; });  // the decode is running
+  }
+  model::Session sb(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
+  std::vector<float> lb;
+  int64_t steps_during = 0;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    const int64_t before = engine.Stats().steps;
+                    lb = *sb.Forward(b);
+                    steps_during = engine.Stats().steps - before;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  decode.join();
+  EXPECT_GE(steps_during, chunks - 1);
+  model::Session alone(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
+  EXPECT_EQ(lb, *alone.Forward(b));
+}
+
 // The test's Parking: a session's KV moved to host memory and back (a decode worker's goes to the
 // cache node), checked against the tokens the engine says the cache holds.
 class HostParking {

@@ -72,8 +72,9 @@ kvpage::Codec RowCodec(kernels::KvDType dtype) {
   return kvpage::Codec::kFp16;
 }
 
-model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec) {
-  return {.kv_pool = pool, .kv_dtype = HotFormat(codec)};
+model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec,
+                                        int32_t prefill_chunk) {
+  return {.prefill_chunk = prefill_chunk, .kv_pool = pool, .kv_dtype = HotFormat(codec)};
 }
 
 absl::StatusOr<Method> ScorerCache::For(const Policy& policy) {

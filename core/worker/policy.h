@@ -39,8 +39,10 @@ kernels::KvDType HotFormat(kvpage::Codec codec);
 kvpage::Codec RowCodec(kernels::KvDType dtype);
 
 // A new session's options on a worker: pages from `pool` (nullptr: a private fp32 pool) in the
-// hot format of `codec`.
-model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec);
+// hot format of `codec`, prompts run `prefill_chunk` tokens at a time.
+model::SessionOptions SessionOptionsFor(
+    model::KvPool* pool, kvpage::Codec codec,
+    int32_t prefill_chunk = model::SessionOptions{}.prefill_chunk);
 
 // A policy's method as a worker runs it: its scorer and the settings it was built from. A null
 // scorer keeps everything.
