@@ -5,9 +5,10 @@
 // index: entries need not be contiguous or sorted). Keys are stored post-RoPE.
 //
 // Entries live in pages (core/model's KV pool): each page holds up to a fixed number of one head's
-// entries in one element format, keys and values as rows. AttendPaged reads the pages as they are
-// and dequantises a tile of 16 rows at a time into a small buffer the tile's work then reuses, so
-// the encoded bytes are read once per call.
+// entries in one element format, keys and values as rows. AttendPaged reads the pages as they are:
+// for many query rows (prefill) it dequantises a tile of 16 rows at a time into a small buffer the
+// tile's work then reuses, so the encoded bytes are read once per call; for a few (decode: at most
+// 8) it dequantises each row in registers as it reads it.
 #pragma once
 
 #include <cstdint>

@@ -3,11 +3,15 @@
 // 0): flash-attention-style online softmax (Dao et al. 2022: m' = max(m, max_j s_j),
 // l' = l·e^{m−m'} + Σ_j e^{s_j−m'}, o' = o·e^{m−m'} + Σ_j e^{s_j−m'}·v_j) over tiles of 16 keys of
 // one page: a tile's keys are dequantised once, transposed to [head_dim][16] so its 16 scores are
-// 2 vector accumulators per query row (no horizontal sums), its values dequantised to [16][head_dim],
-// and every block of 4 query rows is updated from it. A tile whose smallest position exceeds every
-// query position of a block is skipped for that block (half of the work in causal prefill with
-// sorted entries). Each row sees the tiles in the same order whatever the blocking, so the result
-// of a row does not depend on the other rows.
+// 2 vector accumulators per query row (no horizontal sums), its values dequantised to
+// [16][head_dim], and every block of 4 query rows is updated from it. A tile whose smallest
+// position exceeds every query position of a block is skipped for that block (half of the work in
+// causal prefill with sorted entries). Each row sees the tiles in the same order whatever the
+// blocking, so the result of a row does not depend on the other rows of the call. Calls of at most
+// 8 query rows (decode: one token's query heads of a kv head) take a direct path instead
+// (AttendFewRows: no tile copies, keys and values dequantised in registers), so a row's rounding
+// depends on whether its call had more than 8 rows; both agree with the reference to fp32
+// rounding.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -99,8 +103,7 @@ void DequantizeKvRowRef(float* x, KvDType dtype, const void* data, const float* 
 }
 
 void AttendPagedRef(float* out, const float* q, const int32_t* q_pos,
-                    std::span<const KvPageView> pages, float scale, int64_t n_q,
-                    int64_t head_dim) {
+                    std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim) {
   std::vector<float> k, v, scratch;
   std::vector<int32_t> pos;
   for (const KvPageView& p : pages) {
@@ -133,14 +136,14 @@ inline __m256 E4m3x8(const uint8_t* codes, __m256 scale_x256) {
   const __m128i em = _mm_and_si128(b, _mm_set1_epi16(0x7F));
   __m128i h = _mm_or_si128(_mm_slli_epi16(em, 7),
                            _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
-  h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(em, _mm_set1_epi16(0x7F)),
-                                    _mm_set1_epi16(0x7C00)));
+  h = _mm_or_si128(
+      h, _mm_and_si128(_mm_cmpeq_epi16(em, _mm_set1_epi16(0x7F)), _mm_set1_epi16(0x7C00)));
   return _mm256_mul_ps(_mm256_cvtph_ps(h), scale_x256);
 }
 
 // DequantizeKvRow for head_dim % 8 == 0.
-void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float* scales,
-                         int64_t r, int64_t head_dim) {
+void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
+                         int64_t head_dim) {
   const int64_t at = r * head_dim;
   switch (dtype) {
     case KvDType::kF32:
@@ -149,8 +152,8 @@ void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float*
     case KvDType::kF16: {
       const auto* h = static_cast<const uint16_t*>(data) + at;
       for (int64_t d = 0; d < head_dim; d += 8) {
-        _mm256_storeu_ps(x + d, _mm256_cvtph_ps(_mm_loadu_si128(
-                                    reinterpret_cast<const __m128i*>(h + d))));
+        _mm256_storeu_ps(x + d,
+                         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
       }
       return;
     }
@@ -185,9 +188,9 @@ void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float*
 // Up to KT rows of one page, dequantised: keys transposed, values row-major, positions. Rows past
 // `rows` are zero with position INT32_MAX, so they are never visible.
 struct Tile {
-  std::vector<float> kt;  // [head_dim, KT]
-  std::vector<float> v;   // [KT, head_dim]
-  std::vector<float> row; // [head_dim] one dequantised key
+  std::vector<float> kt;   // [head_dim, KT]
+  std::vector<float> v;    // [KT, head_dim]
+  std::vector<float> row;  // [head_dim] one dequantised key
   alignas(32) int32_t pos[KT];
   int32_t min_pos = 0;
   int64_t rows = 0;
@@ -320,6 +323,159 @@ void AttendPagedAvx2(float* out, const float* q, const int32_t* q_pos,
   }
 }
 
+// Decode-sized attention (n_q ≤ kFewRows query rows, e.g. one token's query heads of a kv head):
+// keys and values are read straight from the pages and dequantised in registers, 8 keys at a
+// time, one query row after the other (a page is read once per row, from cache after the first).
+// Tiling as above would dequantise, transpose and copy every key and value for a handful of rows.
+// Same online softmax; the scale of int8/fp8 rows is applied to the 8 scores and folded into the
+// 8 value weights instead of every element.
+constexpr int64_t kFewRows = 8;
+
+// Eight elements of row r of `data`, unscaled (int8: the codes; fp8: the value / (scale · 256)).
+template <KvDType D>
+inline __m256 LoadRaw8(const void* data, int64_t at) {
+  if constexpr (D == KvDType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(data) + at);
+  } else if constexpr (D == KvDType::kF16) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + at)));
+  } else if constexpr (D == KvDType::kBF16) {
+    const __m256i w = _mm256_cvtepu16_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + at)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  } else if constexpr (D == KvDType::kI8) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(data) + at))));
+  } else {
+    return E4m3x8(static_cast<const uint8_t*>(data) + at, _mm256_set1_ps(1.0f));
+  }
+}
+
+// Per-row factors of keys j0 .. j0 + n of a page (1 for unscaled formats), 8 lanes, 0 past n.
+template <KvDType D>
+inline __m256 RowScales8(const float* scales, int64_t j0, int64_t n) {
+  alignas(32) float f[8] = {};
+  for (int64_t j = 0; j < n; ++j) {
+    if constexpr (D == KvDType::kI8) {
+      f[j] = scales[j0 + j];
+    } else if constexpr (D == KvDType::kE4M3) {
+      f[j] = scales[j0 + j] * 256.0f;
+    } else {
+      f[j] = 1.0f;
+    }
+  }
+  return _mm256_load_ps(f);
+}
+
+// Lane j = the sum of acc[j]'s lanes.
+inline __m256 Reduce8(const __m256 acc[8]) {
+  const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// Scores q · k_j of keys j0 .. j0 + n (n ≤ 8; lanes past n are 0).
+template <KvDType D, int N>
+inline __m256 Scores8(const float* q, const KvPageView& p, int64_t j0, int64_t n,
+                      int64_t head_dim) {
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+  const int64_t count = N == 8 ? 8 : n;
+  for (int64_t d = 0; d < head_dim; d += 8) {
+    const __m256 qd = _mm256_loadu_ps(q + d);
+    for (int64_t j = 0; j < count; ++j) {
+      acc[j] = _mm256_fmadd_ps(qd, LoadRaw8<D>(p.k, (j0 + j) * head_dim + d), acc[j]);
+    }
+  }
+  return Reduce8(acc);
+}
+
+template <KvDType D>
+void AttendFewRows(float* out, const float* q, const int32_t* q_pos,
+                   std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim) {
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n_q; ++i) {
+    const float* qi = q + i * head_dim;
+    float* o = out + i * head_dim;  // the unnormalised sum until the end
+    std::fill(o, o + head_dim, 0.0f);
+    float m = -INFINITY, l = 0.0f;
+    const __m256i qp = _mm256_set1_epi32(q_pos[i]);
+    for (const KvPageView& p : pages) {
+      for (int64_t j0 = 0; j0 < p.rows; j0 += 8) {
+        const int64_t n = std::min<int64_t>(8, p.rows - j0);
+        alignas(32) int32_t pos[8];
+        for (int64_t j = 0; j < 8; ++j) {
+          pos[j] = j < n ? p.pos[j0 + j] : std::numeric_limits<int32_t>::max();
+        }
+        const __m256 hidden = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(pos)), qp));
+        if (_mm256_movemask_ps(hidden) == 0xFF) continue;
+        const __m256 k_scales = RowScales8<D>(p.k_scale, j0, n);
+        __m256 s =
+            n == 8 ? Scores8<D, 8>(qi, p, j0, n, head_dim) : Scores8<D, 0>(qi, p, j0, n, head_dim);
+        s = _mm256_blendv_ps(_mm256_mul_ps(s, _mm256_mul_ps(k_scales, _mm256_set1_ps(scale))),
+                             neg_inf, hidden);
+        const float tile_max = internal::HorizontalMax(s);
+        if (tile_max > m) {
+          const float alpha = std::exp(m - tile_max);  // 0 on the first visible keys
+          l *= alpha;
+          for (int64_t d = 0; d < head_dim; d += 8) {
+            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), _mm256_set1_ps(alpha)));
+          }
+          m = tile_max;
+        }
+        const __m256 pr =
+            _mm256_andnot_ps(hidden, internal::Exp(_mm256_sub_ps(s, _mm256_set1_ps(m))));
+        l += internal::HorizontalSum(pr);
+        alignas(32) float w[8];  // value weights: p_j times the value row's scale
+        _mm256_store_ps(w, _mm256_mul_ps(pr, RowScales8<D>(p.v_scale, j0, n)));
+        for (int64_t d = 0; d < head_dim; d += 8) {
+          __m256 acc = _mm256_loadu_ps(o + d);
+          for (int64_t j = 0; j < n; ++j) {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), LoadRaw8<D>(p.v, (j0 + j) * head_dim + d),
+                                  acc);
+          }
+          _mm256_storeu_ps(o + d, acc);
+        }
+      }
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
+  }
+}
+
+// The pages' format (they share one) picks the instantiation.
+void AttendFewRowsAvx2(float* out, const float* q, const int32_t* q_pos,
+                       std::span<const KvPageView> pages, float scale, int64_t n_q,
+                       int64_t head_dim) {
+  const KvDType dtype = pages.empty() ? KvDType::kF32 : pages.front().dtype;
+  switch (dtype) {
+    case KvDType::kF32:
+      return AttendFewRows<KvDType::kF32>(out, q, q_pos, pages, scale, n_q, head_dim);
+    case KvDType::kF16:
+      return AttendFewRows<KvDType::kF16>(out, q, q_pos, pages, scale, n_q, head_dim);
+    case KvDType::kBF16:
+      return AttendFewRows<KvDType::kBF16>(out, q, q_pos, pages, scale, n_q, head_dim);
+    case KvDType::kI8:
+      return AttendFewRows<KvDType::kI8>(out, q, q_pos, pages, scale, n_q, head_dim);
+    case KvDType::kE4M3:
+      return AttendFewRows<KvDType::kE4M3>(out, q, q_pos, pages, scale, n_q, head_dim);
+  }
+}
+
+// Few query rows read the pages directly; more share dequantised tiles.
+void AttendAvx2(float* out, const float* q, const int32_t* q_pos, std::span<const KvPageView> pages,
+                float scale, int64_t n_q, int64_t head_dim) {
+  const bool one_format = std::all_of(pages.begin(), pages.end(), [&](const KvPageView& p) {
+    return p.dtype == pages.front().dtype;
+  });
+  if (n_q <= kFewRows && one_format) {
+    return AttendFewRowsAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
+  }
+  AttendPagedAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
+}
+
 }  // namespace
 #endif  // GLIMPSE_KERNELS_AVX2
 
@@ -334,7 +490,7 @@ void DequantizeKvRow(float* x, KvDType dtype, const void* data, const float* sca
 void AttendPaged(float* out, const float* q, const int32_t* q_pos,
                  std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim) {
 #ifdef GLIMPSE_KERNELS_AVX2
-  if (head_dim % 8 == 0) return AttendPagedAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
+  if (head_dim % 8 == 0) return AttendAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
 #endif
   internal::AttendPagedRef(out, q, q_pos, pages, scale, n_q, head_dim);
 }
@@ -345,7 +501,7 @@ void AttendRagged(float* out, const float* q, const int32_t* q_pos, const float*
 #ifdef GLIMPSE_KERNELS_AVX2
   if (head_dim % 8 == 0) {
     const KvPageView page{.k = k, .v = v, .pos = kv_pos, .rows = n_kv};
-    return AttendPagedAvx2(out, q, q_pos, std::span(&page, 1), scale, n_q, head_dim);
+    return AttendAvx2(out, q, q_pos, std::span(&page, 1), scale, n_q, head_dim);
   }
 #endif
   internal::AttendRaggedRef(out, q, q_pos, k, v, kv_pos, scale, scratch, n_q, n_kv, head_dim);
