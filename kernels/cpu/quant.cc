@@ -1,10 +1,13 @@
 // GGML block formats: sizes, fp16/bf16 conversions, dequantisation and the weight × fp32 row dot
 // products behind DotRow. Each op has a scalar reference here (GGML's reference
 // loops, ggml-quants.c / ggml-cpu/quants.c) and dispatches to the AVX2 fast path in quant_avx2.cc
-// where it was compiled in.
+// where it was compiled in, and for block formats' dot products to quant_avx512.cc where the CPU
+// has AVX-512.
 #include "kernels/quant.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "kernels/cpu/quant_internal.h"
 
@@ -106,8 +109,28 @@ void DequantizeRow(float* out, const void* in, DType type, int64_t n) {
 #endif
 }
 
+#ifdef GLIMPSE_KERNELS_AVX512
+namespace internal {
+
+bool UseAvx512() {
+  static const bool use = [] {
+    const char* choice = std::getenv("GLIMPSE_KERNELS");
+    if (choice != nullptr && std::string_view(choice) == "avx2") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
+  return use;
+}
+
+}  // namespace internal
+#endif
+
 void DotRows(float* out, const void* w, int64_t w_stride, int64_t rows, DType type, const float* x,
              int64_t n) {
+#ifdef GLIMPSE_KERNELS_AVX512
+  if (internal::UseAvx512()) return internal::DotRowsAvx512(out, w, w_stride, rows, type, x, n);
+#endif
 #ifdef GLIMPSE_KERNELS_AVX2
   internal::DotRowsAvx2(out, w, w_stride, rows, type, x, n);
 #else
@@ -117,6 +140,11 @@ void DotRows(float* out, const void* w, int64_t w_stride, int64_t rows, DType ty
 
 void DotRowsTokens(float* out, int64_t out_stride, const void* w, int64_t w_stride, int64_t rows,
                    DType type, const float* x, int64_t m, int64_t n) {
+#ifdef GLIMPSE_KERNELS_AVX512
+  if (internal::UseAvx512()) {
+    return internal::DotRowsTokensAvx512(out, out_stride, w, w_stride, rows, type, x, m, n);
+  }
+#endif
 #ifdef GLIMPSE_KERNELS_AVX2
   internal::DotRowsTokensAvx2(out, out_stride, w, w_stride, rows, type, x, m, n);
 #else

@@ -1,6 +1,8 @@
 // Internal to kernels/cpu: GGML block structs, the scalar reference kernels every fast path is
-// tested against, and the AVX2 fast paths (compiled only where __AVX2__, __FMA__ and __F16C__
-// are defined). Public entry points in kernels/quant.h dispatch between them.
+// tested against, the AVX2 fast paths (compiled only where __AVX2__, __FMA__ and __F16C__ are
+// defined) and the AVX-512 ones for block formats (compiled where the build can, CMake's
+// GLIMPSE_BUILD_AVX512; run where the CPU has AVX-512: UseAvx512). Public entry points in
+// kernels/quant.h dispatch between them.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,9 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define GLIMPSE_KERNELS_AVX2 1
+#if defined(GLIMPSE_BUILD_AVX512)
+#define GLIMPSE_KERNELS_AVX512 1
+#endif
 #endif
 
 namespace glimpse::kernels::internal {
@@ -45,6 +50,17 @@ void DotRowsAvx2(float* out, const void* w, int64_t w_stride, int64_t rows, DTyp
                  const float* x, int64_t n);
 void DotRowsTokensAvx2(float* out, int64_t out_stride, const void* w, int64_t w_stride,
                        int64_t rows, DType type, const float* x, int64_t m, int64_t n);
+#endif
+
+#ifdef GLIMPSE_KERNELS_AVX512
+// Whether this CPU runs the AVX-512 paths (F, BW, VL) and the environment does not ask for AVX2
+// (GLIMPSE_KERNELS=avx2, to compare the two); decided once.
+bool UseAvx512();
+// As the AVX2 entry points; plain types go to them.
+void DotRowsAvx512(float* out, const void* w, int64_t w_stride, int64_t rows, DType type,
+                   const float* x, int64_t n);
+void DotRowsTokensAvx512(float* out, int64_t out_stride, const void* w, int64_t w_stride,
+                         int64_t rows, DType type, const float* x, int64_t m, int64_t n);
 #endif
 
 }  // namespace glimpse::kernels::internal

@@ -236,6 +236,9 @@ TEST(QuantTest, DotRowsMatchDequantisedDot) {
 #ifdef GLIMPSE_KERNELS_AVX2
   paths.push_back({"avx2", internal::DotRowsAvx2});
 #endif
+#ifdef GLIMPSE_KERNELS_AVX512
+  if (internal::UseAvx512()) paths.push_back({"avx512", internal::DotRowsAvx512});
+#endif
   std::vector<int64_t> sizes = OddSizes();
   for (int64_t s : {2, 18, 48}) sizes.push_back(s);  // 64, 576, 1536 elements of block formats
   constexpr int64_t kRows = 7;
@@ -273,26 +276,46 @@ TEST(QuantTest, DotRowsMatchDequantisedDot) {
 }
 
 // DotRowsTokens gives each token exactly what DotRows gives it alone (a decode step's rows do not
-// depend on each other), for token counts around its 4-token blocks and every type.
+// depend on each other), for token counts around its 4- (AVX2) and 8-token (AVX-512) blocks and
+// every type, on the public entry points and on each fast path that runs here.
 TEST(QuantTest, DotRowsTokensEqualsDotRowsPerTokenBitForBit) {
+  using Rows = void (*)(float*, const void*, int64_t, int64_t, DType, const float*, int64_t);
+  using Tokens = void (*)(float*, int64_t, const void*, int64_t, int64_t, DType, const float*,
+                          int64_t, int64_t);
+  struct Path {
+    const char* name;
+    Rows rows;
+    Tokens tokens;
+  };
+  std::vector<Path> paths = {{"public", DotRows, DotRowsTokens}};
+#ifdef GLIMPSE_KERNELS_AVX2
+  paths.push_back({"avx2", internal::DotRowsAvx2, internal::DotRowsTokensAvx2});
+#endif
+#ifdef GLIMPSE_KERNELS_AVX512
+  if (internal::UseAvx512()) {
+    paths.push_back({"avx512", internal::DotRowsAvx512, internal::DotRowsTokensAvx512});
+  }
+#endif
   constexpr int64_t kRows = 5;
-  constexpr int64_t kMaxTokens = 9;
-  for (DType type : kAllTypes) {
-    const int64_t n = BlockElems(type) == 1 ? 72 : 32 * 18;
-    const int64_t stride = RowBytes(type, n) + BlockBytes(type);
-    const std::vector<uint8_t> w = RandomRow(type, n * kRows + BlockElems(type) * kRows, 7);
-    const std::vector<float> x = RandomFloats(n * kMaxTokens, 11);
-    for (int64_t m = 1; m <= kMaxTokens; ++m) {
-      std::vector<float> got(m * (kRows + 1), -1.0f);
-      DotRowsTokens(got.data(), kRows + 1, w.data(), stride, kRows, type, x.data(), m, n);
-      for (int64_t t = 0; t < m; ++t) {
-        float want[kRows];
-        DotRows(want, w.data(), stride, kRows, type, x.data() + t * n, n);
-        for (int64_t r = 0; r < kRows; ++r) {
-          ASSERT_EQ(got[t * (kRows + 1) + r], want[r])
-              << DTypeName(type) << " m=" << m << " t=" << t << " r=" << r;
+  constexpr int64_t kMaxTokens = 17;
+  for (const Path& path : paths) {
+    for (DType type : kAllTypes) {
+      const int64_t n = BlockElems(type) == 1 ? 72 : 32 * 18;
+      const int64_t stride = RowBytes(type, n) + BlockBytes(type);
+      const std::vector<uint8_t> w = RandomRow(type, n * kRows + BlockElems(type) * kRows, 7);
+      const std::vector<float> x = RandomFloats(n * kMaxTokens, 11);
+      for (int64_t m = 1; m <= kMaxTokens; ++m) {
+        std::vector<float> got(m * (kRows + 1), -1.0f);
+        path.tokens(got.data(), kRows + 1, w.data(), stride, kRows, type, x.data(), m, n);
+        for (int64_t t = 0; t < m; ++t) {
+          float want[kRows];
+          path.rows(want, w.data(), stride, kRows, type, x.data() + t * n, n);
+          for (int64_t r = 0; r < kRows; ++r) {
+            ASSERT_EQ(got[t * (kRows + 1) + r], want[r])
+                << path.name << " " << DTypeName(type) << " m=" << m << " t=" << t << " r=" << r;
+          }
+          EXPECT_EQ(got[t * (kRows + 1) + kRows], -1.0f) << "wrote past its rows";
         }
-        EXPECT_EQ(got[t * (kRows + 1) + kRows], -1.0f) << "wrote past its rows";
       }
     }
   }
