@@ -43,7 +43,7 @@ run: build model
 
 # Our runtime against llama.cpp (built once into the oracle venv, no torch): tok/s, RSS, ratios.
 bench: build model
-	@BUILD_DIR=$(BUILD_DIR) bash bench/run_model_bench.sh
+	@BUILD_DIR=$(BUILD_DIR) bash bench/run_model_bench.sh $(BENCH_ARGS)
 
 # libFuzzer over the GGUF parser and the KV page decoder, FUZZ_SECONDS split between them, in its
 # own clang + ASan build tree. Seeds: tests/fixtures/fuzz/*.gguf.bin and *.page.bin; new inputs go

@@ -6,6 +6,9 @@ bench/model_bench.cc, and prints one JSON object on stdout.
            in one batch from an empty cache; one warm-up run, then `--reps` runs; median tok/s.
   decode:  after the prompt, `--decode-tokens` greedy tokens one at a time (argmax of the last
            logits, no sampler, EOS ignored); `--reps` runs, median tok/s.
+  batch:   with --batch B, B sequences (the prompt prefilled once, copied to the others with
+           llama_memory_seq_cp; a KV cache split per sequence, as llama-server --parallel B) decode
+           --decode-tokens greedy tokens each, one llama_decode of B tokens per step; tok/s over all.
   peak_rss_mb: resource.getrusage(RUSAGE_SELF).ru_maxrss (mapped weights count once touched);
   cpu_s: the process's user + system CPU time, load and warm-up included.
 
@@ -61,6 +64,54 @@ def decode(llm, n: int) -> float:
     return time.perf_counter() - start
 
 
+def batch_decode(model_path: str, threads: int, tokens: list, batch: int, steps: int) -> float:
+    """B sequences decoding together after the same prompt; returns the steps' seconds."""
+    import llama_cpp as L
+    P = len(tokens)
+    model = L.llama_model_load_from_file(model_path.encode(), L.llama_model_default_params())
+    if not model:
+        sys.exit(f"llama_cpp_bench: cannot load {model_path}")
+    cp = L.llama_context_default_params()
+    per_sequence = (P + steps + 17 + 255) // 256 * 256  # llama.cpp splits n_ctx in such cells
+    cp.n_ctx = batch * per_sequence
+    cp.n_batch = cp.n_ubatch = max(P, batch)
+    cp.n_seq_max = batch
+    cp.kv_unified = False
+    cp.n_threads = cp.n_threads_batch = threads
+    ctx = L.llama_init_from_model(model, cp)
+    n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(model))
+    b = L.llama_batch_init(max(P, batch), 0, batch)
+
+    def run(entries):  # [(token, pos, seq, wants_logits)]
+        b.n_tokens = len(entries)
+        for i, (t, p, s, lg) in enumerate(entries):
+            b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = t, p, 1, lg
+            b.seq_id[i][0] = s
+        if L.llama_decode(ctx, b) != 0:
+            sys.exit("llama_cpp_bench: llama_decode failed")
+
+    def argmax(i):
+        return int(np.argmax(np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, i),
+                                                   shape=(n_vocab,))))
+
+    run([(t, i, 0, i == P - 1) for i, t in enumerate(tokens)])
+    memory = L.llama_get_memory(ctx)
+    for s in range(1, batch):
+        L.llama_memory_seq_cp(memory, 0, s, -1, -1)
+    nxt = [argmax(P - 1)] * batch
+    start = None
+    for step in range(steps + 1):  # the first step sizes the batch's buffers: not timed
+        if step == 1:
+            start = time.perf_counter()
+        run([(nxt[s], P + step, s, True) for s in range(batch)])
+        nxt = [argmax(s) for s in range(batch)]
+    seconds = time.perf_counter() - start
+    L.llama_batch_free(b)
+    L.llama_free(ctx)
+    L.llama_model_free(model)
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=default_model())
@@ -70,6 +121,7 @@ def main() -> int:
     parser.add_argument("--decode-tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--dump-tokens", type=pathlib.Path)
+    parser.add_argument("--batch", type=int, default=0)
     args = parser.parse_args()
 
     import llama_cpp
@@ -95,6 +147,12 @@ def main() -> int:
         print(f"llama.cpp rep {rep + 1}/{args.reps}: prefill {len(tokens) / prefill_s[-1]:.1f} "
               f"tok/s, decode {args.decode_tokens / decode_s[-1]:.1f} tok/s", file=sys.stderr)
 
+    batch_s = None
+    if args.batch > 0:
+        batch_s = batch_decode(args.model, args.threads, tokens, args.batch, args.decode_tokens)
+        print(f"llama.cpp batch {args.batch}: decode "
+              f"{args.batch * args.decode_tokens / batch_s:.1f} tok/s", file=sys.stderr)
+
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result = {
         "engine": "llama.cpp",
@@ -113,6 +171,10 @@ def main() -> int:
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(),
     }
+    if batch_s is not None:
+        result["batch"] = args.batch
+        result["batch_decode_tok_s"] = round(args.batch * args.decode_tokens / batch_s, 2)
+        result["batch_decode_ratio"] = round(result["batch_decode_tok_s"] / result["decode_tok_s"], 3)
     print(json.dumps(result))
     return 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: our runtime against llama.cpp on the default model, same prompt, same threads.
 #
-#   bench/run_model_bench.sh [--threads N] [--rounds N] [--check]
+#   bench/run_model_bench.sh [--threads N] [--rounds N] [--batch B] [--check]
 #
 # Runs bench/llama_cpp_bench.py in the oracle venv (made by tools/oracle/setup_venv.sh when
 # missing: llama-cpp-python + numpy only, no torch) and $BUILD_DIR/bench/glimpse_bench_model on
@@ -10,7 +10,9 @@
 # falls on both alike, and the median (and best) over rounds is reported. Prints a table and the
 # ratios ours/llama.cpp against the goals (prefill >= 1.0x, decode >= 0.5x), warns when other work
 # took CPU during a run (/proc/stat busy time minus the run's own CPU time), and writes every run
-# to $BUILD_DIR/bench/model_bench.json. With --check, exits 1 when a
+# to $BUILD_DIR/bench/model_bench.json. With --batch B, both also decode B sequences in one step
+# each (llama_decode of B tokens; our model::ForwardPass of B rows) and the table adds their
+# aggregate decode tok/s and ratio. With --check, exits 1 when a
 # goal is missed. Env: BUILD_DIR (default build), GLIMPSE_THREADS (default 2), GLIMPSE_MODEL.
 set -euo pipefail
 
@@ -20,11 +22,13 @@ build_dir="${BUILD_DIR:-build}"
 threads="${GLIMPSE_THREADS:-2}"
 rounds=3
 check=0
+batch=0
 while (($#)); do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --check) check=1; shift ;;
+    --batch) batch="$2"; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "run_model_bench.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -41,6 +45,7 @@ venv="$(bash "$repo/tools/oracle/setup_venv.sh")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 common=(--model "$model" --threads "$threads" --reps 1 --prompt-tokens 512 --decode-tokens 128)
+((batch == 0)) || common+=(--batch "$batch")
 
 # "uptime_s busy_s": busy = user+nice+system+irq+softirq+steal over all cores, from /proc/stat.
 # A run's busy time minus its own cpu_s is what other work (and the hypervisor) took meanwhile.
@@ -98,6 +103,8 @@ def summarize(path):
     for key in ("prefill_tok_s", "decode_tok_s"):
         out[key] = statistics.median(r[key] for r in runs)
         out[best(key)] = max(r[key] for r in runs)
+    if "batch_decode_tok_s" in runs[0]:
+        out["batch_decode_tok_s"] = statistics.median(r["batch_decode_tok_s"] for r in runs)
     out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
     out["rounds"] = len(runs)
     out["runs"] = runs
@@ -135,6 +142,12 @@ else:
         print(f"ratio ours/llama.cpp {name:<8} {ratio:5.2f}x  (goal >= {goal:.1f}x: "
               f"{'met' if ok else 'MISSED'}; best-of-rounds {best_ratio:.2f}x)")
     print(f"ratio ours/llama.cpp peak RSS {ours['peak_rss_mb'] / ref['peak_rss_mb']:5.2f}x")
+    if "batch_decode_tok_s" in ours and "batch_decode_tok_s" in ref:
+        print(f"batched decode, {ref['batch']} sequences: llama.cpp {ref['batch_decode_tok_s']:.1f} "
+              f"tok/s ({ref['batch_decode_tok_s'] / ref['decode_tok_s']:.2f}x its one sequence), "
+              f"ours {ours['batch_decode_tok_s']:.1f} tok/s "
+              f"({ours['batch_decode_tok_s'] / ours['decode_tok_s']:.2f}x); ratio ours/llama.cpp "
+              f"{ours['batch_decode_tok_s'] / ref['batch_decode_tok_s']:.2f}x")
 json.dump({"llama_cpp": ref, "glimpse": ours, "goals": GOALS, "missed": missed},
           open(out_path, "w"), indent=1)
 print(f"results: {out_path}")
