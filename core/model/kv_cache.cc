@@ -7,9 +7,7 @@
 #include "core/kvpage/codec.h"
 
 namespace glimpse::model {
-namespace {
-
-kvpage::Codec CodecOf(kernels::KvDType dtype) {
+kvpage::Codec RowCodec(kernels::KvDType dtype) {
   switch (dtype) {
     case kernels::KvDType::kF32:
       return kvpage::Codec::kFp32;
@@ -24,8 +22,6 @@ kvpage::Codec CodecOf(kernels::KvDType dtype) {
   }
   return kvpage::Codec::kFp32;
 }
-
-}  // namespace
 
 KvCache::KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, KvPool* pool,
                  kernels::KvDType dtype)
@@ -119,10 +115,10 @@ KvHead KvCache::Read(int32_t layer, int32_t kv_head) const {
   for (const kernels::KvPageView& p : Pages(layer, kv_head)) {
     const int64_t first = p.pos - h.positions.data();
     for (int64_t r = 0; r < p.rows; ++r) {
-      kernels::DequantizeKvRow(out.keys.data() + (first + r) * head_dim_, dtype_, p.k, p.k_scale,
+      kernels::DequantizeKvRow(out.keys.data() + (first + r) * head_dim_, dtype_, p.k, p.k_scale, r,
+                               head_dim_);
+      kernels::DequantizeKvRow(out.values.data() + (first + r) * head_dim_, dtype_, p.v, p.v_scale,
                                r, head_dim_);
-      kernels::DequantizeKvRow(out.values.data() + (first + r) * head_dim_, dtype_, p.v,
-                               p.v_scale, r, head_dim_);
     }
   }
   return out;
@@ -130,7 +126,7 @@ KvHead KvCache::Read(int32_t layer, int32_t kv_head) const {
 
 absl::Status KvCache::EncodeRows(uint8_t* page, int64_t slot, const float* k, const float* v,
                                  int64_t n) const {
-  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(CodecOf(dtype_)));
+  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(RowCodec(dtype_)));
   thread_local std::vector<uint8_t> section;
   const int64_t row_bytes = head_dim_ * KvElementBytes(dtype_);
   const bool scaled = KvScaled(dtype_);

@@ -20,10 +20,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/kvpage/codec.h"
 #include "core/model/kv_pool.h"
 #include "kernels/attention.h"
 
 namespace glimpse::model {
+
+// The page codec whose rows are a pool format's: the cache encodes its rows with it, so pages in
+// it hold a cache's rows as they are (fp32, fp16 and bf16: the same bytes; int8 and fp8: the same
+// codes, a row's scale recomputed from them, equal up to its last bit).
+kvpage::Codec RowCodec(kernels::KvDType dtype);
 
 // Entries of one (layer, kv-head) as plain fp32: what scorers read and what moves between caches.
 struct KvHead {
@@ -55,8 +61,8 @@ class KvCache {
   std::vector<kernels::KvPageView> Pages(int32_t layer, int32_t kv_head) const;
 
   // Appends `n` entries to one head. k, v: [n, head_dim]; pos: [n]. All or nothing:
-  // ResourceExhausted (naming the head, the pages needed and the pool's budget) when the pool cannot
-  // hold them; InvalidArgument when a value does not fit the format (codec.h's ranges).
+  // ResourceExhausted (naming the head, the pages needed and the pool's budget) when the pool
+  // cannot hold them; InvalidArgument when a value does not fit the format (codec.h's ranges).
   absl::Status Append(int32_t layer, int32_t kv_head, const float* k, const float* v,
                       const int32_t* pos, int64_t n);
   // Replaces one head's entries with `entries` (encoded in the cache's format); the same errors as

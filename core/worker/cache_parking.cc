@@ -5,7 +5,6 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/kvstate/cache_pages.h"
-#include "core/worker/policy.h"
 #include "core/worker/session_state.h"
 
 namespace glimpse::worker {
@@ -53,7 +52,7 @@ absl::Status CacheParking::Park(std::span<const int32_t> generated) {
   const model::KvCache& cache = session_.cache();
   ASSIGN_OR_RETURN(kvstate::EncodedState state,
                    EncodeSessionState(model_, cache, TierScores{}, namespace_key_, tokens,
-                                      RowCodec(cache.dtype()), page_tokens_));
+                                      model::RowCodec(cache.dtype()), page_tokens_));
   RETURN_IF_ERROR(StoreState(cache_, state, tokens, session_id_));
   stored_ = state.manifest.state_key;
   position_ = session_.next_position();

@@ -2,11 +2,11 @@
 // its pool pages freed; unparking fetches that state back into the session and deletes it.
 //
 // The state's namespace is drawn at random per CacheParking, so nothing else looks it up and no
-// state of the same tokens from another history can stand in for it. Its pages are in RowCodec of
-// the session's pool format, so the session comes back with the rows it had (exactly for fp32,
-// fp16 and bf16; int8 and fp8 codes exactly, their scales up to the last bit) and its tokens are
-// those of an uninterrupted run. A stored copy left behind (a turn that ends parked) is deleted
-// when the CacheParking goes. Used from the engine thread only.
+// state of the same tokens from another history can stand in for it. Its pages are in
+// model::RowCodec of the session's pool format, so the session comes back with the rows it had
+// (exactly for fp32, fp16 and bf16; int8 and fp8 codes exactly, their scales up to the last bit)
+// and its tokens are those of an uninterrupted run. A stored copy left behind (a turn that ends
+// parked) is deleted when the CacheParking goes. Used from the engine thread only.
 #pragma once
 
 #include <cstdint>

@@ -56,22 +56,6 @@ kernels::KvDType HotFormat(kvpage::Codec codec) {
   return kernels::KvDType::kF16;
 }
 
-kvpage::Codec RowCodec(kernels::KvDType dtype) {
-  switch (dtype) {
-    case kernels::KvDType::kF32:
-      return kvpage::Codec::kFp32;
-    case kernels::KvDType::kBF16:
-      return kvpage::Codec::kBf16;
-    case kernels::KvDType::kI8:
-      return kvpage::Codec::kInt8;
-    case kernels::KvDType::kE4M3:
-      return kvpage::Codec::kFp8E4M3;
-    case kernels::KvDType::kF16:
-      return kvpage::Codec::kFp16;
-  }
-  return kvpage::Codec::kFp16;
-}
-
 model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec,
                                         int32_t prefill_chunk) {
   return {.prefill_chunk = prefill_chunk, .kv_pool = pool, .kv_dtype = HotFormat(codec)};

@@ -33,10 +33,6 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
 // codec's own where the pool has it (fp32, fp16, bf16, int8, fp8_e4m3); fp16 for the KIVI codecs,
 // whose per-channel groups the pool does not hold yet (their pages ship and store as KIVI).
 kernels::KvDType HotFormat(kvpage::Codec codec);
-// The page codec whose rows are a pool format's (HotFormat's inverse where it has one): pages in it
-// hold the pool's rows as they are — the same bytes for fp32, fp16 and bf16; for int8 and fp8 the
-// same codes, a row's scale recomputed from them (equal up to its last bit).
-kvpage::Codec RowCodec(kernels::KvDType dtype);
 
 // A new session's options on a worker: pages from `pool` (nullptr: a private fp32 pool) in the
 // hot format of `codec`, prompts run `prefill_chunk` tokens at a time.

@@ -128,60 +128,71 @@ namespace {
 constexpr int64_t KT = 16;  // keys per tile
 constexpr int QB = 4;       // query rows per block
 
-// x[8] from 8 E4M3 codes: as fp16 bits, (code & 0x7F) << 7 puts exponent and mantissa in place
-// with fp16's bias 15 instead of 7 (2^−8 too small, subnormals included; ×256 fixes it), and
-// 0x7F (NaN) gets exponent 31.
-inline __m256 E4m3x8(const uint8_t* codes, __m256 scale_x256) {
+// x[8] from 8 E4M3 codes, divided by 256: as fp16 bits, (code & 0x7F) << 7 puts exponent and
+// mantissa in place with fp16's bias 15 instead of 7 (2^−8 too small, subnormals included; RowScale
+// multiplies by 256), and 0x7F (NaN) gets exponent 31.
+inline __m256 E4m3x8(const uint8_t* codes) {
   const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
   const __m128i em = _mm_and_si128(b, _mm_set1_epi16(0x7F));
   __m128i h = _mm_or_si128(_mm_slli_epi16(em, 7),
                            _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
   h = _mm_or_si128(
       h, _mm_and_si128(_mm_cmpeq_epi16(em, _mm_set1_epi16(0x7F)), _mm_set1_epi16(0x7C00)));
-  return _mm256_mul_ps(_mm256_cvtph_ps(h), scale_x256);
+  return _mm256_cvtph_ps(h);
+}
+
+// Eight elements of a page's keys or values from element `at`, before the row's scale (int8: the
+// codes; fp8: the value / (scale · 256)).
+template <KvDType D>
+inline __m256 LoadRaw8(const void* data, int64_t at) {
+  if constexpr (D == KvDType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(data) + at);
+  } else if constexpr (D == KvDType::kF16) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + at)));
+  } else if constexpr (D == KvDType::kBF16) {
+    const __m256i w = _mm256_cvtepu16_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + at)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  } else if constexpr (D == KvDType::kI8) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(data) + at))));
+  } else {
+    return E4m3x8(static_cast<const uint8_t*>(data) + at);
+  }
+}
+
+// The factor LoadRaw8's elements of row r take (1 for unscaled formats).
+template <KvDType D>
+inline float RowScale(const float* scales, int64_t r) {
+  if constexpr (D == KvDType::kI8) return scales[r];
+  if constexpr (D == KvDType::kE4M3) return scales[r] * 256.0f;
+  return 1.0f;
+}
+
+template <KvDType D>
+void DequantizeKvRowAs(float* x, const void* data, const float* scales, int64_t r,
+                       int64_t head_dim) {
+  const __m256 s = _mm256_set1_ps(RowScale<D>(scales, r));
+  for (int64_t d = 0; d < head_dim; d += 8) {
+    _mm256_storeu_ps(x + d, _mm256_mul_ps(LoadRaw8<D>(data, r * head_dim + d), s));
+  }
 }
 
 // DequantizeKvRow for head_dim % 8 == 0.
 void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
                          int64_t head_dim) {
-  const int64_t at = r * head_dim;
   switch (dtype) {
     case KvDType::kF32:
-      std::memcpy(x, static_cast<const float*>(data) + at, head_dim * sizeof(float));
-      return;
-    case KvDType::kF16: {
-      const auto* h = static_cast<const uint16_t*>(data) + at;
-      for (int64_t d = 0; d < head_dim; d += 8) {
-        _mm256_storeu_ps(x + d,
-                         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
-      }
-      return;
-    }
-    case KvDType::kBF16: {
-      const auto* h = static_cast<const uint16_t*>(data) + at;
-      for (int64_t d = 0; d < head_dim; d += 8) {
-        const __m256i w =
-            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d)));
-        _mm256_storeu_ps(x + d, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-      }
-      return;
-    }
-    case KvDType::kI8: {
-      const auto* c = static_cast<const int8_t*>(data) + at;
-      const __m256 s = _mm256_set1_ps(scales[r]);
-      for (int64_t d = 0; d < head_dim; d += 8) {
-        const __m256i w =
-            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + d)));
-        _mm256_storeu_ps(x + d, _mm256_mul_ps(_mm256_cvtepi32_ps(w), s));
-      }
-      return;
-    }
-    case KvDType::kE4M3: {
-      const auto* c = static_cast<const uint8_t*>(data) + at;
-      const __m256 s = _mm256_set1_ps(scales[r] * 256.0f);
-      for (int64_t d = 0; d < head_dim; d += 8) _mm256_storeu_ps(x + d, E4m3x8(c + d, s));
-      return;
-    }
+      return DequantizeKvRowAs<KvDType::kF32>(x, data, scales, r, head_dim);
+    case KvDType::kF16:
+      return DequantizeKvRowAs<KvDType::kF16>(x, data, scales, r, head_dim);
+    case KvDType::kBF16:
+      return DequantizeKvRowAs<KvDType::kBF16>(x, data, scales, r, head_dim);
+    case KvDType::kI8:
+      return DequantizeKvRowAs<KvDType::kI8>(x, data, scales, r, head_dim);
+    case KvDType::kE4M3:
+      return DequantizeKvRowAs<KvDType::kE4M3>(x, data, scales, r, head_dim);
   }
 }
 
@@ -331,39 +342,11 @@ void AttendPagedAvx2(float* out, const float* q, const int32_t* q_pos,
 // 8 value weights instead of every element.
 constexpr int64_t kFewRows = 8;
 
-// Eight elements of row r of `data`, unscaled (int8: the codes; fp8: the value / (scale · 256)).
-template <KvDType D>
-inline __m256 LoadRaw8(const void* data, int64_t at) {
-  if constexpr (D == KvDType::kF32) {
-    return _mm256_loadu_ps(static_cast<const float*>(data) + at);
-  } else if constexpr (D == KvDType::kF16) {
-    return _mm256_cvtph_ps(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + at)));
-  } else if constexpr (D == KvDType::kBF16) {
-    const __m256i w = _mm256_cvtepu16_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(data) + at)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-  } else if constexpr (D == KvDType::kI8) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(data) + at))));
-  } else {
-    return E4m3x8(static_cast<const uint8_t*>(data) + at, _mm256_set1_ps(1.0f));
-  }
-}
-
 // Per-row factors of keys j0 .. j0 + n of a page (1 for unscaled formats), 8 lanes, 0 past n.
 template <KvDType D>
 inline __m256 RowScales8(const float* scales, int64_t j0, int64_t n) {
   alignas(32) float f[8] = {};
-  for (int64_t j = 0; j < n; ++j) {
-    if constexpr (D == KvDType::kI8) {
-      f[j] = scales[j0 + j];
-    } else if constexpr (D == KvDType::kE4M3) {
-      f[j] = scales[j0 + j] * 256.0f;
-    } else {
-      f[j] = 1.0f;
-    }
-  }
+  for (int64_t j = 0; j < n; ++j) f[j] = RowScale<D>(scales, j0 + j);
   return _mm256_load_ps(f);
 }
 
