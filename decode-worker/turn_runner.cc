@@ -67,10 +67,13 @@ TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool,
       hot_(hot),
       options_(std::move(options)),
       scorers_(options_.lookahead_module, options_.profile),
-      engine_(model, pool, {.make_room = [this](int64_t bytes) {
-                // Idle hot copies are stored already: they go first.
-                if (options_.kv_pool != nullptr) hot_.MakeRoom(*options_.kv_pool, bytes);
-              }}) {}
+      engine_(model, pool,
+              {.make_room =
+                   [this](int64_t bytes) {
+                     // Idle hot copies are stored already: they go first.
+                     if (options_.kv_pool != nullptr) hot_.MakeRoom(*options_.kv_pool, bytes);
+                   },
+               .kv_pool = options_.kv_pool}) {}
 
 std::optional<HotSession> TurnRunner::LoadWarm(const TurnRequest& r, TurnStart* start,
                                                std::vector<model::KvHead>* cold) {
@@ -228,10 +231,14 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   }
   const auto t_prefill = Clock::now();
   absl::StatusOr<worker::PolicyPrefill> prefill = absl::UnknownError("the prefill did not run");
-  const absl::Status ran = engine_.Run([&] {
-    prefill = worker::PrefillTurn(session, fresh, method, r.policy, options_.limits, cold);
-    return absl::OkStatus();
-  });
+  // The prefill starts when the pool has room for its entries (all of them before eviction).
+  const absl::Status ran = engine_.Run(
+      [&] {
+        prefill = worker::PrefillTurn(session, fresh, method, r.policy, options_.limits, cold);
+        return absl::OkStatus();
+      },
+      options_.kv_pool != nullptr ? TurnBytes(session.cache(), static_cast<int64_t>(fresh.size()))
+                                  : 0);
   if (!ran.ok()) prefill = ran;
   if (!prefill.ok()) {
     // A failed prefill may have reset the session (pipeline.h); nothing of it stays hot.

@@ -11,8 +11,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a parked sequence looks for room when nothing else wakes the engine.
-constexpr auto kUnparkRetry = std::chrono::milliseconds(20);
+// How often a parked sequence or a job waiting for room looks again when nothing else wakes the
+// engine.
+constexpr auto kRoomRetry = std::chrono::milliseconds(20);
+// How long a job waits for room once no sequence runs: pages held outside the engine (a turn that
+// just ended storing its state, then an idle hot copy make_room drops) come back within it.
+constexpr auto kIdleRoomWait = std::chrono::seconds(5);
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -33,6 +37,10 @@ int64_t StepPageBytes(const model::KvCache& cache) {
 
 struct Engine::Job {
   const std::function<absl::Status()>* work = nullptr;
+  int64_t pool_bytes = 0;
+  bool waited = false;  // counted in work_waited_for_memory (the engine thread's)
+  // Since when nothing has been running or parked while it waited (the engine thread's).
+  std::optional<Clock::time_point> idle_since;
   absl::Status status;
   bool done = false;  // GUARDED_BY(Engine::mu_)
   std::condition_variable cv;
@@ -74,9 +82,10 @@ Engine::~Engine() {
   thread_.join();
 }
 
-absl::Status Engine::Run(const std::function<absl::Status()>& work) {
+absl::Status Engine::Run(const std::function<absl::Status()>& work, int64_t pool_bytes) {
   auto job = std::make_shared<Job>();
   job->work = &work;
+  job->pool_bytes = pool_bytes;
   std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
   jobs_.push_back(job);
@@ -163,26 +172,32 @@ void Engine::Loop() {
     if (!running.empty()) Step(running, parked);
     chunk_step_seconds += SecondsSince(start);
   });
+  bool held = false;  // the first job waits for room in the pool
   while (true) {
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto ready = [&] { return stop_ || !jobs_.empty() || !joining_.empty() || runnable(); };
-      if (parked.empty()) {
+      auto ready = [&] {
+        return stop_ || (!jobs_.empty() && !held) || !joining_.empty() || runnable();
+      };
+      if (parked.empty() && !held) {
         wake_.wait(lock, ready);
       } else {  // nothing tells the engine that pages were freed elsewhere: look again soon
-        wake_.wait_for(lock, kUnparkRetry, ready);
+        wake_.wait_for(lock, kRoomRetry, ready);
       }
       if (stop_) break;
-      if (!jobs_.empty()) {
-        job = jobs_.front();
-        jobs_.pop_front();
-        --stats_.queued_work;
-      }
+      if (!jobs_.empty()) job = jobs_.front();
     }
     Admit(running);
     if (!parked.empty()) Unpark(running, parked);
+    held = job && !Admitted(*job, running, parked);
+    if (held) job.reset();
     if (job) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        jobs_.pop_front();  // `job` (only this thread pops)
+        --stats_.queued_work;
+      }
       const auto start = Clock::now();
       chunk_step_seconds = 0.0;
       const absl::Status status = (*job->work)();
@@ -330,6 +345,28 @@ void Engine::Preempt(const std::vector<Sequence*>& feeding, const absl::Status& 
   Erase(running, youngest);
 }
 
+bool Engine::Admitted(Job& job, const Sequences& running, const Sequences& parked) {
+  const model::KvPool* pool = options_.kv_pool;
+  if (job.pool_bytes <= 0 || pool == nullptr || pool->budget_bytes() == 0) return true;
+  if (job.pool_bytes > pool->budget_bytes()) return true;  // never fits: it fails at once
+  auto free = [&] { return pool->budget_bytes() - pool->stats().used_bytes; };
+  if (free() < job.pool_bytes && options_.make_room) options_.make_room(job.pool_bytes - free());
+  if (free() >= job.pool_bytes) return true;
+  if (!running.empty() || !parked.empty()) {
+    job.idle_since.reset();
+  } else if (!job.idle_since) {
+    job.idle_since = Clock::now();
+  } else if (Clock::now() - *job.idle_since >= kIdleRoomWait) {
+    return true;  // nothing gave the pages back: it runs, and fails if they are still missing
+  }
+  if (!job.waited) {
+    job.waited = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.work_waited_for_memory;
+  }
+  return false;
+}
+
 void Engine::Unpark(Sequences& running, Sequences& parked) {
   while (!parked.empty()) {
     Sequence& s = *parked.front();
@@ -403,6 +440,9 @@ void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::Sa
   w.Counter(p + "work_total", "Jobs run between steps (prefills).", {},
             static_cast<double>(s.work_done));
   w.Counter(p + "work_seconds_total", "Time in jobs.", {}, s.work_seconds);
+  w.Counter(p + "work_waited_for_memory_total",
+            "Jobs (prefills) that waited for room in the KV pool before they started.", {},
+            static_cast<double>(s.work_waited_for_memory));
   w.Counter(p + "preemptions_total", "Sequences parked to make room in the KV pool.", {},
             static_cast<double>(s.preemptions));
   w.Counter(p + "resumes_total", "Parked sequences back in the KV pool.", {},

@@ -4,7 +4,8 @@
 //   step   one forward pass holding the next token of every running sequence (Decode), each
 //          sequence sampled and stopped on its own, so its tokens are those it would produce alone.
 // A sequence joins at the next step and leaves when it stops. A turn's prefill waits for at most
-// one step; running sequences wait for at most one chunk of a job's prefill (model::BetweenChunks:
+// one step (or, when the KV pool is short, until it has room: Run); running sequences wait for at
+// most one chunk of a job's prefill (model::BetweenChunks:
 // the engine steps them, and admits sequences that joined meanwhile, between its chunks).
 //
 // A sequence's tokens reach its caller through a queue the caller drains on its own thread, so a
@@ -48,6 +49,8 @@ struct EngineOptions {
   // Called on the engine thread when a step's entries do not fit the KV pool, with the bytes the
   // step may need; it frees what it can (a decode worker drops idle hot copies). May be empty.
   std::function<void(int64_t bytes)> make_room;
+  // The pool a job's pool_bytes (Run) are counted against; nullptr: jobs never wait for room.
+  const model::KvPool* kv_pool = nullptr;
 };
 
 // How a sequence leaves the KV pool when the engine preempts it, and comes back; both on the engine
@@ -67,6 +70,7 @@ struct EngineStats {
   int64_t rows = 0;         // decode rows over those steps (rows / steps = mean batch)
   double step_seconds = 0.0;
   int64_t work_done = 0;
+  int64_t work_waited_for_memory = 0;  // jobs that waited for room in the pool
   double work_seconds = 0.0;
   int64_t parked = 0;             // preempted sequences waiting to come back
   int64_t preemptions = 0;        // sequences parked since start
@@ -81,8 +85,13 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Runs `work` on the engine thread between steps; returns its status. Blocks.
-  absl::Status Run(const std::function<absl::Status()>& work);
+  // Runs `work` on the engine thread between steps; returns its status. Blocks. Jobs run in
+  // order. `pool_bytes` > 0 is what the work will add to the KV pool (a prefill's pages): it
+  // starts when that much is free — after make_room, and after parked sequences came back — and
+  // waits meanwhile while the running sequences go on (admission). When no sequence has been
+  // running or parked for a few seconds and the room is still missing (pages held by callers),
+  // it starts anyway (and may fail with ResourceExhausted).
+  absl::Status Run(const std::function<absl::Status()>& work, int64_t pool_bytes = 0);
 
   // Decodes `session` from `logits` (its last token's) as model::DecodeFrom does, in the running
   // batch. `on_token` runs on the calling thread, in order; returning false stops the sequence.
@@ -108,6 +117,8 @@ class Engine {
   // A step that does not fit even after make_room: the youngest of `feeding` is parked (or fails).
   void Preempt(const std::vector<Sequence*>& feeding, const absl::Status& full, Sequences& running,
                Sequences& parked);
+  // Whether `job` may start now (Run's admission); make_room may run.
+  bool Admitted(Job& job, const Sequences& running, const Sequences& parked);
   // Brings back parked sequences, oldest first, while the pool has room for them (after make_room
   // and after parking running sequences younger than them).
   void Unpark(Sequences& running, Sequences& parked);
@@ -129,8 +140,8 @@ class Engine {
 };
 
 // Writes `s` as <prefix>_engine_{running, parked, queued_work} gauges and <prefix>_engine_{steps,
-// step_rows, step_seconds, work, work_seconds, preemptions, resumes, failed_for_memory}_total
-// counters (step_rows_total / steps_total is the mean batch).
+// step_rows, step_seconds, work, work_seconds, work_waited_for_memory, preemptions, resumes,
+// failed_for_memory}_total counters (step_rows_total / steps_total is the mean batch).
 void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w);
 
 }  // namespace glimpse::worker

@@ -3,6 +3,7 @@
 // brings it back with its solo tokens.
 #include "core/worker/engine.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -183,6 +184,8 @@ TEST_F(EngineTest, RunningSequencesStepBetweenTheChunksOfALongPrefill) {
                     return absl::OkStatus();
                   })
                   .ok());
+  // The model's thread pool serves one caller at a time: the solo run goes before the threads.
+  const std::vector<int32_t> alone = Alone(a, kMax);
   std::mutex mu;
   std::condition_variable cv;
   int streamed = 0;
@@ -195,7 +198,7 @@ TEST_F(EngineTest, RunningSequencesStepBetweenTheChunksOfALongPrefill) {
       return true;
     });
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->tokens, Alone(a, kMax));
+    EXPECT_EQ(r->tokens, alone);
   });
   {
     std::unique_lock<std::mutex> lock(mu);
@@ -214,8 +217,72 @@ TEST_F(EngineTest, RunningSequencesStepBetweenTheChunksOfALongPrefill) {
                   .ok());
   decode.join();
   EXPECT_GE(steps_during, chunks - 1);
-  model::Session alone(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
-  EXPECT_EQ(lb, *alone.Forward(b));
+  model::Session solo(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
+  EXPECT_EQ(lb, *solo.Forward(b));
+}
+
+// A prefill job that needs more of the pool than is free waits while the running sequence holds
+// its pages, and starts once they are back; without that wait it would fail for memory.
+TEST_F(EngineTest, AJobWaitsForRoomInThePoolWhileASequenceHoldsIt) {
+  const model::ModelConfig& c = model_->config();
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  constexpr int32_t kPage = 16;
+  constexpr int32_t kMax = 40;
+  const std::vector<int32_t> a = Prompt(kTexts[2]);
+  std::string text;
+  for (int i = 0; i < 12; ++i) text += "The lighthouse keeper wrote in the log every night. ";
+  const std::vector<int32_t> b = Prompt(text + "What did the keeper write in?");
+  auto pages = [&](int64_t tokens) { return (tokens + kPage - 1) / kPage; };
+  const int64_t first_a = pages(a.size()), last_a = pages(a.size() + kMax - 1);
+  const int64_t first_b = pages(b.size());
+  ASSERT_GE(first_b, last_a);
+  ASSERT_GE(first_a, 2);
+  model::KvPool probe({.page_tokens = kPage, .head_dim = c.head_dim});
+  const int64_t page = probe.PageBytes(kernels::KvDType::kF16);
+  // b's prompt fits an empty pool, not beside a's pages.
+  model::KvPool pool(
+      {.budget_bytes = heads * page * (first_b + 1), .page_tokens = kPage, .head_dim = c.head_dim});
+  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  Engine engine(*model_, model::testing::SharedPool(),
+                {.max_pending = 2, .make_room = {}, .kv_pool = &pool});
+
+  auto sa = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+  std::vector<float> la;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    la = *sa->Forward(a);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  const std::vector<int32_t> alone = Alone(a, kMax);  // before the threads, as above
+  std::atomic<bool> a_freed = false;
+  std::thread decode([&] {
+    auto sampler = model::Sampler::Create({});
+    int seen = 0;
+    // The consumer holds its second token until b's job is queued: a is running then.
+    auto r = engine.Decode(*sa, *sampler, la, kMax, [&](int32_t) {
+      if (++seen == 2) {
+        while (engine.Stats().queued_work == 0) std::this_thread::yield();
+      }
+      return true;
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->tokens, alone);
+    sa.reset();  // a's pages go back to the pool
+    a_freed = true;
+  });
+  model::Session sb(*model_, model::testing::SharedPool(), f16);
+  bool a_was_freed = false;
+  const absl::Status ran = engine.Run(
+      [&]() -> absl::Status {
+        a_was_freed = a_freed;
+        return sb.Forward(b).status();
+      },
+      heads* page* first_b);
+  decode.join();
+  EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_TRUE(a_was_freed);
+  EXPECT_EQ(engine.Stats().work_waited_for_memory, 1);
 }
 
 // The test's Parking: a session's KV moved to host memory and back (a decode worker's goes to the
