@@ -307,5 +307,26 @@ TEST_F(CoordinatorGrpcTest, RegisteredTransportAddressesAreTheOnlyPeersEnginesDe
   EXPECT_TRUE((*peers)->Allows(ship->LocalAddress()));
 }
 
+// A node that registers right after the allowlist refreshed (inside min_miss_gap) is accepted at
+// its first batch: the miss waits out the gap and refreshes instead of refusing it.
+TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
+  auto fabric = transport::NewLoopbackFabric();
+  std::unique_ptr<transport::Transport> outsider = *transport::CreateLoopbackTransport(fabric);
+  std::unique_ptr<transport::Transport> joiner = *transport::CreateLoopbackTransport(fabric);
+  cluster::CoordinatorPeersOptions o;
+  o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
+  o.refresh = absl::Hours(1);  // only misses refresh
+  o.min_miss_gap = absl::Milliseconds(300);
+  absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
+      cluster::CoordinatorPeers::Start(o);
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));  // a miss: the list was just fetched
+  ASSERT_TRUE(
+      Register("d9", v1::NODE_ROLE_DECODE, "127.0.0.1:7009", 1000, nullptr, joiner->LocalAddress())
+          .ok());
+  EXPECT_TRUE((*peers)->Allows(joiner->LocalAddress()));
+  EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
+}
+
 }  // namespace
 }  // namespace glimpse::coordinator

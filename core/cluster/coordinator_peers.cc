@@ -44,8 +44,17 @@ bool CoordinatorPeers::Allows(std::string_view address) {
   // Another caller may have refreshed while this one waited for the lock.
   if (Known(address)) return true;
   // While the coordinator does not answer, the loop retries; a miss must not wait on it too.
-  if (failing_ || absl::Now() - last_refresh_ < options_.min_miss_gap) return false;
-  return Refresh().ok() && Known(address);
+  if (failing_) return false;
+  // Refused since the last list came: refused again at once, so a peer that is not a member costs
+  // one wait per refresh, not one per batch.
+  if (refused_.contains(address)) return false;
+  // A node that registered after the last refresh (a decode worker whose first act is a load) is
+  // let in: wait out the rate limit and look again rather than refuse it.
+  const absl::Duration since = absl::Now() - last_refresh_;
+  if (since < options_.min_miss_gap) absl::SleepFor(options_.min_miss_gap - since);
+  if (Refresh().ok() && Known(address)) return true;
+  if (refused_.size() < kMaxRefused) refused_.insert(std::string(address));
+  return false;
 }
 
 absl::Status CoordinatorPeers::Refresh() {
@@ -76,6 +85,7 @@ absl::Status CoordinatorPeers::Refresh() {
     if (!n.ucx_address().empty()) addresses.insert(n.ucx_address());
     for (const std::string& a : n.client_ucx_addresses()) addresses.insert(a);
   }
+  refused_.clear();  // a new list: every address gets its chance again
   std::lock_guard<std::mutex> lock(mu_);
   addresses_ = std::move(addresses);
   return absl::OkStatus();

@@ -1,10 +1,12 @@
 // The coordinator's members as a transport PeerAllowlist (transport/peer_allowlist.h): every
 // transport address a registered node stated (its ucx_address and client_ucx_addresses), dead
 // nodes included until they deregister or are forgotten. The list is refreshed by ListNodes
-// every `refresh`, and at once (at most every `min_miss_gap`) when an address is not on it, so a
-// node that registered a moment ago is accepted at its first batch. A coordinator that cannot be
-// reached is logged and the last list kept: members stay accepted, newcomers wait until a retry
-// (every `min_miss_gap` while failing) reaches it; a miss then refuses at once rather than wait.
+// every `refresh`, and when an address is not on it: at once, or after waiting out `min_miss_gap`
+// since the last refresh, so a node that registered a moment ago is accepted at its first batch.
+// An address refused since the last refresh is refused again at once (one wait per refresh per
+// outsider, at most kMaxRefused remembered). A coordinator that cannot be reached is logged and
+// the last list kept: members stay accepted, newcomers wait until a retry (every `min_miss_gap`
+// while failing) reaches it; a miss then refuses at once rather than wait.
 #pragma once
 
 #include <condition_variable>
@@ -51,6 +53,8 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   std::mutex refresh_mu_;                           // one ListNodes at a time
   absl::Time last_refresh_ = absl::InfinitePast();  // GUARDED_BY(refresh_mu_); attempts too
   bool failing_ = false;                            // GUARDED_BY(refresh_mu_); for logs
+  static constexpr size_t kMaxRefused = 1024;
+  std::set<std::string, std::less<>> refused_;  // GUARDED_BY(refresh_mu_); since the last list
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string, std::less<>> addresses_;  // GUARDED_BY(mu_)
