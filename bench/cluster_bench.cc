@@ -25,8 +25,13 @@
 //          TurnDone comes after decoding, so with max_tokens = 8 the 7 fed generated tokens are in
 //          all of them (kept, never evicted); "prefill state" removes them: total_entries × fp16
 //          bytes/entry ÷ (kept_entries × encoded bytes/entry).
-//   load   `sessions` client threads, each a `turns`-turn session (short prompts, max_tokens),
-//          against the one decode worker, after one session alone in the same run.
+//   load   for each count in `sessions` (1,2,4,8,16), that many client threads, each a
+//          `turns`-turn session (short prompts, max_tokens), against the one decode worker, one
+//          count after the other in the same run: generated tokens/s, TTFT and inter-token
+//          latency (gaps between a turn's streamed tokens) p50/p99, tokens/s ÷ the first count's;
+//          after one uncounted warm-up session.
+//
+// --experiments picks which of ttft, bytes and load run (default all three).
 //
 // Prints tables on stdout, progress on stderr, and writes everything to --json. Exit status 1 with
 // a message on any error (a service that does not start, a failed turn).
@@ -77,7 +82,8 @@ struct Options {
   int history_tokens = 2048;
   int reps = 3;
   int threads = 2;  // decode worker and the in-process floor
-  int sessions = 8;
+  std::vector<int> sessions = {1, 2, 4, 8, 16};
+  std::vector<std::string> experiments = {"ttft", "bytes", "load"};
   int turns = 3;
   int max_tokens = 32;      // load experiment
   int ttft_max_tokens = 8;  // ttft and bytes experiments
@@ -91,11 +97,12 @@ struct Options {
 constexpr char kUsage[] =
     "usage: glimpse_bench_cluster [--quick] [--no_prefill_worker] [--history_tokens N] [--reps N]\n"
     "         [--threads N]\n"
-    "         [--sessions N] [--turns N] [--max_tokens N] [--ttft_policies P,P]\n"
-    "         [--bytes_policies P,P] [--dir DIR] [--json PATH]\n"
+    "         [--sessions N,N] [--turns N] [--max_tokens N] [--ttft_policies P,P]\n"
+    "         [--bytes_policies P,P] [--experiments ttft,bytes,load] [--dir DIR] [--json PATH]\n"
     "A policy is method:ratio:codec (none:0:fp16, snapkv:0.2:int8). Defaults: 2048-token history,\n"
-    "3 repetitions, 2 threads, 8 sessions x 3 turns x 32 tokens. --quick: 512-token history,\n"
-    "1 repetition, 8 sessions x 2 turns x 16 tokens, policies none:0:fp16 and snapkv:0.2:int8.\n";
+    "3 repetitions, 2 threads, 1,2,4,8,16 sessions x 3 turns x 32 tokens. --quick: 512-token\n"
+    "history, 1 repetition, 1,8 sessions x 2 turns x 16 tokens, policies none:0:fp16 and\n"
+    "snapkv:0.2:int8.\n";
 
 absl::StatusOr<int> ParsePositive(const std::string& flag, const std::string& value) {
   int v = 0;
@@ -115,6 +122,7 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     o.reps = 1;
     o.turns = 2;
     o.max_tokens = 16;
+    o.sessions = {1, 8};
     o.ttft_policies = {"none:0:fp16", "snapkv:0.2:int8"};
     o.bytes_policies = {"none:0:fp16", "snapkv:0.2:int8"};
   }
@@ -141,7 +149,20 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--threads") {
       ASSIGN_OR_RETURN(o.threads, ParsePositive(flag, value));
     } else if (flag == "--sessions") {
-      ASSIGN_OR_RETURN(o.sessions, ParsePositive(flag, value));
+      o.sessions.clear();
+      for (absl::string_view n : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        ASSIGN_OR_RETURN(int count, ParsePositive(flag, std::string(n)));
+        o.sessions.push_back(count);
+      }
+      if (o.sessions.empty()) return absl::InvalidArgumentError("--sessions needs counts");
+    } else if (flag == "--experiments") {
+      o.experiments = absl::StrSplit(value, ',', absl::SkipEmpty());
+      for (const std::string& e : o.experiments) {
+        if (e != "ttft" && e != "bytes" && e != "load") {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--experiments: unknown experiment '", e, "' (ttft, bytes, load)"));
+        }
+      }
     } else if (flag == "--turns") {
       ASSIGN_OR_RETURN(o.turns, ParsePositive(flag, value));
     } else if (flag == "--max_tokens") {
@@ -296,6 +317,7 @@ struct Turn {
   bool on_prefill_worker = false;
   v1::TurnDone done;
   std::vector<int32_t> generated;
+  std::vector<double> itl;  // seconds between streamed tokens (an event's gap split among its ids)
 };
 
 absl::StatusOr<Turn> RunTurn(v1::Frontend::Stub& stub, const std::string& session,
@@ -313,14 +335,22 @@ absl::StatusOr<Turn> RunTurn(v1::Frontend::Stub& stub, const std::string& sessio
   auto reader = stub.Generate(&ctx, req);
   v1::GenerateEvent e;
   bool have_done = false;
+  double last_token = 0;  // when the last tokens event came
   while (reader->Read(&e)) {
     if (e.has_started()) {
       t.started = e.started();
       t.on_prefill_worker = !e.prefill_worker_id().empty();
       t.prefill = e.prefill();
     }
-    if (e.has_tokens()) {
-      if (t.generated.empty() && e.tokens().token_ids_size() > 0) t.client_ttft = Seconds(t0);
+    if (e.has_tokens() && e.tokens().token_ids_size() > 0) {
+      const double now = Seconds(t0);
+      const int n = e.tokens().token_ids_size();
+      if (t.generated.empty()) {
+        t.client_ttft = now;
+      } else {
+        for (int k = 0; k < n; ++k) t.itl.push_back((now - last_token) / n);
+      }
+      last_token = now;
       t.generated.insert(t.generated.end(), e.tokens().token_ids().begin(),
                          e.tokens().token_ids().end());
     }
@@ -684,6 +714,7 @@ struct LoadRun {
   int64_t generated = 0;
   int turns = 0;
   std::vector<double> ttft_s;
+  std::vector<double> itl_s;
   std::map<std::string, int> sources;
 };
 
@@ -720,6 +751,7 @@ absl::StatusOr<LoadRun> RunSessions(Cluster& c, const Conversations& conv, int s
       run.generated += t.done.generated_tokens();
       ++run.turns;
       run.ttft_s.push_back(t.client_ttft);
+      run.itl_s.insert(run.itl_s.end(), t.itl.begin(), t.itl.end());
       ++run.sources[SourceName(t.started.source())];
     }
   }
@@ -737,36 +769,43 @@ json LoadJson(const LoadRun& r) {
           {"turns_per_s", r.turns / r.wall_s},
           {"ttft_p50_s", Quantile(r.ttft_s, 0.5)},
           {"ttft_p99_s", Quantile(r.ttft_s, 0.99)},
+          {"itl_p50_s", Quantile(r.itl_s, 0.5)},
+          {"itl_p99_s", Quantile(r.itl_s, 0.99)},
           {"sources", r.sources}};
 }
 
 absl::StatusOr<json> RunLoad(Cluster& c, const model::Model& m, const Options& o) {
   Conversations conv(m);
-  ASSIGN_OR_RETURN(LoadRun one, RunSessions(c, conv, 1, "single", o));
-  ASSIGN_OR_RETURN(LoadRun many, RunSessions(c, conv, o.sessions, "many", o));
+  // One session first, not counted: the first turns after start-up page in code and weights.
+  RETURN_IF_ERROR(RunSessions(c, conv, 1, "warmup", o).status());
+  std::vector<LoadRun> runs;
+  for (int n : o.sessions) {
+    ASSIGN_OR_RETURN(LoadRun r, RunSessions(c, conv, n, absl::StrCat("n", n), o));
+    runs.push_back(std::move(r));
+  }
   std::printf(
       "\nThroughput: sessions x %d turns, max_tokens %d, policy none/fp16, one decode "
       "worker (%d threads; decodes batched by its engine)\n",
       o.turns, o.max_tokens, o.threads);
   std::printf(
-      "| sessions | turns | tokens | wall s | tokens/s | turns/s | TTFT p50 s | TTFT p99 s "
-      "| sources |\n|---|---|---|---|---|---|---|---|---|\n");
+      "| sessions | turns | tokens | wall s | tokens/s | ÷ %d session(s) | TTFT p50 s | TTFT p99 s "
+      "| ITL p50 s | ITL p99 s | sources |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+      o.sessions.front());
   json rows = json::array();
-  for (const LoadRun* r : {&one, &many}) {
-    json j = LoadJson(*r);
+  for (const LoadRun& r : runs) {
+    json j = LoadJson(r);
+    j["tokens_per_s_ratio"] =
+        j["tokens_per_s"].get<double>() / (runs.front().generated / runs.front().wall_s);
     std::string sources;
-    for (const auto& [name, n] : r->sources) absl::StrAppend(&sources, name, " ", n, " ");
-    std::printf("| %d | %d | %lld | %.2f | %.1f | %.2f | %.3f | %.3f | %s|\n", r->sessions,
-                r->turns, static_cast<long long>(r->generated), r->wall_s,
-                j["tokens_per_s"].get<double>(), j["turns_per_s"].get<double>(),
-                j["ttft_p50_s"].get<double>(), j["ttft_p99_s"].get<double>(), sources.c_str());
+    for (const auto& [name, n] : r.sources) absl::StrAppend(&sources, name, " ", n, " ");
+    std::printf("| %d | %d | %lld | %.2f | %.1f | %.2f× | %.3f | %.3f | %.4f | %.4f | %s|\n",
+                r.sessions, r.turns, static_cast<long long>(r.generated), r.wall_s,
+                j["tokens_per_s"].get<double>(), j["tokens_per_s_ratio"].get<double>(),
+                j["ttft_p50_s"].get<double>(), j["ttft_p99_s"].get<double>(),
+                j["itl_p50_s"].get<double>(), j["itl_p99_s"].get<double>(), sources.c_str());
     rows.push_back(j);
   }
-  const double ratio =
-      rows[1]["tokens_per_s"].get<double>() / rows[0]["tokens_per_s"].get<double>();
-  std::printf("%d sessions / 1 session: tokens/s %.2f×, TTFT p50 %.2f×\n", o.sessions, ratio,
-              rows[1]["ttft_p50_s"].get<double>() / rows[0]["ttft_p50_s"].get<double>());
-  return json{{"runs", rows}, {"tokens_per_s_ratio", ratio}};
+  return json{{"runs", rows}};
 }
 
 absl::Status Run(const Options& o) {
@@ -782,10 +821,19 @@ absl::Status Run(const Options& o) {
               {"reps", o.reps},
               {"threads", o.threads},
               {"quick", o.quick}};
-  ASSIGN_OR_RETURN(TtftResult ttft, RunTtft(*c, *m, o));
-  out["ttft"] = PrintTtft(ttft, o);
-  ASSIGN_OR_RETURN(out["bytes"], RunBytes(*c, *m, o));
-  ASSIGN_OR_RETURN(out["load"], RunLoad(*c, *m, o));
+  auto wanted = [&](std::string_view e) {
+    return std::find(o.experiments.begin(), o.experiments.end(), e) != o.experiments.end();
+  };
+  if (wanted("ttft")) {
+    ASSIGN_OR_RETURN(TtftResult ttft, RunTtft(*c, *m, o));
+    out["ttft"] = PrintTtft(ttft, o);
+  }
+  if (wanted("bytes")) {
+    ASSIGN_OR_RETURN(out["bytes"], RunBytes(*c, *m, o));
+  }
+  if (wanted("load")) {
+    ASSIGN_OR_RETURN(out["load"], RunLoad(*c, *m, o));
+  }
   std::ofstream f(o.json_path);
   f << out.dump(2) << "\n";
   if (!f) return absl::InternalError(absl::StrCat("cannot write ", o.json_path));
