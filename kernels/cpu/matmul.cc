@@ -70,8 +70,9 @@ void PanelRows(float* out, const float* x, const WeightView& w, int64_t m, int64
 namespace internal {
 
 int64_t MatMulPanelRows(int64_t cols) {
-  // ~512 KiB of fp32 panel (Zen 3's L2 size): measured best of 64 KiB … 4 MiB at m = 512 for
-  // cols 576 and 1536 (smaller panels re-pack x too often, larger ones spill to L3).
+  // ~512 KiB of fp32 panel (half of the development machine's 1 MiB L2 per core): measured best of
+  // 64 KiB … 4 MiB at m = 512 for cols 576 and 1536 (smaller panels re-pack x too often, larger
+  // ones spill to L3).
   const int64_t rows = (512 * 1024 / 4) / std::max<int64_t>(cols, 1);
   return std::clamp<int64_t>(rows / 16 * 16, 16, 1024);
 }

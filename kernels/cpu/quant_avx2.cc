@@ -17,7 +17,8 @@ namespace {
 // NOTE: the row kernels prefetch the same offset kPrefetchGroups passes (of R rows) ahead: decode
 // reads R interleaved streams of a few hundred bytes each, too short for the hardware prefetcher
 // to train on (without it the 30 MB Q8_0 output matrix streamed at ~5 GB/s instead of ~10 GB/s on
-// one Zen 3 core). Addresses past the matrix are harmless: prefetches never fault.
+// one core of the development machine). Addresses past the matrix are harmless: prefetches never
+// fault.
 constexpr int64_t kPrefetchGroups = 2;
 
 float Half(uint16_t h) { return _cvtsh_ss(h); }
