@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 GLIMPSE := $(BUILD_DIR)/tools/cli/glimpse
 
-.PHONY: all deps model build test run bench fuzz clean
+.PHONY: all deps model build build-run test run bench fuzz clean
 
 all: build
 
@@ -18,6 +18,14 @@ model: deps
 build: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# What `make run` needs and no more: the CLI and the five services (the tests stay in `make test`).
+RUN_TARGETS := glimpse glimpse-coordinator glimpse-cache-node glimpse-decode-worker \
+	glimpse-prefill-worker glimpse-frontend
+build-run: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@echo "building the CLI and the five services ($(JOBS) jobs; cmake prints [percent] progress)"
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target $(RUN_TARGETS)
 
 # The whole suite: a short libFuzzer run on the GGUF and page parsers, then unit, golden and CLI tests.
 test: build model
@@ -32,7 +40,7 @@ test: build model
 # reloads from the cache node; on the prefill worker, because the coordinator counts a turn's new
 # tokens against the session's kept KV, which eviction shrank). Per turn: TTFT, tokens/s, hot KV vs full fp16, tier, bytes shipped.
 RUN_DIR ?= $(BUILD_DIR)/run-cluster
-run: build model
+run: build-run model
 	@rm -rf $(RUN_DIR)
 	@printf '%s\n' \
 	  'What is the capital of France?' '/tool web_search 1' \
