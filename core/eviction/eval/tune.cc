@@ -12,7 +12,10 @@ namespace {
 
 constexpr int64_t kWindows[] = {8, 16, 32, 64};
 constexpr int64_t kKernels[] = {1, 5, 9};
-constexpr int64_t kSinks[] = {0, 4, 16};
+// Never 0: the first entries are the attention sink (StreamingLLM); without them the default model
+// answers a 37-token chat prompt with nothing at all (an immediate end of turn), which the
+// calibration set's long texts do not show.
+constexpr int64_t kSinks[] = {4, 16};
 constexpr int64_t kRecentWindows[] = {16, 32, 64};
 // A candidate may not trade one budget for another: at none may its KL exceed the incumbent's by
 // more than this share.
@@ -26,12 +29,9 @@ void AddDistinct(std::vector<MethodSettings>& out, std::set<std::string>& seen,
 }
 
 // Mean KL of every arm at every budget over the tasks: [arm][budget].
-absl::StatusOr<std::vector<std::vector<double>>> MeanKl(const model::Model& model,
-                                                        kernels::ThreadPool& pool,
-                                                        const std::vector<Task>& tasks,
-                                                        const std::vector<Arm>& arms,
-                                                        const TuneOptions& options,
-                                                        const std::function<void()>& on_run) {
+absl::StatusOr<std::vector<std::vector<double>>> MeanKl(
+    const model::Model& model, kernels::ThreadPool& pool, const std::vector<Task>& tasks,
+    const std::vector<Arm>& arms, const TuneOptions& options, const std::function<void()>& on_run) {
   RunOptions run{.arms = arms,
                  .budgets = options.budgets,
                  .max_answer_tokens = options.answer_tokens,
@@ -59,7 +59,8 @@ absl::Status RunStage(const model::Model& model, kernels::ThreadPool& pool,
                       std::vector<MethodTuning>& tuned, const std::function<void()>& on_run) {
   std::vector<Arm> arms;
   for (size_t m = 0; m < candidates.size(); ++m) {
-    for (const MethodSettings& s : candidates[m]) arms.push_back({.label = tuned[m].method, .settings = s});
+    for (const MethodSettings& s : candidates[m])
+      arms.push_back({.label = tuned[m].method, .settings = s});
   }
   ASSIGN_OR_RETURN(const std::vector<std::vector<double>> kl,
                    MeanKl(model, pool, tasks, arms, options, on_run));

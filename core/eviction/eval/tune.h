@@ -11,9 +11,10 @@
 //   1. the scorer's parameters under the built-in selection: SnapKV and PyramidKV window
 //      W ∈ {8, 16, 32, 64} × pooling kernel ∈ {1, 5, 9} × pooling ∈ {avg, max}; DefensiveKV and
 //      CAKE W × kernel (avg); the other scorers have none;
-//   2. the selection around the stage-1 winner: sinks ∈ {0, 4, 16} × recent window ∈ {16, 32, 64}
-//      (scorers without their own window) × granularity ∈ {per head, per layer (AdaKV)} ×
-//      schedule ∈ {uniform, pyramid} (PyramidKV keeps pyramid, CAKE its own).
+//   2. the selection around the stage-1 winner: sinks ∈ {4, 16} (never 0: the attention sink) ×
+//      recent window ∈ {16, 32, 64} (scorers without their own window) × granularity ∈ {per
+//      head, per layer (AdaKV)} × schedule ∈ {uniform, pyramid} (PyramidKV keeps pyramid, CAKE
+//      its own).
 // The built-in settings are stage 1's first candidate and the stage-1 winner stage 2's. A stage's
 // winner is the candidate with the lowest objective among those whose KL at every budget is at
 // most 2 % above the stage's first candidate's (no trading one budget for another), the earlier
