@@ -67,11 +67,9 @@ struct Options {
   // bytes ahead (at least one buffer), per sender; the rest wait in order, their bytes still at
   // the sender (UCX's rendezvous: for a large buffer only a small request crosses until the
   // receive is posted). Over shared memory the receiver pulls each buffer straight into the
-  // posted one (CMA), so fewer posted buffers keep the one being written in cache: shm, 1 MiB
-  // pages, 8 MiB in flight, 2-core dev VM: 1.29x the GB/s of posting every announced buffer
-  // (median of 8 interleaved pairs, 7 faster). Senders over TCP are not held back: there each
-  // posted receive costs a round trip through the sender before its bytes move, and a 2 MiB
-  // window lost throughput (5 of 6 pairs). Zero: no window.
+  // posted one (CMA), so fewer posted buffers keep the one being written in cache. Senders over
+  // TCP are not held back: there each posted receive costs a round trip through the sender
+  // before its bytes move. Zero: no window. (Measurements: bench/RESULTS.md, "Transport".)
   size_t local_receive_window_bytes = size_t{2} << 20;
   // UCX backend: when no transport to a peer can detect its failure (e.g. UCX_TLS of shared
   // memory only: posix, sysv and CMA in UCX 1.13), Connect refuses the peer (FailedPrecondition)
@@ -80,8 +78,7 @@ struct Options {
   // UCX backend: how long the progress thread, or a Wait() / Receive() caller that progresses the
   // worker itself, keeps busy-polling after its last completion before it sleeps. Longer trades
   // CPU for wake-up latency; on a shared host a spinning thread takes the core that the peer's
-  // copies or the checksums need (2-core dev VM, shm, 1 MiB pages: ~1 ms of spin gave 0.45 GB/s
-  // where 50 us gave 0.78). Zero: never spin.
+  // copies or the checksums need (bench/RESULTS.md, "Transport"). Zero: never spin.
   absl::Duration progress_spin = absl::Microseconds(50);
 };
 
@@ -94,8 +91,8 @@ struct SubmitOptions {
   // false: no batch CRC32C, on either side. Only for bytes that carry their own checksums and
   // whose receiver verifies them, e.g. kvpage pages (each with its CRC32C), a manifest (with its
   // CRC32C) and a transfer header (every field checked): every service batch. The batch CRC then
-  // only hashed every byte a second time on each side (~20 % of a 2-core host's cycles at 4
-  // GB/s). Receive() says which batches it verified (ReceivedBatch::checksummed).
+  // only hashes every byte a second time on each side. Receive() says which batches it verified
+  // (ReceivedBatch::checksummed).
   bool checksum = true;
 };
 

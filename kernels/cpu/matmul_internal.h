@@ -10,12 +10,8 @@ namespace glimpse::kernels::internal {
 
 // MatMul uses MatMulDot for m <= kMatMulDotMaxM and MatMulPanels above: with few tokens, decoding
 // the quantised rows in registers (each block once for up to 4 tokens) beats dequantising W to
-// fp32 for sgemm. A decode step over 8–16 sequences is in this range. Measured 2026-11-26 on the
-// 2-core development machine (AMD EPYC, Zen 5), the default model, 2 threads (bench/model_bench.cc
-// --batch 8): 311 tok/s with MatMulDot for every matrix, 215 with panels for the Q4_1 layers (1
-// sequence: ~170). Alone, the Q4_1 layers are FMA-bound (~44 µs per token for 576×1536 at any m,
-// panels 39 at m = 8 on one core) and the Q8_0 49152×576 output matrix memory-bound (2.2 ms per
-// token at m = 1, 1.15 at m = 8, panels 1.46).
+// fp32 for sgemm. A decode step over 8–16 sequences is in this range (the measurements behind
+// the cut-over: bench/RESULTS.md, "Speed").
 // Why batching gains little here: with fp32 activations every token still costs one FMA lane per
 // weight, so B tokens cost at least B times one token's FMAs; a step saves only the weight decode
 // and the memory traffic (8 sequences per step: 1.3–1.9× one, RESULTS.md "Speed"). llama.cpp
