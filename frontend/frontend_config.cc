@@ -39,7 +39,8 @@ std::vector<ConfigKey> FrontendConfigKeys() {
       {"policy.budget_ratio", T::kDouble, "0",
        "Default kept fraction in (0, 1] for a scorer; 0 with method none."},
       {"policy.codec", T::kString, "fp16",
-       "Default page codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2, fp32); also fills a request's "
+       "Default page codec (fp16, bf16, fp8_e4m3, int8, kivi4, kivi2, fp32); also fills a "
+       "request's "
        "empty codec."},
       {"limits.max_prompt_tokens", T::kInt, "0",
        "Longest conversation a request may send, in tokens; 0: the model's context - 1."},

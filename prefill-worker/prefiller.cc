@@ -129,8 +129,8 @@ absl::StatusOr<worker::OutgoingDelivery> Prefiller::MakeDelivery(
   const std::span<const int32_t> tokens(job.tokens.data(), job.tokens.size() - 1);
   ASSIGN_OR_RETURN(
       const worker::Delta delta,
-      worker::MakeDelta(*base, kvstate::MakeStateKey(job.namespace_key, tokens.first(job.hot_tokens)),
-                        cache));
+      worker::MakeDelta(
+          *base, kvstate::MakeStateKey(job.namespace_key, tokens.first(job.hot_tokens)), cache));
   ASSIGN_OR_RETURN(const kvstate::EncodedState added,
                    worker::EncodeSessionState(model_, delta.added, {}, job.namespace_key, tokens,
                                               job.policy.codec, options_.page_tokens));

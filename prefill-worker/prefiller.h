@@ -70,7 +70,7 @@ struct PrefillerOptions {
   worker::PrefillLimits limits;
   std::string lookahead_module;
   eviction::EvictionProfile profile;  // each method's settings
-  model::KvPool* kv_pool = nullptr;    // where a job's KV lives; nullptr: a private fp32 pool
+  model::KvPool* kv_pool = nullptr;   // where a job's KV lives; nullptr: a private fp32 pool
   absl::Duration ship_timeout = absl::Seconds(30);
 };
 

@@ -99,16 +99,16 @@ class ClusterTest : public ::testing::Test {
   }
   std::unique_ptr<ServiceProcess> StartDecodeWorker(const std::string& id) {
     std::vector<std::string> args = {"--coordinator=" + coordinator_->grpc_address(),
-                                      "--cache_node=" + cache_address_, "--node_id=" + id,
-                                      "--threads=2"};
+                                     "--cache_node=" + cache_address_, "--node_id=" + id,
+                                     "--threads=2"};
     args.insert(args.end(), worker_args_.begin(), worker_args_.end());
     return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY, args);
   }
 
   std::unique_ptr<ServiceProcess> StartPrefillWorker(const std::string& id) {
     std::vector<std::string> args = {"--coordinator=" + coordinator_->grpc_address(),
-                                      "--cache_node=" + cache_address_, "--node_id=" + id,
-                                      "--threads=2"};
+                                     "--cache_node=" + cache_address_, "--node_id=" + id,
+                                     "--threads=2"};
     args.insert(args.end(), worker_args_.begin(), worker_args_.end());
     return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY, args);
   }
@@ -390,11 +390,10 @@ TEST_F(ClusterTest, EnginesNobodyRegisteredAreRefused) {
 class KvpressClusterTest : public ClusterTest {
  protected:
   void SetUp() override {
-    profile_ = fs::temp_directory_path() / ("glimpse_kvpress_profile_" +
-                                            std::to_string(::getpid()) + ".eviction.json");
+    profile_ = fs::temp_directory_path() /
+               ("glimpse_kvpress_profile_" + std::to_string(::getpid()) + ".eviction.json");
     // The default model's fingerprint (Model::fingerprint()); workers refuse another model's.
-    std::ofstream(profile_)
-        << R"({"format": "glimpse-eviction-profile/1",
+    std::ofstream(profile_) << R"({"format": "glimpse-eviction-profile/1",
                "model_fingerprint": "17f1ae519c28bd6a26fafb69beb2478e",
                "methods": {"snapkv": {"scorer": "snapkv", "window": 32, "kernel": 5,
                                       "pooling": "avg", "sinks": 0}}})";

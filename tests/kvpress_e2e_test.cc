@@ -79,7 +79,8 @@ double LogitsError(const std::vector<float>& ours, const json& theirs) {
   const auto ids = theirs["top_ids"].get<std::vector<int32_t>>();
   const auto values = theirs["top_logits"].get<std::vector<double>>();
   double worst = std::fabs(LogSumExp(ours) - theirs["logsumexp"].get<double>());
-  for (size_t i = 0; i < ids.size(); ++i) worst = std::max(worst, std::fabs(ours[ids[i]] - values[i]));
+  for (size_t i = 0; i < ids.size(); ++i)
+    worst = std::max(worst, std::fabs(ours[ids[i]] - values[i]));
   return worst / theirs["range"].get<double>();
 }
 
@@ -191,24 +192,25 @@ TEST_P(KvpressE2eTest, LogitsAndGreedyTokensAfterEvictionMatchKvpress) {
         ASSERT_NE(reloaded, nullptr);
       }
       const Outcome o = RunAndCompare(reloaded ? *reloaded : session, tokens.back(), fc, how);
-      std::printf("[kvpress e2e] %-18s cr %.1f %-10s %-10s logits |d|/range %.2e, greedy %2d/%zu%s\n",
-                  c.method.c_str(), c.ratio, fc["prompt"].get<std::string>().c_str(), how.name,
-                  o.logits_error, o.matched, fc["greedy"].size(),
-                  o.parted_at_tie ? " (then a near-tie)" : "");
+      std::printf(
+          "[kvpress e2e] %-18s cr %.1f %-10s %-10s logits |d|/range %.2e, greedy %2d/%zu%s\n",
+          c.method.c_str(), c.ratio, fc["prompt"].get<std::string>().c_str(), how.name,
+          o.logits_error, o.matched, fc["greedy"].size(),
+          o.parted_at_tie ? " (then a near-tie)" : "");
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Presses, KvpressE2eTest,
-    ::testing::Values(Case{"snapkv", 0.5}, Case{"snapkv", 0.8}, Case{"pyramidkv", 0.5},
-                      Case{"pyramidkv", 0.8}, Case{"streamingllm", 0.5},
-                      Case{"streamingllm", 0.8}, Case{"expected_attention", 0.5},
-                      Case{"expected_attention", 0.8}, Case{"adakv_snapkv", 0.5},
-                      Case{"adakv_snapkv", 0.8}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return info.param.method + (info.param.ratio < 0.6 ? "_cr05" : "_cr08");
-    });
+INSTANTIATE_TEST_SUITE_P(Presses, KvpressE2eTest,
+                         ::testing::Values(Case{"snapkv", 0.5}, Case{"snapkv", 0.8},
+                                           Case{"pyramidkv", 0.5}, Case{"pyramidkv", 0.8},
+                                           Case{"streamingllm", 0.5}, Case{"streamingllm", 0.8},
+                                           Case{"expected_attention", 0.5},
+                                           Case{"expected_attention", 0.8},
+                                           Case{"adakv_snapkv", 0.5}, Case{"adakv_snapkv", 0.8}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.method + (info.param.ratio < 0.6 ? "_cr05" : "_cr08");
+                         });
 
 }  // namespace
 }  // namespace glimpse::eviction

@@ -182,10 +182,10 @@ TEST_P(KvpressTest, KeepsTheSamePositionsAsKvpress) {
 
 INSTANTIATE_TEST_SUITE_P(Presses, KvpressTest,
                          ::testing::Values(Case{"snapkv", 0.5}, Case{"snapkv", 0.8},
-                                         Case{"streamingllm", 0.5}, Case{"streamingllm", 0.8},
-                                         Case{"pyramidkv", 0.5}, Case{"pyramidkv", 0.8},
-                                         Case{"expected_attention", 0.5},
-                                         Case{"expected_attention", 0.8}),
+                                           Case{"streamingllm", 0.5}, Case{"streamingllm", 0.8},
+                                           Case{"pyramidkv", 0.5}, Case{"pyramidkv", 0.8},
+                                           Case{"expected_attention", 0.5},
+                                           Case{"expected_attention", 0.8}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.method + (info.param.ratio < 0.6 ? "_cr05" : "_cr08");
                          });

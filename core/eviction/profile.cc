@@ -40,8 +40,8 @@ absl::StatusOr<Enum> ParseName(const std::pair<Enum, std::string_view> (&table)[
 // Checks a settings entry without building the scorer (a LookaheadKV scorer needs its module).
 absl::Status Validate(const MethodSettings& s) {
   ASSIGN_OR_RETURN(const WindowDefaults defaults, ScorerWindowDefaults(s.scorer.method));
-  if (defaults.window == 0 && (s.scorer.window != 0 || s.scorer.kernel != 0 ||
-                               !s.scorer.pooling.empty())) {
+  if (defaults.window == 0 &&
+      (s.scorer.window != 0 || s.scorer.kernel != 0 || !s.scorer.pooling.empty())) {
     return absl::InvalidArgumentError(
         absl::StrCat(s.scorer.method, " takes no window, kernel or pooling"));
   }
@@ -55,8 +55,8 @@ absl::Status Validate(const MethodSettings& s) {
   }
   if (s.sinks < 0 || s.sinks > kMaxSinks || s.recent_window < 0 ||
       s.recent_window > kMaxRecentWindow) {
-    return absl::InvalidArgumentError(absl::StrCat("sinks ", s.sinks, " or recent_window ",
-                                                   s.recent_window, " out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sinks ", s.sinks, " or recent_window ", s.recent_window, " out of range"));
   }
   if (s.schedule == Schedule::kCake && s.scorer.method != "cake") {
     return absl::InvalidArgumentError("schedule cake needs the cake scorer");
@@ -159,10 +159,10 @@ absl::StatusOr<EvictionProfile> EvictionProfile::FromJson(const json& doc,
   }
   profile.model_fingerprint_ = doc["model_fingerprint"].get<std::string>();
   if (!model_fingerprint.empty() && profile.model_fingerprint_ != model_fingerprint) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "eviction profile ", std::string(where), " was tuned for model ",
-        profile.model_fingerprint_, ", not for this model (", std::string(model_fingerprint),
-        "); run glimpse tune for it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("eviction profile ", std::string(where), " was tuned for model ",
+                     profile.model_fingerprint_, ", not for this model (",
+                     std::string(model_fingerprint), "); run glimpse tune for it"));
   }
   const json& methods = doc.contains("methods") ? doc["methods"] : json::object();
   if (!methods.is_object()) return bad("\"methods\" must be an object");
@@ -203,8 +203,7 @@ std::string ProfilePathFor(std::string_view lookahead_module) {
   constexpr std::string_view kModuleSuffix = ".safetensors";
   std::string path(lookahead_module);
   if (path.size() > kModuleSuffix.size() &&
-      path.compare(path.size() - kModuleSuffix.size(), kModuleSuffix.size(), kModuleSuffix) ==
-          0) {
+      path.compare(path.size() - kModuleSuffix.size(), kModuleSuffix.size(), kModuleSuffix) == 0) {
     path.resize(path.size() - kModuleSuffix.size());
   }
   return path + ".eviction.json";

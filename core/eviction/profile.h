@@ -82,7 +82,9 @@ class EvictionProfile {
   void Set(const std::string& method, const MethodSettings& settings);
 
   const std::string& model_fingerprint() const { return model_fingerprint_; }
-  void set_model_fingerprint(std::string fingerprint) { model_fingerprint_ = std::move(fingerprint); }
+  void set_model_fingerprint(std::string fingerprint) {
+    model_fingerprint_ = std::move(fingerprint);
+  }
   // Where it came from, for logs: the file, or "built-in".
   const std::string& source() const { return source_; }
 

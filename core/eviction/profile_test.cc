@@ -67,7 +67,8 @@ TEST(EvictionProfileTest, RoundTripsThroughJsonAndFallsBackToBuiltIns) {
   auto got = back->For("snapkv");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(Describe(*got), "snapkv W=16 k=7 max, sinks 0, uniform per_layer");
-  EXPECT_EQ(Describe(*back->For("streamingllm")), "streamingllm, sinks 4, recent 32, uniform per_head");
+  EXPECT_EQ(Describe(*back->For("streamingllm")),
+            "streamingllm, sinks 4, recent 32, uniform per_head");
 }
 
 TEST(EvictionProfileTest, RefusesAnotherModelsProfileNamingBoth) {

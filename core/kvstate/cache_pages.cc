@@ -78,8 +78,7 @@ absl::Status ValidateContent(const StateContent& c, const EncodeStateOptions& op
   const int64_t hd = c.retained->head_dim();
   for (size_t i = 0; i < heads; ++i) {
     const int64_t kept = c.retained->size(i / hkv, i % hkv);
-    RETURN_IF_ERROR(
-        CheckScores(c.retained_scores, i, kept, "retained head " + HeadName(i, hkv)));
+    RETURN_IF_ERROR(CheckScores(c.retained_scores, i, kept, "retained head " + HeadName(i, hkv)));
     if (c.evicted.empty()) continue;
     RETURN_IF_ERROR(CheckHead(c.evicted[i], hd, "evicted head " + HeadName(i, hkv)));
     RETURN_IF_ERROR(

@@ -80,10 +80,11 @@ TEST(KvCacheTest, RetainEverythingAndNothing) {
 // the codec's round trip of the appended rows, across page boundaries and after compaction.
 TEST(KvCacheTest, EveryFormatHoldsTheCodecsRoundTripAcrossPagesAndCompaction) {
   constexpr int32_t kDim = 64;
-  const std::pair<KvDType, kvpage::Codec> formats[] = {
-      {KvDType::kF32, kvpage::Codec::kFp32},  {KvDType::kF16, kvpage::Codec::kFp16},
-      {KvDType::kBF16, kvpage::Codec::kBf16}, {KvDType::kI8, kvpage::Codec::kInt8},
-      {KvDType::kE4M3, kvpage::Codec::kFp8E4M3}};
+  const std::pair<KvDType, kvpage::Codec> formats[] = {{KvDType::kF32, kvpage::Codec::kFp32},
+                                                       {KvDType::kF16, kvpage::Codec::kFp16},
+                                                       {KvDType::kBF16, kvpage::Codec::kBf16},
+                                                       {KvDType::kI8, kvpage::Codec::kInt8},
+                                                       {KvDType::kE4M3, kvpage::Codec::kFp8E4M3}};
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   for (const auto& [dtype, codec_id] : formats) {
@@ -97,8 +98,9 @@ TEST(KvCacheTest, EveryFormatHoldsTheCodecsRoundTripAcrossPagesAndCompaction) {
     std::vector<int32_t> pos(n);
     for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(3 * i);
     for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 5}, {5, 30}, {30, 41}}) {
-      ASSERT_TRUE(cache.Append(0, 0, k.data() + begin * kDim, v.data() + begin * kDim,
-                               pos.data() + begin, end - begin)
+      ASSERT_TRUE(cache
+                      .Append(0, 0, k.data() + begin * kDim, v.data() + begin * kDim,
+                              pos.data() + begin, end - begin)
                       .ok());
     }
     const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(codec_id));

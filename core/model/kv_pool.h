@@ -50,9 +50,9 @@ class KvPool {
   void Free(kernels::KvDType dtype, uint8_t* page);
 
   struct Stats {
-    int64_t budget_bytes = 0;  // 0: none
-    int64_t held_bytes = 0;    // pages the pool holds, used or free
-    int64_t used_bytes = 0;    // pages in use
+    int64_t budget_bytes = 0;                     // 0: none
+    int64_t held_bytes = 0;                       // pages the pool holds, used or free
+    int64_t used_bytes = 0;                       // pages in use
     std::array<int64_t, kKvDTypes> used_pages{};  // by format
     std::array<int64_t, kKvDTypes> free_pages{};
   };
@@ -68,8 +68,8 @@ class KvPool {
 
   const Options options_;  // constant after construction
   mutable std::mutex mu_;
-  int64_t held_bytes_ = 0;                                    // GUARDED_BY(mu_)
-  std::array<int64_t, kKvDTypes> used_{};                     // GUARDED_BY(mu_)
+  int64_t held_bytes_ = 0;                                   // GUARDED_BY(mu_)
+  std::array<int64_t, kKvDTypes> used_{};                    // GUARDED_BY(mu_)
   std::array<std::vector<uint8_t*>, kKvDTypes> free_lists_;  // GUARDED_BY(mu_)
 };
 

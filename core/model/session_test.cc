@@ -144,8 +144,8 @@ TEST_F(SessionTest, BadInputIsRejectedAndLeavesTheSessionUnchanged) {
 TEST_F(SessionTest, Fp16PagesInASharedPoolStayCloseAndAFullPoolIsAClearError) {
   const auto prompt = Prompt();
   KvPool pool({.page_tokens = 16, .head_dim = model_->config().head_dim});
-  Session fp32(*model_, *pool_), fp16(*model_, *pool_,
-                                       {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16});
+  Session fp32(*model_, *pool_),
+      fp16(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16});
   auto a = fp32.Forward(prompt), b = fp16.Forward(prompt);
   ASSERT_TRUE(a.ok() && b.ok()) << b.status();
   const auto [lo, hi] = std::minmax_element(a->begin(), a->end());

@@ -60,9 +60,9 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   const int64_t kv_memory = c.GetBytes("kv_memory");
   const int64_t page_tokens = c.GetInt("page_tokens");
   if (kv_memory < 1 || page_tokens < 1 || page_tokens > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv_memory must be positive and page_tokens in [1, 4096]; got ", kv_memory, " and ",
-        page_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_memory must be positive and page_tokens in [1, 4096]; got ", kv_memory,
+                     " and ", page_tokens));
   }
   const int64_t cache_engines = c.GetInt("cache_engines");
   if (cache_engines < 1 || cache_engines > 4) {
@@ -74,9 +74,9 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
   }
   ASSIGN_OR_RETURN(w.model, model::Model::Load(path));
-  ASSIGN_OR_RETURN(w.profile,
-                   eviction::ResolveProfile(c.GetString("eviction_profile"),
-                                            c.GetString("lookahead_module"), w.model->fingerprint()));
+  ASSIGN_OR_RETURN(
+      w.profile, eviction::ResolveProfile(c.GetString("eviction_profile"),
+                                          c.GetString("lookahead_module"), w.model->fingerprint()));
   log::Info("eviction profile", {{"source", w.profile.source()}});
   w.kv_pool = std::make_unique<model::KvPool>(
       model::KvPool::Options{.budget_bytes = kv_memory,

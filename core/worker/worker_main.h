@@ -23,8 +23,8 @@
 namespace glimpse::worker {
 
 // model, threads, kv_memory, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
-// lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h) and client_tls.*. `role`
-// names the default node id ("decode" → decode-<host>-<port>).
+// lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h) and
+// client_tls.*. `role` names the default node id ("decode" → decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
 
 struct WorkerBase {
@@ -36,8 +36,8 @@ struct WorkerBase {
   // All but ucx_address and capacity_bytes (the cache client's engines are client addresses);
   // grpc_address is the host.
   cluster::CoordinatorLinkOptions link;
-  PrefillLimits limits;                // recall settings from the config
-  eviction::EvictionProfile profile;   // each method's settings (config key eviction_profile)
+  PrefillLimits limits;                    // recall settings from the config
+  eviction::EvictionProfile profile;       // each method's settings (config key eviction_profile)
   std::unique_ptr<model::KvPool> kv_pool;  // every sequence's KV, kv_memory bytes
 
   // A UCX engine of this worker, restricted to `peers`.

@@ -26,7 +26,6 @@ void DequantizeKvRowRef(float* x, KvDType dtype, const void* data, const float* 
 
 // Every page's rows dequantised and concatenated, then AttendRaggedRef.
 void AttendPagedRef(float* out, const float* q, const int32_t* q_pos,
-                    std::span<const KvPageView> pages, float scale, int64_t n_q,
-                    int64_t head_dim);
+                    std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim);
 
 }  // namespace glimpse::kernels::internal

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -153,8 +153,8 @@ TEST(AttentionTest, SortedPrefillMatchesReference) {
 }
 
 TEST(AttentionTest, E4m3CodesDecodeToTheirValues) {
-  EXPECT_EQ(internal::E4m3ToFp32(0x38), 1.0f);    // exponent 7, mantissa 0
-  EXPECT_EQ(internal::E4m3ToFp32(0x7E), 448.0f);  // the largest finite value
+  EXPECT_EQ(internal::E4m3ToFp32(0x38), 1.0f);                  // exponent 7, mantissa 0
+  EXPECT_EQ(internal::E4m3ToFp32(0x7E), 448.0f);                // the largest finite value
   EXPECT_EQ(internal::E4m3ToFp32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_EQ(internal::E4m3ToFp32(0x08), std::ldexp(1.0f, -6));  // the smallest normal
   EXPECT_EQ(internal::E4m3ToFp32(0xB8), -1.0f);
@@ -176,7 +176,8 @@ struct RandomPage {
     const int64_t elt = d == KvDType::kF32 ? 4 : d == KvDType::kF16 || d == KvDType::kBF16 ? 2 : 1;
     k.resize(n * hd * elt);
     v.resize(n * hd * elt);
-    const std::vector<float> kf = RandomFloats(n * hd, rng(), -2, 2), vf = RandomFloats(n * hd, rng());
+    const std::vector<float> kf = RandomFloats(n * hd, rng(), -2, 2),
+                             vf = RandomFloats(n * hd, rng());
     for (int64_t i = 0; i < n * hd; ++i) {
       switch (d) {
         case KvDType::kF32:
@@ -198,7 +199,8 @@ struct RandomPage {
         case KvDType::kE4M3: {
           auto code = [&] {
             uint8_t c;
-            do c = static_cast<uint8_t>(rng()); while ((c & 0x7F) == 0x7F);  // no NaN here
+            do c = static_cast<uint8_t>(rng());
+            while ((c & 0x7F) == 0x7F);  // no NaN here
             return c;
           };
           k[i] = code();
@@ -219,8 +221,13 @@ struct RandomPage {
     return static_cast<uint16_t>(u >> 16);
   }
   KvPageView view() const {
-    return {.dtype = dtype, .k = k.data(), .v = v.data(), .k_scale = k_scale.data(),
-            .v_scale = v_scale.data(), .pos = pos.data(), .rows = rows};
+    return {.dtype = dtype,
+            .k = k.data(),
+            .v = v.data(),
+            .k_scale = k_scale.data(),
+            .v_scale = v_scale.data(),
+            .pos = pos.data(),
+            .rows = rows};
   }
 };
 
@@ -243,10 +250,9 @@ TEST(AttentionTest, VectorDequantizationEqualsTheReferenceForEveryFormat) {
   // Every E4M3 code, NaN included, through the vector path.
   std::vector<uint8_t> codes(256);
   for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
-  const float scale[32] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
-                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
-                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
-                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  const float scale[32] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
+                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
+                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
   std::vector<float> got(8);
   for (int64_t r = 0; r < 32; ++r) {
     DequantizeKvRow(got.data(), KvDType::kE4M3, codes.data(), scale, r, 8);
@@ -265,8 +271,8 @@ TEST(AttentionTest, PagedEqualsTheDequantisedReference) {
   for (KvDType d : kDTypes) {
     for (int64_t hd : {8, 64, 6}) {
       for (int64_t n_q : {1, 3, 7}) {
-        SCOPED_TRACE(::testing::Message() << "dtype " << static_cast<int>(d) << " hd " << hd
-                                          << " n_q " << n_q);
+        SCOPED_TRACE(::testing::Message()
+                     << "dtype " << static_cast<int>(d) << " hd " << hd << " n_q " << n_q);
         std::vector<RandomPage> pages;
         int32_t next = 0;
         for (int64_t rows : {64, 17, 1, 16, 3}) {

@@ -116,9 +116,10 @@ std::string ClusterTable(const std::vector<std::vector<ClusterRun>>& tasks) {
       "|---|---:|---:|---:|\n";
   for (const auto& key : order) {
     const Sum& s = sums[key];
-    absl::StrAppendFormat(&out, "| %s | %s | %.0f %% | %d / %d |\n", key.first,
-                          key.first == "full" ? "100 %" : absl::StrFormat("%.0f %%", 100 * key.second),
-                          100.0 * s.correct / std::max(s.n, 1), s.same, s.n);
+    absl::StrAppendFormat(
+        &out, "| %s | %s | %.0f %% | %d / %d |\n", key.first,
+        key.first == "full" ? "100 %" : absl::StrFormat("%.0f %%", 100 * key.second),
+        100.0 * s.correct / std::max(s.n, 1), s.same, s.n);
   }
   return out;
 }

@@ -85,8 +85,8 @@ const std::vector<FlagSpec>& EvalFlags() {
 struct EvalOptions {
   std::string model_path;
   std::vector<std::string> methods;
-  std::string profile_path;            // as given ("" = beside the module, "none")
-  eviction::eval::RunOptions run;      // arms made in Run() from methods and the profile
+  std::string profile_path;        // as given ("" = beside the module, "none")
+  eviction::eval::RunOptions run;  // arms made in Run() from methods and the profile
   eviction::eval::SuiteOptions suite;
   bool quick = false;
   bool recall = false;
@@ -100,8 +100,8 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   EvalOptions o;
   o.model_path = args.GetString("model");
   o.recall = args.Has("recall");
-  o.methods = absl::StrSplit(args.GetString("methods", o.recall ? "snapkv" : kDefaultMethods),
-                             ',', absl::SkipWhitespace());
+  o.methods = absl::StrSplit(args.GetString("methods", o.recall ? "snapkv" : kDefaultMethods), ',',
+                             absl::SkipWhitespace());
   if (o.methods.empty()) return absl::InvalidArgumentError("--methods names no method");
   ASSIGN_OR_RETURN(o.run.budgets, ParseBudgets(args.GetString("budgets", kDefaultBudgets)));
   o.run.lookahead_module = args.GetString("module");
@@ -115,8 +115,8 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   o.quick = args.Has("quick");
   o.cluster = args.Has("cluster");
   o.export_path = args.GetString("export");
-  if (o.cluster && (o.recall || std::find(o.methods.begin(), o.methods.end(), "laq") !=
-                                     o.methods.end())) {
+  if (o.cluster &&
+      (o.recall || std::find(o.methods.begin(), o.methods.end(), "laq") != o.methods.end())) {
     return absl::InvalidArgumentError("--cluster serves policy methods: no --recall, no laq");
   }
   if (o.quick) {
@@ -151,7 +151,6 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-
 std::string Families(const EvalOptions& o) {
   std::vector<std::string> names;
   for (eviction::eval::TaskKind k : o.suite.kinds) {
@@ -165,9 +164,9 @@ std::string CommandLine(const EvalOptions& o) {
   return absl::StrCat(
       "glimpse eval", o.recall ? " --recall" : "", o.cluster ? " --cluster" : "",
       o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind),
-      o.suite.kinds == eviction::eval::AllTaskKinds() ? "" : absl::StrCat(" --families ", Families(o)),
-      " --seed ",
-      o.suite.seed, " --methods ", absl::StrJoin(o.methods, ","), " --budgets ",
+      o.suite.kinds == eviction::eval::AllTaskKinds() ? ""
+                                                      : absl::StrCat(" --families ", Families(o)),
+      " --seed ", o.suite.seed, " --methods ", absl::StrJoin(o.methods, ","), " --budgets ",
       absl::StrJoin(o.run.budgets, ","),
       o.run.lookahead_module.empty() ? "" : absl::StrCat(" --module ", o.run.lookahead_module),
       o.profile_path.empty() ? "" : absl::StrCat(" --profile ", o.profile_path));
@@ -211,7 +210,6 @@ std::string Markdown(const EvalOptions& o, const model::Model& model, const std:
       tokens / n, prefill / n, profile, SettingsList(o.run.arms),
       eviction::eval::MarkdownTable(rows), o.run.max_answer_tokens);
 }
-
 
 // Runs tools/plot_eval.py (GLIMPSE_PLOT_SCRIPT overrides its path); false when it failed.
 bool Plot(const std::filesystem::path& json, const std::filesystem::path& png) {
@@ -267,9 +265,9 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
   }
   ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.arms.size()));
   int64_t done = 0;
-  std::string markdown = absl::StrFormat(
-      "# Cold-page recall\n\n`%s`, %s, model fingerprint %s.\n\n%s", CommandLine(o), Today(),
-      model.fingerprint(), SettingsList(o.run.arms));
+  std::string markdown =
+      absl::StrFormat("# Cold-page recall\n\n`%s`, %s, model fingerprint %s.\n\n%s", CommandLine(o),
+                      Today(), model.fingerprint(), SettingsList(o.run.arms));
   for (const eviction::eval::Arm& arm : o.run.arms) {
     eviction::eval::RecallEvalOptions options;
     options.settings = arm.settings;
@@ -307,9 +305,9 @@ absl::Status Run(const EvalOptions& given) {
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
-  ASSIGN_OR_RETURN(const eviction::EvictionProfile profile,
-                   eviction::ResolveProfile(o.profile_path, o.run.lookahead_module,
-                                            model->fingerprint()));
+  ASSIGN_OR_RETURN(
+      const eviction::EvictionProfile profile,
+      eviction::ResolveProfile(o.profile_path, o.run.lookahead_module, model->fingerprint()));
   ASSIGN_OR_RETURN(o.run.arms, eviction::eval::ArmsFor(o.methods, profile));
   RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
   kernels::ThreadPool pool(o.threads);
@@ -336,9 +334,9 @@ absl::Status Run(const EvalOptions& given) {
         eviction::eval::TaskScores scores,
         eviction::eval::RunTask(*model, pool, suite[i], o.run, [&] { progress.Update(++done); }));
     if (cluster) {
-      ASSIGN_OR_RETURN(std::vector<ClusterRun> runs,
-                       cluster->Serve(model->tokenizer(), suite[i], scores, o.run,
-                                      static_cast<int64_t>(i)));
+      ASSIGN_OR_RETURN(
+          std::vector<ClusterRun> runs,
+          cluster->Serve(model->tokenizer(), suite[i], scores, o.run, static_cast<int64_t>(i)));
       done += static_cast<int64_t>(runs.size());
       progress.Update(done);
       served.push_back(std::move(runs));

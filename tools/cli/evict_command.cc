@@ -2,9 +2,9 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,8 +26,8 @@ const std::vector<FlagSpec>& EvictFlags() {
       {"model", "GGUF model file", false, "the cached default model"},
       {"prompt-file", "file holding the prompt text (required)", false, ""},
       {"chat", "wrap the file's text as a user message in the model's chat template", true, ""},
-      {"method", "snapkv, pyramidkv, streamingllm, h2o, lookahead, ... (an eviction method)",
-       false, ""},
+      {"method", "snapkv, pyramidkv, streamingllm, h2o, lookahead, ... (an eviction method)", false,
+       ""},
       {"budget", "kept entries per head: a fraction of the prompt in (0, 1], or a count > 1", false,
        ""},
       {"profile", "eviction profile (glimpse tune) with each method's settings, or none", false,
@@ -203,21 +203,20 @@ absl::Status Run(const EvictOptions& given) {
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
-  const std::string module_for_profile =
-      !o.module_path.empty() || !o.model_path.empty() ? o.module_path
-                                                      : GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
-  ASSIGN_OR_RETURN(const eviction::EvictionProfile profile,
-                   eviction::ResolveProfile(o.profile_path, module_for_profile,
-                                            model->fingerprint()));
+  const std::string module_for_profile = !o.module_path.empty() || !o.model_path.empty()
+                                             ? o.module_path
+                                             : GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
+  ASSIGN_OR_RETURN(
+      const eviction::EvictionProfile profile,
+      eviction::ResolveProfile(o.profile_path, module_for_profile, model->fingerprint()));
   ASSIGN_OR_RETURN(const eviction::MethodSettings settings, Settings(o, profile));
   ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer,
                    eviction::CreateScorer(settings.scorer));
   const model::Tokenizer& tok = model->tokenizer();
   const std::vector<int32_t> prompt =
       tok.Encode(o.chat ? tok.ApplyChatTemplate({{"user", text}}, true) : text);
-  eviction::SelectionOptions selection =
-      eviction::SelectionFor(settings, scorer->window(), std::min(o.budget, 1.0),
-                             static_cast<int64_t>(prompt.size()));
+  eviction::SelectionOptions selection = eviction::SelectionFor(
+      settings, scorer->window(), std::min(o.budget, 1.0), static_cast<int64_t>(prompt.size()));
   if (o.budget > 1.0) selection.budget_tokens = static_cast<int64_t>(o.budget);
   kernels::ThreadPool pool(o.threads);
   model::Session session(*model, pool);
@@ -234,7 +233,8 @@ absl::Status Run(const EvictOptions& given) {
                "%s (%s; profile %s): kept %lld of %lld entries (%.1f %%) over %d layers x %d "
                "kv-heads, prompt %lld tokens\nprefill %.1f ms, scoring %.1f ms (%.1f %% of "
                "prefill)\n",
-               o.method.c_str(), eviction::Describe(settings).c_str(), profile.source().c_str(), static_cast<long long>(kept), static_cast<long long>(total),
+               o.method.c_str(), eviction::Describe(settings).c_str(), profile.source().c_str(),
+               static_cast<long long>(kept), static_cast<long long>(total),
                100.0 * kept / std::max<int64_t>(total, 1), c.n_layers, c.n_kv_heads,
                static_cast<long long>(n), result.prefill_seconds * 1e3,
                result.scoring_seconds * 1e3,

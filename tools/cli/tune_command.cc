@@ -36,8 +36,10 @@ const std::vector<FlagSpec>& TuneFlags() {
       {"budgets", "comma-separated kept fractions the objective averages over", false,
        "0.1,0.2,0.3,0.5"},
       {"tasks", "calibration tasks", false, "16"},
-      {"sources", "comma-separated calibration files or directories (task i draws from the i-th "
-       "modulo their number)", false, "/usr/share/common-licenses,/usr/lib/python3.11"},
+      {"sources",
+       "comma-separated calibration files or directories (task i draws from the i-th "
+       "modulo their number)",
+       false, "/usr/share/common-licenses,/usr/lib/python3.11"},
       {"seed", "seed of the calibration set", false, "1"},
       {"out", "the profile to write", false, "<module>.eviction.json beside --module"},
       {"threads", "worker threads", false, "the number of cores"},
@@ -70,23 +72,22 @@ absl::StatusOr<TuneCliOptions> ParseOptions(const Args& args) {
   if (seed < 0) return absl::InvalidArgumentError(absl::StrCat("--seed must be >= 0, got ", seed));
   o.calibration.seed = static_cast<uint64_t>(seed);
   if (args.Has("sources")) {
-    o.calibration.sources =
-        absl::StrSplit(args.GetString("sources"), ',', absl::SkipWhitespace());
+    o.calibration.sources = absl::StrSplit(args.GetString("sources"), ',', absl::SkipWhitespace());
   }
   o.out = args.GetString("out");
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   if (threads < 0 || threads > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [0, 1024], got ", threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, 1024], got ", threads));
   }
   o.threads = static_cast<int32_t>(threads);
   return o;
 }
 
-
 std::string CommandLine(const TuneCliOptions& o) {
-  return absl::StrCat("glimpse tune --methods ", absl::StrJoin(o.tune.methods, ","),
-                      " --budgets ", absl::StrJoin(o.tune.budgets, ","), " --tasks ",
-                      o.calibration.tasks, " --seed ", o.calibration.seed, " --sources ",
+  return absl::StrCat("glimpse tune --methods ", absl::StrJoin(o.tune.methods, ","), " --budgets ",
+                      absl::StrJoin(o.tune.budgets, ","), " --tasks ", o.calibration.tasks,
+                      " --seed ", o.calibration.seed, " --sources ",
                       absl::StrJoin(o.calibration.sources, ","));
 }
 
@@ -124,8 +125,8 @@ absl::Status Run(const TuneCliOptions& given) {
       o.tune.lookahead_module = GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
     }
   }
-  o.tune.methods = absl::StrSplit(o.methods.empty() ? kDefaultMethods : o.methods, ',',
-                                  absl::SkipWhitespace());
+  o.tune.methods =
+      absl::StrSplit(o.methods.empty() ? kDefaultMethods : o.methods, ',', absl::SkipWhitespace());
   if (o.methods.empty() && !o.tune.lookahead_module.empty()) o.tune.methods.push_back("lookahead");
   if (o.out.empty()) {
     if (o.tune.lookahead_module.empty()) {
@@ -138,12 +139,12 @@ absl::Status Run(const TuneCliOptions& given) {
                    eviction::eval::MakeCalibrationSet(model->tokenizer(), o.calibration));
   kernels::ThreadPool pool(o.threads);
   std::optional<ProgressBar> progress;  // made once Tune knows how many runs there are
-  ASSIGN_OR_RETURN(const std::vector<eviction::eval::MethodTuning> tuned,
-                   eviction::eval::Tune(*model, pool, set.tasks, o.tune,
-                                        [&](int64_t done, int64_t total) {
-                                          if (!progress) progress.emplace("tune runs", total);
-                                          progress->Update(done);
-                                        }));
+  ASSIGN_OR_RETURN(
+      const std::vector<eviction::eval::MethodTuning> tuned,
+      eviction::eval::Tune(*model, pool, set.tasks, o.tune, [&](int64_t done, int64_t total) {
+        if (!progress) progress.emplace("tune runs", total);
+        progress->Update(done);
+      }));
   if (progress) progress->Done();
   const nlohmann::json doc = ProfileDocument(o, tuned, model->fingerprint(), set.provenance);
   RETURN_IF_ERROR(WriteFile(o.out, doc.dump(1) + "\n"));

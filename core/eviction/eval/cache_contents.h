@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-
 #include "core/eviction/selection.h"
 #include "core/model/kv_cache.h"
 #include "core/model/session.h"

@@ -21,7 +21,7 @@ constexpr size_t kMinWordLetters = 7;
 struct Source {
   std::string path;
   std::string text;
-  std::vector<std::string> lines;     // each with its '\n'
+  std::vector<std::string> lines;    // each with its '\n'
   std::vector<int64_t> line_tokens;  // tokens of each line, encoded alone
   int64_t tokens = 0;
 };

@@ -66,14 +66,14 @@ absl::StatusOr<EvictionResult> EvictTurn(model::Session& session, std::span<cons
                    session.next_position() + static_cast<int64_t>(evicted.size()));
   std::optional<RecallRequest> request;
   if (recall != nullptr) {
-    request = RecallRequest{.cold = *cold,
-                            .candidate_tokens = static_cast<int64_t>(std::ceil(
-                                recall->recall_share * static_cast<double>(selection.budget_tokens))),
-                            .page_tokens = recall->recall_page_tokens};
+    request = RecallRequest{
+        .cold = *cold,
+        .candidate_tokens = static_cast<int64_t>(
+            std::ceil(recall->recall_share * static_cast<double>(selection.budget_tokens))),
+        .page_tokens = recall->recall_page_tokens};
   }
-  ASSIGN_OR_RETURN(EvictionResult result,
-                   PrefillAndEvict(session, evicted, scorer, selection,
-                                   request ? &*request : nullptr));
+  ASSIGN_OR_RETURN(EvictionResult result, PrefillAndEvict(session, evicted, scorer, selection,
+                                                          request ? &*request : nullptr));
   ASSIGN_OR_RETURN(result.last_logits, session.Forward(rows.last(1)));
   return result;
 }

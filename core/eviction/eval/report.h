@@ -15,7 +15,7 @@ struct ReportRow {
   std::string method;  // "full" first
   double budget = 1.0;
   int64_t tasks = 0;
-  double accuracy = 0.0;                  // fraction of tasks answered correctly
+  double accuracy = 0.0;  // fraction of tasks answered correctly
   // Of the tasks the full cache answers, the fraction this row answers too: what eviction keeps.
   double retained = 0.0;
   std::map<std::string, double> by_kind;  // accuracy per TaskKindName

@@ -80,8 +80,8 @@ class MultiScorer : public Scorer {
       layer.assign(n, 0.0f);
       const Clock::time_point start = Clock::now();
       if (members_[i]->has_layer_preference()) {
-        RETURN_IF_ERROR(members_[i]->ScoreWithPreference(view, layer.data(),
-                                                         &preferences_[i][view.layer]));
+        RETURN_IF_ERROR(
+            members_[i]->ScoreWithPreference(view, layer.data(), &preferences_[i][view.layer]));
       } else {
         RETURN_IF_ERROR(members_[i]->Score(view, layer.data()));
       }
@@ -288,8 +288,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   const std::vector<model::KvHead> full = Snapshot(session.cache());
   ContinuationScores full_raw;
   Answers seen;
-  ASSIGN_OR_RETURN(out.full,
-                   ScoreCache(session, task, script, nullptr, options, seen, &full_raw));
+  ASSIGN_OR_RETURN(out.full, ScoreCache(session, task, script, nullptr, options, seen, &full_raw));
   out.full.method = "full";
   if (on_run) on_run();
 
@@ -304,10 +303,9 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
       const SelectionOptions selection =
           SelectionFor(arm.settings, multi.member(i).window(), budget, out.prompt_tokens);
       auto select = [&](const std::vector<std::vector<float>>& scores) {
-        absl::StatusOr<KeptEntries> kept =
-            Select(scores, out.prompt_tokens, session.cache().n_kv_heads(), selection,
-                   selection.schedule == Schedule::kCake ? multi.preferences(i)
-                                                         : std::vector<double>());
+        absl::StatusOr<KeptEntries> kept = Select(
+            scores, out.prompt_tokens, session.cache().n_kv_heads(), selection,
+            selection.schedule == Schedule::kCake ? multi.preferences(i) : std::vector<double>());
         if (kept.ok()) return kept;
         return absl::StatusOr<KeptEntries>(absl::InvalidArgumentError(
             absl::StrCat(arm.label, " at budget ", budget, " on a ", out.prompt_tokens,
@@ -324,8 +322,8 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
       }
       RETURN_IF_ERROR(SetCache(session, full, &kept));
       const double select_seconds = SecondsSince(start);
-      ASSIGN_OR_RETURN(RunScores run, ScoreCache(session, task, script, &full_raw.log_probs,
-                                                 options, seen));
+      ASSIGN_OR_RETURN(RunScores run,
+                       ScoreCache(session, task, script, &full_raw.log_probs, options, seen));
       run.method = arm.label;
       run.budget = budget;
       run.scoring_seconds = multi.seconds(i) + lookahead_seconds + select_seconds;

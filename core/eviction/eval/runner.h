@@ -49,8 +49,8 @@ absl::StatusOr<std::vector<Arm>> ArmsFor(const std::vector<std::string>& methods
 
 struct RunOptions {
   std::vector<Arm> arms;
-  std::vector<double> budgets;     // fractions of the prompt in (0, 1]
-  int32_t max_answer_tokens = 16;  // per turn, end-of-generation token included
+  std::vector<double> budgets;        // fractions of the prompt in (0, 1]
+  int32_t max_answer_tokens = 16;     // per turn, end-of-generation token included
   std::string lookahead_module = {};  // the module file (.safetensors) of scorer "lookahead"
   int32_t laq_draft_tokens = 8;
   // Only KL: no free-running greedy answers (agreement 0, correct false, answer ""), which costs

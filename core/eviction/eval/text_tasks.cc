@@ -21,24 +21,23 @@ constexpr int32_t kPromptOverheadTokens = 60;  // chat template and question
 constexpr size_t kMinQuotes = 300;             // fortunes-min 1.99.1: ~800
 constexpr size_t kMinGlossary = 5000;          // wordnet-base 3.0: ~20000
 
-constexpr const char* kFirstNames[] = {"Ingrid", "Tomas",  "Amara",   "Bastien", "Leona",
-                                       "Caspar", "Mirela", "Oskar",   "Helena",  "Dorian",
-                                       "Sabine", "Evander", "Katrin", "Lucian",  "Rosalind",
-                                       "Matthias"};
-constexpr const char* kSurnames[] = {"Valerius",  "Okafor",    "Lindqvist", "Marchetti",
-                                     "Halloran",  "Brennan",   "Castellanos", "Novak",
-                                     "Abernathy", "Sorensen",  "Takahashi", "Delacroix",
-                                     "Whitfield", "Moreau",    "Gallagher", "Petrov"};
-constexpr const char* kRoles[] = {"keeper of the old lighthouse", "captain of the ferry Osprey",
-                                  "founder of the river guild",   "mayor of the harbour town",
-                                  "author of the winter almanac", "head gardener of the abbey",
-                                  "first teacher of the village school",
-                                  "master of the northern mill"};
+constexpr const char* kFirstNames[] = {
+    "Ingrid", "Tomas",  "Amara",  "Bastien", "Leona",  "Caspar", "Mirela",   "Oskar",
+    "Helena", "Dorian", "Sabine", "Evander", "Katrin", "Lucian", "Rosalind", "Matthias"};
+constexpr const char* kSurnames[] = {"Valerius",  "Okafor",   "Lindqvist",   "Marchetti",
+                                     "Halloran",  "Brennan",  "Castellanos", "Novak",
+                                     "Abernathy", "Sorensen", "Takahashi",   "Delacroix",
+                                     "Whitfield", "Moreau",   "Gallagher",   "Petrov"};
+constexpr const char* kRoles[] = {
+    "keeper of the old lighthouse",        "captain of the ferry Osprey",
+    "founder of the river guild",          "mayor of the harbour town",
+    "author of the winter almanac",        "head gardener of the abbey",
+    "first teacher of the village school", "master of the northern mill"};
 constexpr const char* kThings[] = {"motto of the weavers' guild", "password of the city archive",
-                                   "name of the northern ferry", "title of the mayor's first book",
-                                   "name of the abbey's bell",   "watchword of the night guard"};
-constexpr const char* kAdjectives[] = {"silver",  "quiet",  "amber",   "northern", "crooked",
-                                       "velvet",  "hollow", "scarlet", "patient",  "broken"};
+                                   "name of the northern ferry",  "title of the mayor's first book",
+                                   "name of the abbey's bell",    "watchword of the night guard"};
+constexpr const char* kAdjectives[] = {"silver", "quiet",  "amber",   "northern", "crooked",
+                                       "velvet", "hollow", "scarlet", "patient",  "broken"};
 constexpr const char* kNouns[] = {"meadow",  "lantern", "harbour", "orchard", "compass",
                                   "thistle", "chapel",  "furnace", "ribbon",  "glacier"};
 
