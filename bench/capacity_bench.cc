@@ -22,11 +22,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/flags.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/profile.h"
 #include "core/model/kv_pool.h"
 #include "core/model/model.h"
+#include "core/model/model_store.h"
 #include "core/model/session.h"
 #include "core/worker/policy.h"
 #include "core/worker/session_state.h"
@@ -53,25 +55,9 @@ constexpr char kUsage[] =
     "usage: glimpse_bench_capacity [--model PATH] [--pool_mib N] [--history_tokens N]\n"
     "         [--policies method:ratio:codec,...] [--threads N] [--json PATH]\n";
 
-std::string DefaultModelPath() {
-  const char* cache = std::getenv("GLIMPSE_CACHE_DIR");
-  const char* home = std::getenv("HOME");
-  std::string root = cache && *cache ? cache : absl::StrCat(home ? home : ".", "/.cache/glimpse");
-  return root + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-absl::StatusOr<int64_t> ParsePositive(const std::string& flag, const std::string& value) {
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " wants a positive integer, got '", value, "'"));
-  }
-  return v;
-}
-
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
-  o.model = DefaultModelPath();
+  o.model = model::DefaultModelPath();
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") return absl::CancelledError(kUsage);
@@ -241,8 +227,8 @@ int main(int argc, char** argv) {
   auto options = glimpse::bench::ParseArgs(argc, argv);
   if (!options.ok()) {
     const bool help = absl::IsCancelled(options.status());
-    std::fprintf(help ? stdout : stderr, "%s%s", help ? "" : "glimpse_bench_capacity: ",
-                 std::string(options.status().message()).c_str());
+    std::fprintf(help ? stdout : stderr, "%s%s%s", help ? "" : "glimpse_bench_capacity: ",
+                 std::string(options.status().message()).c_str(), help ? "" : "\n");
     return help ? 0 : 2;
   }
   if (absl::Status s = glimpse::bench::Run(*options); !s.ok()) {

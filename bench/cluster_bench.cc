@@ -58,6 +58,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "bench/flags.h"
 #include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
 #include "core/common/status_macros.h"
@@ -103,15 +104,6 @@ constexpr char kUsage[] =
     "3 repetitions, 2 threads, 1,2,4,8,16 sessions x 3 turns x 32 tokens. --quick: 512-token\n"
     "history, 1 repetition, 1,8 sessions x 2 turns x 16 tokens, policies none:0:fp16 and\n"
     "snapkv:0.2:int8.\n";
-
-absl::StatusOr<int> ParsePositive(const std::string& flag, const std::string& value) {
-  int v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " wants a positive integer, got '", value, "'"));
-  }
-  return v;
-}
 
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;

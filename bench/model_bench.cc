@@ -34,10 +34,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/flags.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
 #include "core/model/forward_pass.h"
 #include "core/model/model.h"
+#include "core/model/model_store.h"
 #include "core/model/session.h"
 #include "kernels/cpu/parallel.h"
 #include "nlohmann/json.hpp"
@@ -70,26 +72,9 @@ constexpr char kUsage[] =
     "Defaults: the cached default model, GLIMPSE_THREADS or 2 threads, 512 prompt tokens,\n"
     "128 decode tokens, 3 repetitions after one warm-up.\n";
 
-std::string DefaultModelPath() {
-  const char* cache = std::getenv("GLIMPSE_CACHE_DIR");
-  const char* home = std::getenv("HOME");
-  std::string root = cache && *cache ? cache : absl::StrCat(home ? home : ".", "/.cache/glimpse");
-  return root + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-// Flags travel as std::string: Debian's abseil has its own string_view type.
-absl::StatusOr<int> ParsePositive(const std::string& flag, const std::string& value) {
-  int v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " wants a positive integer, got '", value, "'"));
-  }
-  return v;
-}
-
 absl::StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
   BenchOptions o;
-  o.model = DefaultModelPath();
+  o.model = model::DefaultModelPath();
   if (const char* t = std::getenv("GLIMPSE_THREADS"); t && *t) {
     ASSIGN_OR_RETURN(o.threads, ParsePositive("GLIMPSE_THREADS", t));
   }
