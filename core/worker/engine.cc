@@ -317,11 +317,12 @@ absl::Status Engine::Park(Sequence& s, Sequences& running, Sequences& parked) {
   const size_t fed = static_cast<size_t>(s.session->next_position() - s.start_position);
   RETURN_IF_ERROR(s.parking.park(std::span(s.state.result().tokens).first(fed)));
   s.parked_bytes = bytes;
-  auto at = std::upper_bound(parked.begin(), parked.end(), s.order,
-                             [](uint64_t order, const auto& p) { return order < p->order; });
-  parked.insert(at, *std::find_if(running.begin(), running.end(),
-                                  [&](const auto& r) { return r.get() == &s; }));
-  Erase(running, &s);
+  auto in_running =
+      std::find_if(running.begin(), running.end(), [&](const auto& r) { return r.get() == &s; });
+  parked.insert(std::upper_bound(parked.begin(), parked.end(), s.order,
+                                 [](uint64_t order, const auto& p) { return order < p->order; }),
+                std::move(*in_running));
+  running.erase(in_running);
   std::lock_guard<std::mutex> lock(mu_);
   s.parked = true;
   --stats_.running;

@@ -342,12 +342,17 @@ void AttendPagedAvx2(float* out, const float* q, const int32_t* q_pos,
 // 8 value weights instead of every element.
 constexpr int64_t kFewRows = 8;
 
-// Per-row factors of keys j0 .. j0 + n of a page (1 for unscaled formats), 8 lanes, 0 past n.
+// Per-row factors of keys j0 .. j0 + n of a page, 8 lanes (lanes past n are masked by their
+// callers): all 1 for unscaled formats.
 template <KvDType D>
 inline __m256 RowScales8(const float* scales, int64_t j0, int64_t n) {
-  alignas(32) float f[8] = {};
-  for (int64_t j = 0; j < n; ++j) f[j] = RowScale<D>(scales, j0 + j);
-  return _mm256_load_ps(f);
+  if constexpr (D == KvDType::kI8 || D == KvDType::kE4M3) {
+    alignas(32) float f[8] = {};
+    for (int64_t j = 0; j < n; ++j) f[j] = RowScale<D>(scales, j0 + j);
+    return _mm256_load_ps(f);
+  } else {
+    return _mm256_set1_ps(1.0f);
+  }
 }
 
 // Lane j = the sum of acc[j]'s lanes.
