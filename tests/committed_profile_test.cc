@@ -2,7 +2,8 @@
 // by `glimpse tune`) on what a first-time user sends: a short chat prompt. Every method keeps the
 // attention sink (at least 4 first entries; with none the model ends its turn at once), and at a
 // 20 % budget, prefilled as a decode worker does (worker::PrefillTurn), the first token is not the
-// end of the turn. `make run`'s first turn is this prompt.
+// end of the turn. `make run`'s first turn is this prompt. The learned gates run from their
+// committed weights, which the worker finds beside the LookaheadKV module.
 #include <string>
 #include <vector>
 
@@ -30,8 +31,9 @@ TEST(CommittedProfileTest, EveryMethodKeepsTheSinkAndAShortChatPromptStillGetsAn
   const model::Tokenizer& tok = m->tokenizer();
   const std::vector<int32_t> prompt =
       tok.Encode(tok.ApplyChatTemplate({{"user", "What is the capital of France?"}}, true));
-  for (const char* method : {"snapkv", "pyramidkv", "streamingllm", "h2o", "expected_attention",
-                             "defensivekv", "cake", "lookahead"}) {
+  for (const char* method :
+       {"snapkv", "pyramidkv", "streamingllm", "h2o", "expected_attention", "defensivekv", "cake",
+        "lookahead", "kvzip_gate", "trimkv_gate", "retention_global"}) {
     SCOPED_TRACE(method);
     absl::StatusOr<eviction::MethodSettings> settings = profile->For(method);
     ASSERT_TRUE(settings.ok()) << settings.status();

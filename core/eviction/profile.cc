@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,8 @@ absl::StatusOr<MethodSettings> BuiltInSettings(std::string_view method) {
   s.scorer.method = method == "pyramidkv" ? "snapkv" : std::string(method);
   if (method == "pyramidkv") s.schedule = Schedule::kPyramid;
   if (method == "cake") s.schedule = Schedule::kCake;
+  // Its logits are calibrated across layers (retention_global.cc): one top-k over the model.
+  if (method == "retention_global") s.granularity = Granularity::kGlobal;
   absl::StatusOr<WindowDefaults> defaults = ScorerWindowDefaults(s.scorer.method);
   if (!defaults.ok()) {
     return absl::NotFoundError(absl::StrCat("unknown eviction method \"", std::string(method),
@@ -199,14 +202,53 @@ void EvictionProfile::Set(const std::string& method, const MethodSettings& setti
   methods_[method] = settings;
 }
 
-std::string ProfilePathFor(std::string_view lookahead_module) {
+namespace {
+
+// The module's path without ".safetensors", the stem its sibling files extend.
+std::string ModuleStem(std::string_view lookahead_module) {
   constexpr std::string_view kModuleSuffix = ".safetensors";
   std::string path(lookahead_module);
   if (path.size() > kModuleSuffix.size() &&
       path.compare(path.size() - kModuleSuffix.size(), kModuleSuffix.size(), kModuleSuffix) == 0) {
     path.resize(path.size() - kModuleSuffix.size());
   }
-  return path + ".eviction.json";
+  return path;
+}
+
+}  // namespace
+
+std::string ProfilePathFor(std::string_view lookahead_module) {
+  return ModuleStem(lookahead_module) + ".eviction.json";
+}
+
+std::string GateWeightsPathFor(std::string_view lookahead_module, std::string_view gate) {
+  return absl::StrCat(ModuleStem(lookahead_module), ".", std::string(gate), ".safetensors");
+}
+
+absl::Status AttachLearnedFiles(ScorerConfig& config, std::string_view lookahead_module) {
+  const bool lookahead = config.method == "lookahead";
+  if (!lookahead && !(TakesWeights(config.method) && config.weights_path.empty())) {
+    return absl::OkStatus();
+  }
+  if (lookahead_module.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "method \"", config.method, "\" needs ",
+        lookahead ? "a LookaheadKV module" : "trained gate weights beside a LookaheadKV module",
+        "; none is configured (config key lookahead_module, --module)"));
+  }
+  if (lookahead) {
+    config.module_path = std::string(lookahead_module);
+    return absl::OkStatus();
+  }
+  std::string path = GateWeightsPathFor(lookahead_module, config.method);
+  if (!std::filesystem::exists(path)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("method \"", config.method, "\" needs trained weights at ", path,
+                     " (tools/gates/train.py writes them beside the module named by "
+                     "config key lookahead_module / --module; --weights names another file)"));
+  }
+  config.weights_path = std::move(path);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EvictionProfile> ResolveProfile(std::string_view path,

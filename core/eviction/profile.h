@@ -8,7 +8,7 @@
 // granularity; selection.h). A method the profile does not list, or every method without a
 // profile, gets the built-in settings: the scorer registry's defaults (scorer.h: SnapKV W = 64,
 // k = 5, avg, as kvpress), 4 sinks, a 32-token recent window, uniform budgets per head;
-// "pyramidkv" is SnapKV's scorer under the pyramid schedule.
+// "pyramidkv" is SnapKV's scorer under the pyramid schedule, "retention_global" selects globally.
 //
 // File: JSON, written by `glimpse tune` next to the model's LookaheadKV module as
 // <module stem>.eviction.json:
@@ -97,6 +97,16 @@ class EvictionProfile {
 // Where `glimpse tune` writes a model's profile: beside its LookaheadKV module, the module's path
 // with ".safetensors" replaced by ".eviction.json" (appended when the path has another suffix).
 std::string ProfilePathFor(std::string_view lookahead_module);
+
+// Where a model's trained gate weights live: beside its LookaheadKV module, the module's path with
+// ".safetensors" replaced by ".<gate>.safetensors" (tools/gates/train.py writes them there).
+std::string GateWeightsPathFor(std::string_view lookahead_module, std::string_view gate);
+
+// Fills the file `config.method`'s scorer is built from, out of the model's learned files:
+// module_path = `lookahead_module` for "lookahead"; weights_path = GateWeightsPathFor(…) for a
+// learned gate (TakesWeights) unless the config already names one. Other methods are left as
+// they are. FailedPrecondition, naming the config key, when the file is missing.
+absl::Status AttachLearnedFiles(ScorerConfig& config, std::string_view lookahead_module);
 
 // The profile a service runs with, from its config: `path` "none" → built-in; another non-empty
 // path → Load(path, fingerprint), whose errors are returned; empty → the file at

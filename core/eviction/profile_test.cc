@@ -36,6 +36,7 @@ TEST(BuiltInSettingsTest, AreTheRegistryDefaultsWithFourSinksAndAUniformSchedule
   EXPECT_EQ(h2o->scorer.window, 0);
   EXPECT_EQ(h2o->recent_window, 32);
   EXPECT_EQ(BuiltInSettings("cake")->schedule, Schedule::kCake);
+  EXPECT_EQ(BuiltInSettings("retention_global")->granularity, Granularity::kGlobal);
   EXPECT_EQ(BuiltInSettings("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -141,6 +142,40 @@ TEST(ResolveProfileTest, FindsTheProfileBesideTheModuleOrFallsBackToBuiltIns) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ResolveProfile(dir + "/missing.json", module, kFingerprint).status().code(),
             absl::StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AttachLearnedFilesTest, FindsTheGatesWeightsBesideTheModule) {
+  const std::string dir = ::testing::TempDir() + "/attach_learned_files_test";
+  std::filesystem::create_directories(dir);
+  const std::string module = dir + "/m.safetensors";
+  EXPECT_EQ(GateWeightsPathFor(module, "kvzip_gate"), dir + "/m.kvzip_gate.safetensors");
+
+  ScorerConfig gate;
+  gate.method = "trimkv_gate";
+  const absl::Status missing = AttachLearnedFiles(gate, module);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find(dir + "/m.trimkv_gate.safetensors"), std::string::npos)
+      << missing;
+  EXPECT_EQ(AttachLearnedFiles(gate, "").code(), absl::StatusCode::kFailedPrecondition);
+  std::ofstream(dir + "/m.trimkv_gate.safetensors") << "x";
+  ASSERT_TRUE(AttachLearnedFiles(gate, module).ok());
+  EXPECT_EQ(gate.weights_path, dir + "/m.trimkv_gate.safetensors");
+
+  ScorerConfig named;
+  named.method = "kvzip_gate";
+  named.weights_path = "/elsewhere.safetensors";
+  ASSERT_TRUE(AttachLearnedFiles(named, module).ok());  // a named file is kept
+  EXPECT_EQ(named.weights_path, "/elsewhere.safetensors");
+
+  ScorerConfig lookahead;
+  lookahead.method = "lookahead";
+  ASSERT_TRUE(AttachLearnedFiles(lookahead, module).ok());
+  EXPECT_EQ(lookahead.module_path, module);
+  ScorerConfig snapkv;
+  snapkv.method = "snapkv";
+  ASSERT_TRUE(AttachLearnedFiles(snapkv, "").ok());  // heuristics need no file
+  EXPECT_TRUE(snapkv.module_path.empty() && snapkv.weights_path.empty());
   std::filesystem::remove_all(dir);
 }
 

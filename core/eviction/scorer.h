@@ -101,6 +101,9 @@ absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config)
 // The registry's method names, sorted.
 std::vector<std::string> KnownScorers();
 
+// Whether `method` is a learned gate, built from ScorerConfig::weights_path (false for unknown).
+bool TakesWeights(std::string_view method);
+
 // A scorer's default window and pooling kernel (both 0 for scorers that take none; their pooling
 // default is avg). NotFound for an unknown name.
 struct WindowDefaults {

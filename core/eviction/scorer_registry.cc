@@ -119,6 +119,11 @@ std::vector<std::string> KnownScorers() {
   return names;
 }
 
+bool TakesWeights(std::string_view method) {
+  const auto it = Registry().find(std::string(method));
+  return it != Registry().end() && it->second.load != nullptr;
+}
+
 absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method) {
   const auto it = Registry().find(std::string(method));
   if (it == Registry().end()) return UnknownScorer(method);

@@ -67,14 +67,7 @@ absl::StatusOr<Method> ScorerCache::For(const Policy& policy) {
   if (it == methods_.end()) {
     ASSIGN_OR_RETURN(eviction::MethodSettings settings, profile_.For(policy.method));
     eviction::ScorerConfig config = settings.scorer;
-    if (config.method == "lookahead") {
-      if (lookahead_module_.empty()) {
-        return absl::FailedPreconditionError(
-            "policy.method \"lookahead\" needs a LookaheadKV module; this worker has none "
-            "(config key lookahead_module)");
-      }
-      config.module_path = lookahead_module_;
-    }
+    RETURN_IF_ERROR(eviction::AttachLearnedFiles(config, lookahead_module_));
     ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer, eviction::CreateScorer(config));
     it = methods_.emplace(policy.method, Built{std::move(settings), std::move(scorer)}).first;
   }

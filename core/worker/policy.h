@@ -55,7 +55,8 @@ class ScorerCache {
       : lookahead_module_(std::move(lookahead_module)), profile_(std::move(profile)) {}
 
   // The method `policy.method` names (not empty), with the profile's settings.
-  // FailedPrecondition for "lookahead" without a module.
+  // FailedPrecondition for "lookahead" without a module, or a learned gate without its trained
+  // weights beside the module (eviction::AttachLearnedFiles).
   absl::StatusOr<Method> For(const Policy& policy);
 
  private:

@@ -35,7 +35,8 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
       {"recall_page_tokens", ConfigType::kInt, "16",
        "Cold entries per summarised page when choosing what to recall."},
       {"lookahead_module", ConfigType::kString, "",
-       "LookaheadKV module (.safetensors) for policy method \"lookahead\"."},
+       "LookaheadKV module (.safetensors) for policy method \"lookahead\"; the learned gates' "
+       "trained weights are read beside it (<module stem>.<gate>.safetensors)."},
       {"eviction_profile", ConfigType::kString, "",
        "Each eviction method's measured settings for this model (glimpse tune): a file, \"none\" "
        "for the built-in settings, or empty for the <module>.eviction.json beside "

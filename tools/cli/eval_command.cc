@@ -46,8 +46,10 @@ const std::vector<FlagSpec>& EvalFlags() {
        "comma-separated scorers (pyramidkv = snapkv + pyramid schedule; laq = snapkv, then 8 "
        "draft tokens rescore; lookahead needs --module)",
        false, kDefaultMethods},
-      {"module", "LookaheadKV module (.safetensors) for method lookahead", false,
-       "the committed module of the default model"},
+      {"module",
+       "LookaheadKV module (.safetensors) for method lookahead; the gates' trained weights and the "
+       "profile are read beside it",
+       false, "the committed module of the default model"},
       {"profile",
        "eviction profile (glimpse tune) giving each method's settings, or none for the built-in "
        "ones",

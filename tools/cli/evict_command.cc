@@ -37,10 +37,12 @@ const std::vector<FlagSpec>& EvictFlags() {
        false, "the profile's"},
       {"kernel", "pooling kernel of window scorers", false, "the profile's"},
       {"pooling", "avg or max, for window scorers", false, "the profile's"},
-      {"module", "LookaheadKV module file (.safetensors), for --method lookahead", false,
-       "the committed module of the default model"},
+      {"module",
+       "LookaheadKV module file (.safetensors); the gates' trained weights and the profile are "
+       "read beside it",
+       false, "the committed module of the default model"},
       {"weights", "gate weights (.safetensors) for kvzip_gate, trimkv_gate, retention_global",
-       false, ""},
+       false, "<module stem>.<method>.safetensors"},
       {"sinks", "always-kept first entries", false, "the profile's"},
       {"granularity", "head, layer or global", false, "the profile's"},
       {"schedule", "uniform, pyramid or cake", false, "the profile's"},
@@ -144,7 +146,8 @@ absl::StatusOr<EvictOptions> ParseOptions(const Args& args) {
 // The method's settings from the profile, with the command line's on top. --window goes to the
 // scorer when it has an observation window, else it is the selection's recent window.
 absl::StatusOr<eviction::MethodSettings> Settings(const EvictOptions& o,
-                                                  const eviction::EvictionProfile& profile) {
+                                                  const eviction::EvictionProfile& profile,
+                                                  std::string_view module) {
   ASSIGN_OR_RETURN(eviction::MethodSettings s, profile.For(o.method));
   if (o.window) (s.scorer.window > 0 ? s.scorer.window : s.recent_window) = *o.window;
   if (o.kernel) s.scorer.kernel = *o.kernel;
@@ -152,8 +155,8 @@ absl::StatusOr<eviction::MethodSettings> Settings(const EvictOptions& o,
   if (o.sinks) s.sinks = *o.sinks;
   if (o.granularity) s.granularity = *o.granularity;
   if (o.schedule) s.schedule = *o.schedule;
-  s.scorer.module_path = o.module_path;
   s.scorer.weights_path = o.weights_path;
+  RETURN_IF_ERROR(eviction::AttachLearnedFiles(s.scorer, module));
   return s;
 }
 
@@ -197,19 +200,15 @@ absl::Status Run(const EvictOptions& given) {
   std::string path = o.model_path;
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
-    if (o.module_path.empty() && o.method == "lookahead" &&
-        std::filesystem::exists(GLIMPSE_DEFAULT_LOOKAHEAD_MODULE)) {
-      o.module_path = GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
-    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
-  const std::string module_for_profile = !o.module_path.empty() || !o.model_path.empty()
-                                             ? o.module_path
-                                             : GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
-  ASSIGN_OR_RETURN(
-      const eviction::EvictionProfile profile,
-      eviction::ResolveProfile(o.profile_path, module_for_profile, model->fingerprint()));
-  ASSIGN_OR_RETURN(const eviction::MethodSettings settings, Settings(o, profile));
+  // The default model's learned files (LookaheadKV module, gates, profile) are the committed ones.
+  const std::string module = !o.module_path.empty() || !o.model_path.empty()
+                                 ? o.module_path
+                                 : GLIMPSE_DEFAULT_LOOKAHEAD_MODULE;
+  ASSIGN_OR_RETURN(const eviction::EvictionProfile profile,
+                   eviction::ResolveProfile(o.profile_path, module, model->fingerprint()));
+  ASSIGN_OR_RETURN(const eviction::MethodSettings settings, Settings(o, profile, module));
   ASSIGN_OR_RETURN(std::unique_ptr<eviction::Scorer> scorer,
                    eviction::CreateScorer(settings.scorer));
   const model::Tokenizer& tok = model->tokenizer();

@@ -142,7 +142,7 @@ absl::StatusOr<RecallTaskScores> RunRecallTask(const model::Model& model, kernel
     ASSIGN_OR_RETURN(o.settings, BuiltInSettings("snapkv"));
   }
   ScorerConfig config = o.settings.scorer;
-  if (config.method == "lookahead") config.module_path = o.lookahead_module;
+  RETURN_IF_ERROR(AttachLearnedFiles(config, o.lookahead_module));
   ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(config));
   const model::Tokenizer& tok = model.tokenizer();
   const std::vector<int32_t> prompt =

@@ -109,10 +109,11 @@ class MultiScorer : public Scorer {
   mutable std::vector<std::vector<double>> seconds_;             // [member][layer]
 };
 
-// The scorer config an arm runs: its settings' plus the module file for LookaheadKV.
-ScorerConfig ConfigOf(const Arm& arm, const RunOptions& options) {
+// The scorer config an arm runs: its settings' plus the model's learned file for LookaheadKV and
+// the gates (AttachLearnedFiles).
+absl::StatusOr<ScorerConfig> ConfigOf(const Arm& arm, const RunOptions& options) {
   ScorerConfig config = arm.settings.scorer;
-  if (config.method == "lookahead") config.module_path = options.lookahead_module;
+  RETURN_IF_ERROR(AttachLearnedFiles(config, options.lookahead_module));
   return config;
 }
 
@@ -242,7 +243,8 @@ absl::Status ValidateRunOptions(const RunOptions& options) {
   if (options.arms.empty()) return absl::InvalidArgumentError("no methods to evaluate");
   if (options.budgets.empty()) return absl::InvalidArgumentError("no budgets to evaluate");
   for (const Arm& arm : options.arms) {
-    RETURN_IF_ERROR(CreateScorer(ConfigOf(arm, options)).status());
+    ASSIGN_OR_RETURN(const ScorerConfig config, ConfigOf(arm, options));
+    RETURN_IF_ERROR(CreateScorer(config).status());
     if (arm.settings.schedule == Schedule::kCake && arm.settings.scorer.method != "cake") {
       return absl::InvalidArgumentError(absl::StrCat(arm.label, ": schedule cake needs cake"));
     }
@@ -266,7 +268,8 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   MultiScorer multi(model.config().n_layers);
   std::vector<size_t> member;  // [arm] its scorer's index in `multi`
   for (const Arm& arm : options.arms) {
-    ASSIGN_OR_RETURN(const size_t i, multi.Add(ConfigOf(arm, options)));
+    ASSIGN_OR_RETURN(const ScorerConfig config, ConfigOf(arm, options));
+    ASSIGN_OR_RETURN(const size_t i, multi.Add(config));
     member.push_back(i);
   }
   const model::Tokenizer& tok = model.tokenizer();
