@@ -9,7 +9,10 @@ number" needles, variables X/Q/Z..., seeds 1..):
          followed by a question about it (summaries, key terms, what the code does, ...);
   synth  a haystack of licence sentences with 1-4 planted records in templates the suite does not
          use ("the locker code of Alice is 4821", "set register B to 17, later add 5 to it", ...)
-         and a question about one of them.
+         and a question about one of them;
+  people a text chunk as above with 1-3 planted facts answered by a name or a two-word phrase
+         ("The reviewer of this section was Noor Quispe.", 'The code name of the release was
+         "copper heron".'), names and texts other than the held-out families'.
 The response is the model's own greedy answer (<= 256 tokens) from Glimpse's runtime
 (`glimpse generate --json`, which matches transformers fp32 on this model), fed after the
 assistant header. For each example the prompt's KV cache (fp16) and the training target (the
@@ -20,7 +23,7 @@ Output: DIR/examples/NNNN.pt and DIR/provenance.json (sources, files, seeds, com
 Default DIR: ~/.cache/glimpse/lookahead-data/<model file stem>. Resumable: existing examples are
 kept.
 
-  $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40]
+  $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40] [--count-people 48]
 """
 import argparse
 import glob
@@ -56,6 +59,18 @@ CODE_QUESTIONS = [
 NAMES = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas"]
 THINGS = ["locker code", "badge number", "parcel id", "room number", "invoice number"]
 REGISTERS = ["A", "B", "C", "D", "E", "F", "G", "H"]
+# The "people" family: names, roles and phrases of its own (the quality suite's held-out families
+# use other lists and other texts: WordNet glosses and fortunes).
+GIVEN = ["Wanda", "Piotr", "Noor", "Emeric", "Sunniva", "Rafael", "Tamsin", "Gideon", "Ottilie",
+         "Yusuf", "Marisol", "Anselm"]
+FAMILY = ["Kowalczyk", "Achterberg", "Quispe", "Ferreira", "Nakamura", "Oyelaran", "Strand",
+          "Vasquez", "Dunmore", "Ilves", "Rahimi", "Beaumont"]
+ROLES = ["maintainer of the parser", "reviewer of this section", "release manager of version 3",
+         "translator of the manual", "author of the test suite", "packager for the archive"]
+LABELS = ["code name of the release", "name of the build server", "title of the design note",
+          "motto of the project"]
+ADJ = ["copper", "distant", "gentle", "iron", "lucky", "wandering", "frosty", "golden"]
+NOUN = ["heron", "anchor", "willow", "beacon", "falcon", "harvest", "canyon", "lighthouse"]
 
 
 def text_sources() -> list:
@@ -113,6 +128,24 @@ def synth_prompt(rng: random.Random, sentences: list) -> tuple:
     return " ".join(hay) + "\n\n" + question, "synthetic"
 
 
+def people_prompt(rng: random.Random, files: list) -> tuple:
+    """A chunk of a training text with 1-3 planted facts (who held a role, or what a label was
+    called) and a question about one of them, answered by a name or a two-word phrase."""
+    text, path = text_prompt(rng, files)
+    lines = text.rsplit("\n\n", 1)[0].split("\n")
+    if rng.random() < 0.6:
+        roles = rng.sample(ROLES, rng.randint(1, 3))
+        facts = [f"The {r} was {rng.choice(GIVEN)} {rng.choice(FAMILY)}." for r in roles]
+        question = f"Who was the {rng.choice(roles)}? Answer with the full name."
+    else:
+        labels = rng.sample(LABELS, rng.randint(1, 2))
+        facts = [f'The {lab} was "{rng.choice(ADJ)} {rng.choice(NOUN)}".' for lab in labels]
+        question = f"What was the {rng.choice(labels)}? Answer with the phrase."
+    for fact in facts:
+        lines.insert(rng.randrange(len(lines) + 1), fact)
+    return "\n".join(lines) + "\n\n" + question, path
+
+
 def generate(glimpse: str, prompt: str) -> tuple:
     out = subprocess.run([glimpse, "generate", "--chat", "--prompt", prompt, "--max-tokens", "256",
                           "--json"], check=True, capture_output=True, text=True)
@@ -129,6 +162,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--count-text", type=int, default=48)
     ap.add_argument("--count-synth", type=int, default=40)
+    ap.add_argument("--count-people", type=int, default=48)
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -144,6 +178,11 @@ def main() -> None:
     rng.shuffle(plan)
     prompts = [text_prompt(rng, files) if kind == "text" else synth_prompt(rng, sentences)
                for kind, _ in plan]  # drawn up front: the set does not depend on resumption
+    # Families added later are drawn from their own generator and appended, so the examples made
+    # before them keep their indices and contents.
+    people_rng = random.Random(args.seed + 1)
+    plan += [("people", i) for i in range(args.count_people)]
+    prompts += [people_prompt(people_rng, files) for _ in range(args.count_people)]
     model = la.load_model(gguf)
     records = []
     for i, ((kind, _), (prompt, source)) in enumerate(tqdm(list(zip(plan, prompts)),
@@ -165,7 +204,8 @@ def main() -> None:
         "model": gguf.name, "seed": args.seed,
         "tool_versions": {"python": platform.python_version(), "torch": torch.__version__},
         "sources": "Debian /usr/share/common-licenses, /usr/share/doc/*/copyright, Python stdlib "
-                   "sources; synthetic records over licence sentences",
+                   "sources; synthetic records over licence sentences; planted names and "
+                   "phrases in those texts",
         "examples": records,
     }
     (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
