@@ -97,6 +97,18 @@ train-lookahead: build model
 	  $$VENV/bin/python tools/lookahead/make_scores_fixture.py --glimpse $(GLIMPSE) \
 	    --module $(LOOKAHEAD_MODULE)
 
+# The learned gates (kvzip_gate, trimkv_gate, retention_global) on LookaheadKV's data, written
+# beside its module, then the fixture of their scores in PyTorch for tests/gate_artifact_test.cc.
+.PHONY: train-gates
+train-gates: build model
+	@VENV=$$(bash tools/oracle/setup_venv.sh --with-torch) && \
+	  $$VENV/bin/python tools/lookahead/make_data.py --glimpse $(GLIMPSE) && \
+	  for gate in kvzip_gate trimkv_gate retention_global; do \
+	    $$VENV/bin/python tools/gates/train.py --method $$gate \
+	      --base-fingerprint $(FINGERPRINT) || exit 1; \
+	  done && \
+	  $$VENV/bin/python tools/gates/make_fixture.py --glimpse $(GLIMPSE)
+
 # UcxTransport vs ucx_perftest (tag_bw), shm, tcp and shm+tcp on 127.0.0.1, 64 KiB .. 4 MiB pages: a table
 # on stdout and $(BUILD_DIR)/transport_bench.json. Builds only its own targets.
 .PHONY: bench-transport

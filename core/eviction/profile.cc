@@ -107,8 +107,6 @@ absl::StatusOr<MethodSettings> BuiltInSettings(std::string_view method) {
   s.scorer.method = method == "pyramidkv" ? "snapkv" : std::string(method);
   if (method == "pyramidkv") s.schedule = Schedule::kPyramid;
   if (method == "cake") s.schedule = Schedule::kCake;
-  // Its logits are calibrated across layers (retention_global.cc): one top-k over the model.
-  if (method == "retention_global") s.granularity = Granularity::kGlobal;
   absl::StatusOr<WindowDefaults> defaults = ScorerWindowDefaults(s.scorer.method);
   if (!defaults.ok()) {
     return absl::NotFoundError(absl::StrCat("unknown eviction method \"", std::string(method),

@@ -8,7 +8,7 @@
 // granularity; selection.h). A method the profile does not list, or every method without a
 // profile, gets the built-in settings: the scorer registry's defaults (scorer.h: SnapKV W = 64,
 // k = 5, avg, as kvpress), 4 sinks, a 32-token recent window, uniform budgets per head;
-// "pyramidkv" is SnapKV's scorer under the pyramid schedule, "retention_global" selects globally.
+// "pyramidkv" is SnapKV's scorer under the pyramid schedule.
 //
 // File: JSON, written by `glimpse tune` next to the model's LookaheadKV module as
 // <module stem>.eviction.json:

@@ -36,7 +36,6 @@ TEST(BuiltInSettingsTest, AreTheRegistryDefaultsWithFourSinksAndAUniformSchedule
   EXPECT_EQ(h2o->scorer.window, 0);
   EXPECT_EQ(h2o->recent_window, 32);
   EXPECT_EQ(BuiltInSettings("cake")->schedule, Schedule::kCake);
-  EXPECT_EQ(BuiltInSettings("retention_global")->granularity, Granularity::kGlobal);
   EXPECT_EQ(BuiltInSettings("nope").status().code(), absl::StatusCode::kNotFound);
 }
 

@@ -5,8 +5,9 @@
 // x_t^(l) = layer l's attention input (hidden_states, after input_layernorm; RMS-normalised, so
 // one projection is meaningful at every depth), w = W[h] one row per kv-head shared by all layers,
 // c a per-(layer, kv-head) bias that calibrates layers against each other. s[h, t] = logit
-// (unbounded, higher = keep). Meant for Granularity::kGlobal selection; per-head and per-layer
-// selection ignore c (a constant per row). Parameters: Hkv·(D + L) in all.
+// (unbounded, higher = keep). Its logits compare across layers, so it can drive
+// Granularity::kGlobal selection (a model's profile chooses the granularity by measurement);
+// per-head and per-layer selection ignore c (a constant per row). Parameters: Hkv·(D + L) in all.
 //
 // Weights (.safetensors, F32/F16/BF16):
 //   retention.weight      [Hkv, D]   W
