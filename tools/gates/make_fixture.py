@@ -77,7 +77,8 @@ def main() -> None:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc) + "\n")
-    print(f"wrote {out}: {len(METHODS)} gates x {len(ids)} prompts of {[len(i) for i in ids]} tokens")
+    lengths = [len(i) for i in ids]
+    print(f"wrote {out}: {len(METHODS)} gates x {len(ids)} prompts of {lengths} tokens")
 
 
 if __name__ == "__main__":

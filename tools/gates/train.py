@@ -229,9 +229,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     gguf = pathlib.Path(args.model)
-    data = pathlib.Path(args.data or pathlib.Path.home() / ".cache/glimpse/lookahead-data" / gguf.stem)
-    cache = pathlib.Path(args.features or pathlib.Path.home() / ".cache/glimpse/gate-data" / gguf.stem)
-    out = pathlib.Path(args.out or REPO / "models/lookahead" / f"{gguf.stem}.{args.method}.safetensors")
+    home = pathlib.Path.home() / ".cache/glimpse"
+    data = pathlib.Path(args.data or home / "lookahead-data" / gguf.stem)
+    cache = pathlib.Path(args.features or home / "gate-data" / gguf.stem)
+    out = pathlib.Path(args.out or
+                       REPO / "models/lookahead" / f"{gguf.stem}.{args.method}.safetensors")
 
     model = la.load_model(gguf)
     from transformers import AutoTokenizer

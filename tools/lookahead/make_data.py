@@ -23,7 +23,8 @@ Output: DIR/examples/NNNN.pt and DIR/provenance.json (sources, files, seeds, com
 Default DIR: ~/.cache/glimpse/lookahead-data/<model file stem>. Resumable: existing examples are
 kept.
 
-  $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40] [--count-people 48]
+  $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40] \
+      [--count-people 48]
 """
 import argparse
 import glob
