@@ -85,7 +85,7 @@ clean:
 # Trains the LookaheadKV module for the default model from scratch (docs/eviction_quality.md
 # "LookaheadKV module"): the oracle venv with torch, training data made on this machine, then the
 # trainer (resumable).
-# About an hour on 2 CPU cores. FINGERPRINT is the default model's Model::fingerprint().
+# About 20 minutes on 2 CPU cores. FINGERPRINT is the default model's Model::fingerprint().
 LOOKAHEAD_MODULE ?= models/lookahead/SmolLM2-135M-Instruct.Q4_1.safetensors
 FINGERPRINT ?= 17f1ae519c28bd6a26fafb69beb2478e
 .PHONY: train-lookahead
