@@ -18,6 +18,17 @@ constexpr int64_t kMaxRecentWindow = 1 << 16;
 
 using nlohmann::json;
 
+// The module's path without ".safetensors", the stem its sibling files extend.
+std::string ModuleStem(std::string_view lookahead_module) {
+  constexpr std::string_view kModuleSuffix = ".safetensors";
+  std::string path(lookahead_module);
+  if (path.size() > kModuleSuffix.size() &&
+      path.compare(path.size() - kModuleSuffix.size(), kModuleSuffix.size(), kModuleSuffix) == 0) {
+    path.resize(path.size() - kModuleSuffix.size());
+  }
+  return path;
+}
+
 constexpr std::pair<Schedule, std::string_view> kSchedules[] = {
     {Schedule::kUniform, "uniform"}, {Schedule::kPyramid, "pyramid"}, {Schedule::kCake, "cake"}};
 constexpr std::pair<Granularity, std::string_view> kGranularities[] = {
@@ -199,21 +210,6 @@ absl::StatusOr<MethodSettings> EvictionProfile::For(std::string_view method) con
 void EvictionProfile::Set(const std::string& method, const MethodSettings& settings) {
   methods_[method] = settings;
 }
-
-namespace {
-
-// The module's path without ".safetensors", the stem its sibling files extend.
-std::string ModuleStem(std::string_view lookahead_module) {
-  constexpr std::string_view kModuleSuffix = ".safetensors";
-  std::string path(lookahead_module);
-  if (path.size() > kModuleSuffix.size() &&
-      path.compare(path.size() - kModuleSuffix.size(), kModuleSuffix.size(), kModuleSuffix) == 0) {
-    path.resize(path.size() - kModuleSuffix.size());
-  }
-  return path;
-}
-
-}  // namespace
 
 std::string ProfilePathFor(std::string_view lookahead_module) {
   return ModuleStem(lookahead_module) + ".eviction.json";

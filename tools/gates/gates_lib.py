@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from lookahead_lib import _cache_of
+from lookahead_lib import cache_of
 
 RMS_EPS = 1e-6
 REPEAT_TEXT = "user\nRepeat the previous context exactly.<|im_end|>\n<|im_start|>assistant\n"
@@ -51,7 +51,7 @@ def kvzip_targets(model, kv: list, token_ids: list, repeat_ids: list) -> torch.T
     T = kv[0][0].shape[2]
     rows = repeat_ids + token_ids
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([rows]), past_key_values=_cache_of(kv),
+        out = model(input_ids=torch.tensor([rows]), past_key_values=cache_of(kv),
                     position_ids=torch.arange(T, T + len(rows))[None], output_attentions=True,
                     use_cache=True)
     hkv = model.config.num_key_value_heads

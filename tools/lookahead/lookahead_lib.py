@@ -104,7 +104,8 @@ def prompt_cache(model, token_ids: list) -> list:
     return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
 
 
-def _cache_of(kv: list) -> DynamicCache:
+def cache_of(kv: list) -> DynamicCache:
+    """A transformers cache holding the prompt's [(keys, values)] per layer, as fp32."""
     cache = DynamicCache()
     for i, (k, v) in enumerate(kv):
         cache.update(k.float(), v.float(), i)
@@ -126,7 +127,7 @@ def lookahead_scores(model, module: LookaheadModule, kv: list) -> torch.Tensor:
     T = kv[0][0].shape[2]
     handles = module.hooks(model)
     try:
-        out = model(inputs_embeds=module.embeddings[None], past_key_values=_cache_of(kv),
+        out = model(inputs_embeds=module.embeddings[None], past_key_values=cache_of(kv),
                     position_ids=torch.arange(T, T + module.n)[None], output_attentions=True,
                     use_cache=True)
     finally:
@@ -140,7 +141,7 @@ def response_targets(model, kv: list, response_ids: list) -> torch.Tensor:
     normalised to sum 1 over T (the training target)."""
     T = kv[0][0].shape[2]
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([response_ids]), past_key_values=_cache_of(kv),
+        out = model(input_ids=torch.tensor([response_ids]), past_key_values=cache_of(kv),
                     position_ids=torch.arange(T, T + len(response_ids))[None],
                     output_attentions=True, use_cache=True)
     target = _group_mean(out.attentions, model.config.num_key_value_heads, T).double()

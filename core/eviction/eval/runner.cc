@@ -239,12 +239,13 @@ absl::StatusOr<std::vector<Arm>> ArmsFor(const std::vector<std::string>& methods
   return arms;
 }
 
-absl::Status ValidateRunOptions(const RunOptions& options) {
+namespace {
+
+// Everything ValidateRunOptions checks but the scorers, which RunTask builds anyway.
+absl::Status CheckArmsAndBudgets(const RunOptions& options) {
   if (options.arms.empty()) return absl::InvalidArgumentError("no methods to evaluate");
   if (options.budgets.empty()) return absl::InvalidArgumentError("no budgets to evaluate");
   for (const Arm& arm : options.arms) {
-    ASSIGN_OR_RETURN(const ScorerConfig config, ConfigOf(arm, options));
-    RETURN_IF_ERROR(CreateScorer(config).status());
     if (arm.settings.schedule == Schedule::kCake && arm.settings.scorer.method != "cake") {
       return absl::InvalidArgumentError(absl::StrCat(arm.label, ": schedule cake needs cake"));
     }
@@ -261,10 +262,24 @@ absl::Status ValidateRunOptions(const RunOptions& options) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status ValidateRunOptions(const RunOptions& options) {
+  RETURN_IF_ERROR(CheckArmsAndBudgets(options));
+  MultiScorer multi(/*n_layers=*/1);  // builds each distinct scorer once, as RunTask does
+  for (const Arm& arm : options.arms) {
+    ASSIGN_OR_RETURN(const ScorerConfig config, ConfigOf(arm, options));
+    RETURN_IF_ERROR(multi.Add(config).status());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPool& pool,
                                    const Task& task, const RunOptions& options,
                                    const std::function<void()>& on_run) {
-  RETURN_IF_ERROR(ValidateRunOptions(options));
+  // The scorers are built (and their errors returned) once below, not also to validate: a tuning
+  // run has dozens of arms, and learned methods load their weights.
+  RETURN_IF_ERROR(CheckArmsAndBudgets(options));
   MultiScorer multi(model.config().n_layers);
   std::vector<size_t> member;  // [arm] its scorer's index in `multi`
   for (const Arm& arm : options.arms) {
