@@ -44,9 +44,9 @@ struct Options {
   std::string model;
   int64_t pool_mib = 256;
   int history_tokens = 2048;
-  std::vector<std::string> policies = {"none:1:fp16",      "none:1:int8",
-                                       "snapkv:0.2:int8",  "lookahead:0.2:int8",
-                                       "snapkv:0.2:kivi4", "lookahead:0.2:kivi4"};
+  std::vector<std::string> policies = {
+      "none:1:fp16",        "none:1:int8",      "none:1:kivi4",        "snapkv:0.2:int8",
+      "lookahead:0.2:int8", "snapkv:0.2:kivi4", "lookahead:0.2:kivi4", "snapkv:0.2:kivi2"};
   int threads = 2;
   std::string json_path = GLIMPSE_BENCH_JSON;
 };

@@ -38,7 +38,7 @@ int64_t TurnBytes(const model::KvCache& cache, int64_t rows) {
       pages += (n + rows + P - 1) / P - (n + P - 1) / P;
     }
   }
-  return pages * pool.PageBytes(cache.dtype());
+  return pages * pool.PageBytes(cache.filling_dtype());
 }
 
 }  // namespace

@@ -601,6 +601,7 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
   ASSIGN_OR_RETURN(result.scores, ScoreAll(session, capture, scorer, turn, lookahead, preferences));
   ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options, preferences));
   RETURN_IF_ERROR(ApplyKept(session.cache(), result));
+  session.cache().Seal();  // the kept rows are final: group formats quantise their full pages
   SettleCandidates(candidates, result);
   result.scoring_seconds = SecondsSince(scoring_start);
   return result;

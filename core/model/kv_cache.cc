@@ -1,5 +1,7 @@
 #include "core/model/kv_cache.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -19,9 +21,19 @@ kvpage::Codec RowCodec(kernels::KvDType dtype) {
       return kvpage::Codec::kInt8;
     case kernels::KvDType::kE4M3:
       return kvpage::Codec::kFp8E4M3;
+    case kernels::KvDType::kKivi4:
+      return kvpage::Codec::kKivi4;
+    case kernels::KvDType::kKivi2:
+      return kvpage::Codec::kKivi2;
   }
   return kvpage::Codec::kFp32;
 }
+
+namespace {
+
+constexpr int64_t kKiviGroupRows = 32;  // kvpage::kKiviGroup: sealed pages hold whole groups
+
+}  // namespace
 
 KvCache::KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, KvPool* pool,
                  kernels::KvDType dtype)
@@ -32,6 +44,8 @@ KvCache::KvCache(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, KvPool*
                                 : nullptr),
       pool_(pool != nullptr ? pool : own_pool_.get()),
       dtype_(pool != nullptr ? dtype : kernels::KvDType::kF32),
+      filling_(KvFillingFormat(dtype_)),
+      seals_(KvGrouped(dtype_) && pool_->page_tokens() % kKiviGroupRows == 0),
       page_tokens_(pool_->page_tokens()),
       heads_(static_cast<size_t>(n_layers) * n_kv_heads) {}
 
@@ -44,6 +58,8 @@ KvCache::KvCache(KvCache&& other) noexcept
       own_pool_(std::move(other.own_pool_)),
       pool_(other.pool_),
       dtype_(other.dtype_),
+      filling_(other.filling_),
+      seals_(other.seals_),
       page_tokens_(other.page_tokens_),
       heads_(std::move(other.heads_)) {
   other.heads_.clear();
@@ -58,6 +74,8 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
   own_pool_ = std::move(other.own_pool_);
   pool_ = other.pool_;
   dtype_ = other.dtype_;
+  filling_ = other.filling_;
+  seals_ = other.seals_;
   page_tokens_ = other.page_tokens_;
   heads_ = std::move(other.heads_);
   other.heads_.clear();
@@ -65,15 +83,15 @@ KvCache& KvCache::operator=(KvCache&& other) noexcept {
 }
 
 uint8_t* KvCache::KeyRow(uint8_t* page, int64_t slot) const {
-  return page + slot * head_dim_ * KvElementBytes(dtype_);
+  return page + slot * head_dim_ * KvElementBytes(filling_);
 }
 
 uint8_t* KvCache::ValueRow(uint8_t* page, int64_t slot) const {
-  return page + (page_tokens_ + slot) * head_dim_ * KvElementBytes(dtype_);
+  return page + (page_tokens_ + slot) * head_dim_ * KvElementBytes(filling_);
 }
 
 float* KvCache::KeyScale(uint8_t* page) const {
-  return reinterpret_cast<float*>(page + 2 * page_tokens_ * head_dim_ * KvElementBytes(dtype_));
+  return reinterpret_cast<float*>(page + 2 * page_tokens_ * head_dim_ * KvElementBytes(filling_));
 }
 
 float* KvCache::ValueScale(uint8_t* page) const { return KeyScale(page) + page_tokens_; }
@@ -86,22 +104,31 @@ std::span<const int32_t> KvCache::positions(int32_t layer, int32_t kv_head) cons
   return heads_[Index(layer, kv_head)].positions;
 }
 
+kernels::KvPageView KvCache::View(const Head& head, size_t page) const {
+  uint8_t* bytes = head.pages[page];
+  const int64_t first = static_cast<int64_t>(page) * page_tokens_;
+  const int64_t rows = std::min(page_tokens_, static_cast<int64_t>(head.positions.size()) - first);
+  if (page < head.sealed) {
+    return {.dtype = dtype_,
+            .k = bytes,
+            .v = bytes + KvGroupedSectionBytes(dtype_, true, page_tokens_, head_dim_),
+            .pos = head.positions.data() + first,
+            .rows = rows};
+  }
+  return {.dtype = filling_,
+          .k = KeyRow(bytes, 0),
+          .v = ValueRow(bytes, 0),
+          .k_scale = KvScaled(filling_) ? KeyScale(bytes) : nullptr,
+          .v_scale = KvScaled(filling_) ? ValueScale(bytes) : nullptr,
+          .pos = head.positions.data() + first,
+          .rows = rows};
+}
+
 std::vector<kernels::KvPageView> KvCache::Pages(int32_t layer, int32_t kv_head) const {
   const Head& h = heads_[Index(layer, kv_head)];
   std::vector<kernels::KvPageView> views;
   views.reserve(h.pages.size());
-  const int64_t n = static_cast<int64_t>(h.positions.size());
-  for (size_t p = 0; p < h.pages.size(); ++p) {
-    uint8_t* page = h.pages[p];
-    const int64_t first = static_cast<int64_t>(p) * page_tokens_;
-    views.push_back({.dtype = dtype_,
-                     .k = KeyRow(page, 0),
-                     .v = ValueRow(page, 0),
-                     .k_scale = KvScaled(dtype_) ? KeyScale(page) : nullptr,
-                     .v_scale = KvScaled(dtype_) ? ValueScale(page) : nullptr,
-                     .pos = h.positions.data() + first,
-                     .rows = std::min(page_tokens_, n - first)});
-  }
+  for (size_t p = 0; p < h.pages.size(); ++p) views.push_back(View(h, p));
   return views;
 }
 
@@ -112,24 +139,61 @@ KvHead KvCache::Read(int32_t layer, int32_t kv_head) const {
   const int64_t n = static_cast<int64_t>(h.positions.size());
   out.keys.resize(n * head_dim_);
   out.values.resize(n * head_dim_);
-  for (const kernels::KvPageView& p : Pages(layer, kv_head)) {
-    const int64_t first = p.pos - h.positions.data();
-    for (int64_t r = 0; r < p.rows; ++r) {
-      kernels::DequantizeKvRow(out.keys.data() + (first + r) * head_dim_, dtype_, p.k, p.k_scale, r,
-                               head_dim_);
-      kernels::DequantizeKvRow(out.values.data() + (first + r) * head_dim_, dtype_, p.v, p.v_scale,
-                               r, head_dim_);
+  for (size_t p = 0; p < h.pages.size(); ++p) {
+    const kernels::KvPageView view = View(h, p);
+    const int64_t first = static_cast<int64_t>(p) * page_tokens_;
+    for (int64_t r = 0; r < view.rows; ++r) {
+      kernels::DequantizeKvPageRow(out.keys.data() + (first + r) * head_dim_,
+                                   out.values.data() + (first + r) * head_dim_, view, r, head_dim_);
     }
   }
   return out;
 }
 
+bool KvCache::SealPage(Head& head) {
+  const size_t p = head.sealed;
+  const kernels::KvPageView view = View(head, p);
+  thread_local std::vector<float> k, v;
+  k.resize(page_tokens_ * head_dim_);
+  v.resize(page_tokens_ * head_dim_);
+  for (int64_t r = 0; r < page_tokens_; ++r) {
+    kernels::DequantizeKvPageRow(k.data() + r * head_dim_, v.data() + r * head_dim_, view, r,
+                                 head_dim_);
+  }
+  uint8_t* sealed = pool_->Allocate(dtype_);
+  if (sealed == nullptr) return false;
+  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(RowCodec(dtype_)));
+  const int64_t key_bytes = KvGroupedSectionBytes(dtype_, true, page_tokens_, head_dim_);
+  // fp16 rows are inside KIVI's range, so encoding cannot fail; if it did, the page stays fp16.
+  if (!codec.encode(kvpage::Role::kKeys, k.data(), page_tokens_, head_dim_, 0, sealed).ok() ||
+      !codec.encode(kvpage::Role::kValues, v.data(), page_tokens_, head_dim_, 0, sealed + key_bytes)
+           .ok()) {
+    pool_->Free(dtype_, sealed);
+    return false;
+  }
+  pool_->Free(filling_, head.pages[p]);
+  head.pages[p] = sealed;
+  ++head.sealed;
+  return true;
+}
+
+void KvCache::SealHead(Head& head) {
+  if (!seals_) return;
+  const size_t full = head.positions.size() / static_cast<size_t>(page_tokens_);
+  while (head.sealed < full && SealPage(head)) {
+  }
+}
+
+void KvCache::Seal() {
+  for (Head& h : heads_) SealHead(h);
+}
+
 absl::Status KvCache::EncodeRows(uint8_t* page, int64_t slot, const float* k, const float* v,
                                  int64_t n) const {
-  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(RowCodec(dtype_)));
+  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(RowCodec(filling_)));
   thread_local std::vector<uint8_t> section;
-  const int64_t row_bytes = head_dim_ * KvElementBytes(dtype_);
-  const bool scaled = KvScaled(dtype_);
+  const int64_t row_bytes = head_dim_ * KvElementBytes(filling_);
+  const bool scaled = KvScaled(filling_);
   for (const bool keys : {true, false}) {
     const kvpage::Role role = keys ? kvpage::Role::kKeys : kvpage::Role::kValues;
     section.resize(codec.section_bytes(role, n, head_dim_, 0));
@@ -153,7 +217,7 @@ absl::Status KvCache::Append(int32_t layer, int32_t kv_head, const float* k, con
   const size_t pages_before = h.pages.size();
   const int64_t pages_after = (have + n + page_tokens_ - 1) / page_tokens_;
   while (static_cast<int64_t>(h.pages.size()) < pages_after) {
-    uint8_t* page = pool_->Allocate(dtype_);
+    uint8_t* page = pool_->Allocate(filling_);
     if (page == nullptr) {
       const int64_t wanted = pages_after - static_cast<int64_t>(pages_before);
       FreePagesFrom(h, pages_before);
@@ -161,7 +225,7 @@ absl::Status KvCache::Append(int32_t layer, int32_t kv_head, const float* k, con
       return absl::ResourceExhaustedError(absl::StrFormat(
           "KV pool full: layer %d kv_head %d needs %d more %s pages of %d bytes; the pool holds "
           "%d of its %d bytes, %d in use",
-          layer, kv_head, wanted, KvDTypeName(dtype_), pool_->PageBytes(dtype_), s.held_bytes,
+          layer, kv_head, wanted, KvDTypeName(filling_), pool_->PageBytes(filling_), s.held_bytes,
           s.budget_bytes, s.used_bytes));
     }
     h.pages.push_back(page);
@@ -190,11 +254,11 @@ absl::Status KvCache::Assign(int32_t layer, int32_t kv_head, const KvHead& entri
 
 void KvCache::CopyRow(uint8_t* dst_page, int64_t dst_slot, const uint8_t* src_page,
                       int64_t src_slot) const {
-  const int64_t row_bytes = head_dim_ * KvElementBytes(dtype_);
+  const int64_t row_bytes = head_dim_ * KvElementBytes(filling_);
   auto* src = const_cast<uint8_t*>(src_page);
   std::memmove(KeyRow(dst_page, dst_slot), KeyRow(src, src_slot), row_bytes);
   std::memmove(ValueRow(dst_page, dst_slot), ValueRow(src, src_slot), row_bytes);
-  if (KvScaled(dtype_)) {
+  if (KvScaled(filling_)) {
     KeyScale(dst_page)[dst_slot] = KeyScale(src)[src_slot];
     ValueScale(dst_page)[dst_slot] = ValueScale(src)[src_slot];
   }
@@ -217,8 +281,30 @@ absl::Status KvCache::Retain(int32_t layer, int32_t kv_head, const std::vector<i
           kv_head, keep[i], i, in_range ? "not increasing" : "out of range", n));
     }
   }
-  // Compacting in place is safe because keep is strictly increasing: dst <= src always.
-  for (size_t dst = 0; dst < keep.size(); ++dst) {
+  size_t moved = 0;  // the first kept entry that changes place
+  while (moved < keep.size() && keep[moved] == static_cast<int64_t>(moved)) ++moved;
+  if (moved / static_cast<size_t>(page_tokens_) < h.sealed) {
+    // Rows of sealed pages move: decode what is kept from the first changed page on, drop those
+    // pages, and append the rows again (sealing page by page, so the pool holds at most one more
+    // fp16 page than the result).
+    const size_t first = moved / static_cast<size_t>(page_tokens_) * page_tokens_;
+    const KvHead all = Read(layer, kv_head);
+    KvHead rows;
+    for (size_t i = first; i < keep.size(); ++i) {
+      const int64_t src = keep[i];
+      rows.keys.insert(rows.keys.end(), all.keys.begin() + src * head_dim_,
+                       all.keys.begin() + (src + 1) * head_dim_);
+      rows.values.insert(rows.values.end(), all.values.begin() + src * head_dim_,
+                         all.values.begin() + (src + 1) * head_dim_);
+      rows.positions.push_back(all.positions[src]);
+    }
+    h.positions.resize(first);
+    FreePagesFrom(h, first / static_cast<size_t>(page_tokens_));
+    return AppendSealing(layer, kv_head, rows);
+  }
+  // Compacting in place is safe because keep is strictly increasing: dst <= src always; every
+  // page written is a filling page (sealed pages end before `moved`).
+  for (size_t dst = moved; dst < keep.size(); ++dst) {
     const int64_t src = keep[dst];
     if (src != static_cast<int64_t>(dst)) {
       CopyRow(h.pages[dst / page_tokens_], static_cast<int64_t>(dst) % page_tokens_,
@@ -230,32 +316,55 @@ absl::Status KvCache::Retain(int32_t layer, int32_t kv_head, const std::vector<i
   return absl::OkStatus();
 }
 
+absl::Status KvCache::AppendSealing(int32_t layer, int32_t kv_head, const KvHead& rows) {
+  Head& h = heads_[Index(layer, kv_head)];
+  for (int64_t done = 0; done < rows.size();) {
+    const int64_t room = page_tokens_ - static_cast<int64_t>(h.positions.size()) % page_tokens_;
+    const int64_t n = std::min(room, rows.size() - done);
+    RETURN_IF_ERROR(Append(layer, kv_head, rows.keys.data() + done * head_dim_,
+                           rows.values.data() + done * head_dim_, rows.positions.data() + done, n));
+    SealHead(h);
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
 void KvCache::FreePagesFrom(Head& head, size_t first) {
-  for (size_t p = first; p < head.pages.size(); ++p) pool_->Free(dtype_, head.pages[p]);
+  for (size_t p = first; p < head.pages.size(); ++p) {
+    pool_->Free(PageFormat(head, p), head.pages[p]);
+  }
   head.pages.resize(std::min(first, head.pages.size()));
+  head.sealed = std::min(head.sealed, head.pages.size());
 }
 
 void KvCache::Truncate(int32_t layer, int32_t kv_head, int64_t n) {
   Head& h = heads_[Index(layer, kv_head)];
+  if (n % page_tokens_ != 0 && static_cast<size_t>(n / page_tokens_) < h.sealed) {
+    std::fprintf(stderr, "KvCache::Truncate(layer %d, kv_head %d, %lld) cuts a sealed page\n",
+                 layer, kv_head, static_cast<long long>(n));
+    std::abort();
+  }
   if (n < static_cast<int64_t>(h.positions.size())) h.positions.resize(n);
   FreePagesFrom(h, static_cast<size_t>((n + page_tokens_ - 1) / page_tokens_));
 }
 
 absl::StatusOr<KvCache> KvCache::Clone() const {
   KvCache copy(n_layers_, n_kv_heads_, head_dim_, own_pool_ ? nullptr : pool_, dtype_);
-  const int64_t page_bytes = pool_->PageBytes(dtype_);
   for (size_t i = 0; i < heads_.size(); ++i) {
+    const Head& from = heads_[i];
     Head& to = copy.heads_[i];
-    for (uint8_t* page : heads_[i].pages) {
-      uint8_t* fresh = copy.pool_->Allocate(dtype_);
+    for (size_t p = 0; p < from.pages.size(); ++p) {
+      const kernels::KvDType format = PageFormat(from, p);
+      uint8_t* fresh = copy.pool_->Allocate(format);
       if (fresh == nullptr) {
-        return absl::ResourceExhaustedError(absl::StrFormat(
-            "KV pool full: no room to copy a cache of %d pages", TotalBytes() / page_bytes));
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("KV pool full: no room to copy a cache of %d bytes", TotalBytes()));
       }
-      std::memcpy(fresh, page, static_cast<size_t>(page_bytes));
+      std::memcpy(fresh, from.pages[p], static_cast<size_t>(pool_->PageBytes(format)));
       to.pages.push_back(fresh);
+      to.sealed = std::min(from.sealed, to.pages.size());
     }
-    to.positions = heads_[i].positions;
+    to.positions = from.positions;
   }
   return copy;
 }
@@ -267,9 +376,12 @@ int64_t KvCache::TotalEntries() const {
 }
 
 int64_t KvCache::TotalBytes() const {
-  int64_t pages = 0;
-  for (const Head& h : heads_) pages += static_cast<int64_t>(h.pages.size());
-  return pages * pool_->PageBytes(dtype_);
+  int64_t sealed = 0, filling = 0;
+  for (const Head& h : heads_) {
+    sealed += static_cast<int64_t>(h.sealed);
+    filling += static_cast<int64_t>(h.pages.size() - h.sealed);
+  }
+  return sealed * pool_->PageBytes(dtype_) + filling * pool_->PageBytes(filling_);
 }
 
 void KvCache::Clear() {

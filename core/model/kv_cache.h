@@ -2,12 +2,25 @@
 // entry remembers the original position of its token. Eviction (core/eviction) may therefore keep
 // a different subset of positions in every head; attention honours whatever is left.
 //
-// Storage: each head's entries live in pages of a KV pool (kv_pool.h) in the cache's element
-// format, filled in order (every page but the last is full); the positions are kept per head. A
-// cache made without a pool owns a private, unbounded one and stores fp32, exactly what the
-// forward pass computed. Rows are encoded as core/kvpage's codec of the same name encodes them, so
-// a head read back (Read) equals the codec's round trip of what was appended; attention reads the
-// pages as they are (Pages, kernels::AttendPaged).
+// Storage: each head's entries live in pages of a KV pool (kv_pool.h), filled in order (every page
+// but the last is full); the positions are kept per head. A cache made without a pool owns a
+// private, unbounded one and stores fp32, exactly what the forward pass computed. Attention reads
+// the pages as they are (Pages, kernels::AttendPaged).
+//
+// Row formats (fp32, fp16, bf16, int8, fp8_e4m3): rows are encoded as core/kvpage's codec of the
+// same name encodes them, so a head read back (Read) equals the codec's round trip of what was
+// appended.
+//
+// Group formats (kivi4, kivi2) hold a page that is still filling the way KIVI holds its residual:
+// appended rows go to pages in fp16 (KvFillingFormat), and Seal() re-encodes every full fp16 page
+// into one KIVI page (key groups of 32 rows from the page's first row) and frees it. So a head is
+// sealed KIVI pages followed by fp16 pages, and reads back as KIVI's round trip of the fp16
+// rounding of what was appended, for any chunking of the appends. The owner seals when the rows
+// of a full page are final: after a prompt's eviction and after decode steps (core/worker's engine
+// and core/eviction do), so eviction selects among rows rounded once. Retain that moves rows of
+// sealed pages decodes and re-encodes them (one more rounding, within the codec's bound; sealing
+// those pages again as they fill). Any scaled format with per-page scales would follow the same
+// scheme. A pool whose page_tokens is not a multiple of 32 never seals.
 //
 // Keys are stored post-RoPE, so an entry's key never changes after it is written. Not thread-safe:
 // one Session owns one cache; the forward pass writes distinct heads from distinct threads.
@@ -26,9 +39,10 @@
 
 namespace glimpse::model {
 
-// The page codec whose rows are a pool format's: the cache encodes its rows with it, so pages in
-// it hold a cache's rows as they are (fp32, fp16 and bf16: the same bytes; int8 and fp8: the same
-// codes, a row's scale recomputed from them, equal up to its last bit).
+// The page codec of a pool format. Row formats: the cache encodes its rows with it, so pages in it
+// hold a cache's rows as they are (fp32, fp16 and bf16: the same bytes; int8 and fp8: the same
+// codes, a row's scale recomputed from them, equal up to its last bit). Group formats: the codec
+// whose sections sealed pages are.
 kvpage::Codec RowCodec(kernels::KvDType dtype);
 
 // Entries of one (layer, kv-head) as plain fp32: what scorers read and what moves between caches.
@@ -68,13 +82,21 @@ class KvCache {
   // Replaces one head's entries with `entries` (encoded in the cache's format); the same errors as
   // Append, and the head is then empty.
   absl::Status Assign(int32_t layer, int32_t kv_head, const KvHead& entries);
+  // Group formats: re-encodes every full fp16 page of every head into the group format and frees
+  // it (see above). Best effort: a page the pool has no room to re-encode stays fp16, and a later
+  // Seal tries again. Nothing to do for row formats.
+  void Seal();
 
   // Keeps only the entries at `keep` (indices into the head's current entries, strictly
-  // increasing), moving rows as they are stored (no re-encoding) and returning emptied pages to
-  // the pool. InvalidArgument (naming layer, head and index) when an index is out of range or not
-  // increasing; the head is unchanged then.
+  // increasing), moving rows as they are stored (no re-encoding, but for rows of sealed pages that
+  // move) and returning emptied pages to the pool. InvalidArgument (naming layer, head and index)
+  // when an index is out of range or not increasing; the head is unchanged then.
+  // ResourceExhausted only when rows of sealed pages move and the pool cannot hold the fp16 page
+  // they pass through; the head then keeps the entries before the first moved one.
   absl::Status Retain(int32_t layer, int32_t kv_head, const std::vector<int64_t>& keep);
-  // Keeps the first `n` entries of one head (n <= size).
+  // Keeps the first `n` entries of one head (n <= size). Cutting into a sealed page is a bug
+  // (Session only truncates what its failed or temporary call appended, and seals between calls);
+  // the process aborts with a message.
   void Truncate(int32_t layer, int32_t kv_head, int64_t n);
 
   // A copy of every head in new pages of the same pool and format; ResourceExhausted when the pool
@@ -90,17 +112,30 @@ class KvCache {
   int32_t n_kv_heads() const { return n_kv_heads_; }
   int32_t head_dim() const { return head_dim_; }
   kernels::KvDType dtype() const { return dtype_; }
+  // The format appended rows are written in (KvFillingFormat of dtype()).
+  kernels::KvDType filling_dtype() const { return filling_; }
   KvPool& pool() const { return *pool_; }
 
  private:
   struct Head {
-    std::vector<uint8_t*> pages;
+    std::vector<uint8_t*> pages;  // [0, sealed) in dtype_ (full), the rest in filling_
     std::vector<int32_t> positions;
+    size_t sealed = 0;
   };
   size_t Index(int32_t layer, int32_t kv_head) const {
     return static_cast<size_t>(layer) * n_kv_heads_ + kv_head;
   }
-  // Row addresses inside a page.
+  kernels::KvDType PageFormat(const Head& head, size_t page) const {
+    return page < head.sealed ? dtype_ : filling_;
+  }
+  kernels::KvPageView View(const Head& head, size_t page) const;
+  // Re-encodes the head's first unsealed page (full, fp16) into dtype_; false when the pool has
+  // no room.
+  bool SealPage(Head& head);
+  void SealHead(Head& head);
+  // Appends rows after re-encoding each full page (Retain's path for rows of sealed pages).
+  absl::Status AppendSealing(int32_t layer, int32_t kv_head, const KvHead& rows);
+  // Row addresses inside a page of the filling format.
   uint8_t* KeyRow(uint8_t* page, int64_t slot) const;
   uint8_t* ValueRow(uint8_t* page, int64_t slot) const;
   float* KeyScale(uint8_t* page) const;
@@ -118,6 +153,8 @@ class KvCache {
   std::unique_ptr<KvPool> own_pool_;  // set when made without a pool
   KvPool* pool_;
   kernels::KvDType dtype_;
+  kernels::KvDType filling_;  // KvFillingFormat(dtype_)
+  bool seals_;                // a group format in pages of a multiple of 32 rows
   int64_t page_tokens_;
   std::vector<Head> heads_;  // [n_layers · n_kv_heads]
 };

@@ -1,11 +1,13 @@
 #include "core/model/kv_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "core/kvpage/codec.h"
 #include "gtest/gtest.h"
+#include "kernels/quant.h"
 
 namespace glimpse::model {
 namespace {
@@ -134,6 +136,117 @@ TEST(KvCacheTest, EveryFormatHoldsTheCodecsRoundTripAcrossPagesAndCompaction) {
       }
     }
     EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(dtype)], 1);  // 14 entries, one page
+  }
+}
+
+// KIVI's round trip of rows [begin, begin + 64) of x, a whole sealed page (no residual).
+std::vector<float> KiviPageRoundTrip(kvpage::Codec codec_id, kvpage::Role role,
+                                     const std::vector<float>& x, int64_t begin, int64_t dim) {
+  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(codec_id));
+  std::vector<uint8_t> section(codec.section_bytes(role, 64, dim, 0));
+  EXPECT_TRUE(codec.encode(role, x.data() + begin * dim, 64, dim, 0, section.data()).ok());
+  std::vector<float> y(64 * dim);
+  codec.decode(role, section.data(), 64, dim, 0, y.data());
+  return y;
+}
+
+// What a KIVI head holds for appended rows x: fp16(x), then every full page sealed into KIVI.
+std::vector<float> KiviHeld(kvpage::Codec codec, kvpage::Role role, const std::vector<float>& x,
+                            int64_t n, int64_t dim) {
+  std::vector<float> held(x.size());
+  for (size_t i = 0; i < x.size(); ++i) held[i] = kernels::Fp16ToFp32(kernels::Fp32ToFp16(x[i]));
+  for (int64_t page = 0; (page + 1) * 64 <= n; ++page) {
+    const std::vector<float> y = KiviPageRoundTrip(codec, role, held, page * 64, dim);
+    std::copy(y.begin(), y.end(), held.begin() + page * 64 * dim);
+  }
+  return held;
+}
+
+// KIVI formats fill pages in fp16 and Seal() turns each full page into one KIVI page: the head
+// reads back as KIVI's round trip of the fp16 rows, whatever the chunking of the appends; a
+// Retain that moves sealed rows re-encodes them, one that does not leaves sealed pages as they
+// were; pages and bytes are counted by format.
+TEST(KvCacheTest, KiviHeadsFillInFp16AndSealFullPages) {
+  constexpr int32_t kDim = 64;
+  constexpr int64_t n = 150;  // two full pages and 22 rows
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> k(n * kDim), v(n * kDim);
+  for (float& x : k) x = dist(rng);
+  for (float& x : v) x = dist(rng);
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(2 * i);
+  const std::pair<KvDType, kvpage::Codec> formats[] = {{KvDType::kKivi4, kvpage::Codec::kKivi4},
+                                                       {KvDType::kKivi2, kvpage::Codec::kKivi2}};
+  for (const auto& [dtype, codec] : formats) {
+    SCOPED_TRACE(KvDTypeName(dtype));
+    KvPool pool({.page_tokens = 64, .head_dim = kDim});
+    const auto used = [&](KvDType d) { return pool.stats().used_pages[static_cast<size_t>(d)]; };
+    KvCache cache(1, 1, kDim, &pool, dtype);
+    EXPECT_EQ(cache.filling_dtype(), KvDType::kF16);
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 5}, {5, 100}, {100, 150}}) {
+      ASSERT_TRUE(cache
+                      .Append(0, 0, k.data() + begin * kDim, v.data() + begin * kDim,
+                              pos.data() + begin, end - begin)
+                      .ok());
+    }
+    EXPECT_EQ(used(KvDType::kF16), 3);
+    cache.Seal();
+    EXPECT_EQ(used(dtype), 2);
+    EXPECT_EQ(used(KvDType::kF16), 1);
+    EXPECT_EQ(cache.TotalBytes(), 2 * pool.PageBytes(dtype) + pool.PageBytes(KvDType::kF16));
+    const std::vector<float> want_k = KiviHeld(codec, kvpage::Role::kKeys, k, n, kDim);
+    const std::vector<float> want_v = KiviHeld(codec, kvpage::Role::kValues, v, n, kDim);
+    KvHead got = cache.Read(0, 0);
+    EXPECT_EQ(got.positions, pos);
+    EXPECT_EQ(got.keys, want_k);
+    EXPECT_EQ(got.values, want_v);
+    const std::vector<kernels::KvPageView> pages = cache.Pages(0, 0);
+    ASSERT_EQ(pages.size(), 3u);
+    EXPECT_EQ(pages[0].dtype, dtype);
+    EXPECT_EQ(pages[2].dtype, KvDType::kF16);
+    EXPECT_EQ(pages[2].rows, 22);
+
+    // One append of everything, sealed: the same bytes.
+    KvCache once(1, 1, kDim, &pool, dtype);
+    ASSERT_TRUE(once.Append(0, 0, k.data(), v.data(), pos.data(), n).ok());
+    once.Seal();
+    EXPECT_EQ(once.Read(0, 0).keys, got.keys);
+    once.Clear();
+
+    // Keeping the first page whole and two later rows: the sealed page stays as it was.
+    std::vector<int64_t> keep(64);
+    for (int64_t i = 0; i < 64; ++i) keep[i] = i;
+    keep.push_back(100);
+    keep.push_back(120);
+    absl::StatusOr<KvCache> copy = cache.Clone();
+    ASSERT_TRUE(copy.ok());
+    EXPECT_EQ(copy->Read(0, 0).keys, got.keys);
+    ASSERT_TRUE(copy->Retain(0, 0, keep).ok());
+    const KvHead kept = copy->Read(0, 0);
+    ASSERT_EQ(kept.size(), 66);
+    EXPECT_TRUE(std::equal(kept.keys.begin(), kept.keys.begin() + 64 * kDim, got.keys.begin()));
+    // Rows 100 and 120 moved out of a sealed page: fp16 rows of what it held.
+    EXPECT_EQ(kept.keys[64 * kDim + 3],
+              kernels::Fp16ToFp32(kernels::Fp32ToFp16(got.keys[100 * kDim + 3])));
+    copy->Clear();
+
+    // Every other entry: rows of both sealed pages move and are sealed again as pages fill.
+    keep.clear();
+    for (int64_t i = 0; i < n; i += 2) keep.push_back(i);
+    ASSERT_TRUE(cache.Retain(0, 0, keep).ok());
+    std::vector<float> moved_k;
+    for (int64_t i : keep) {
+      moved_k.insert(moved_k.end(), got.keys.begin() + i * kDim, got.keys.begin() + (i + 1) * kDim);
+    }
+    got = cache.Read(0, 0);
+    EXPECT_EQ(got.keys, KiviHeld(codec, kvpage::Role::kKeys, moved_k, 75, kDim));
+    EXPECT_EQ(used(dtype), 1);
+    EXPECT_EQ(used(KvDType::kF16), 1);
+    cache.Truncate(0, 0, 64);  // a page boundary: the sealed page stays
+    EXPECT_EQ(used(KvDType::kF16), 0);
+    cache.Clear();
+    EXPECT_EQ(pool.stats().used_bytes, 0);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "core/kvpage/codec.h"
+
 namespace glimpse::model {
 namespace {
 
@@ -21,12 +23,30 @@ int64_t KvElementBytes(kernels::KvDType dtype) {
     case kernels::KvDType::kI8:
     case kernels::KvDType::kE4M3:
       return 1;
+    case kernels::KvDType::kKivi4:
+    case kernels::KvDType::kKivi2:
+      return 0;  // not a row format
   }
   return 4;
 }
 
 bool KvScaled(kernels::KvDType dtype) {
   return dtype == kernels::KvDType::kI8 || dtype == kernels::KvDType::kE4M3;
+}
+
+bool KvGrouped(kernels::KvDType dtype) {
+  return dtype == kernels::KvDType::kKivi4 || dtype == kernels::KvDType::kKivi2;
+}
+
+kernels::KvDType KvFillingFormat(kernels::KvDType dtype) {
+  return KvGrouped(dtype) ? kernels::KvDType::kF16 : dtype;
+}
+
+int64_t KvGroupedSectionBytes(kernels::KvDType dtype, bool keys, int64_t rows, int64_t head_dim) {
+  const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(
+      dtype == kernels::KvDType::kKivi4 ? kvpage::Codec::kKivi4 : kvpage::Codec::kKivi2));
+  return static_cast<int64_t>(codec.section_bytes(
+      keys ? kvpage::Role::kKeys : kvpage::Role::kValues, rows, head_dim, /*residual=*/0));
 }
 
 const char* KvDTypeName(kernels::KvDType dtype) {
@@ -41,6 +61,10 @@ const char* KvDTypeName(kernels::KvDType dtype) {
       return "int8";
     case kernels::KvDType::kE4M3:
       return "fp8_e4m3";
+    case kernels::KvDType::kKivi4:
+      return "kivi4";
+    case kernels::KvDType::kKivi2:
+      return "kivi2";
   }
   return "unknown";
 }
@@ -54,9 +78,12 @@ KvPool::~KvPool() {
 }
 
 int64_t KvPool::PageBytes(kernels::KvDType dtype) const {
-  const int64_t rows = options_.page_tokens;
-  const int64_t bytes = 2 * rows * options_.head_dim * KvElementBytes(dtype) +
-                        (KvScaled(dtype) ? 2 * rows * int64_t{sizeof(float)} : 0);
+  const int64_t rows = options_.page_tokens, hd = options_.head_dim;
+  const int64_t bytes = KvGrouped(dtype)
+                            ? KvGroupedSectionBytes(dtype, true, rows, hd) +
+                                  KvGroupedSectionBytes(dtype, false, rows, hd)
+                            : 2 * rows * hd * KvElementBytes(dtype) +
+                                  (KvScaled(dtype) ? 2 * rows * int64_t{sizeof(float)} : 0);
   return (bytes + static_cast<int64_t>(kAlignment) - 1) / kAlignment * kAlignment;
 }
 

@@ -1,12 +1,16 @@
 // The KV page pool: memory for the KV caches of many sequences under one budget (a worker's
 // kv_memory). A page holds up to page_tokens entries of one (layer, kv-head) of one sequence in one
-// element format (kernels::KvDType, the row formats of core/kvpage's per-token codecs), laid out so
-// that attention reads it directly (kernels::KvPageView):
+// format (kernels::KvDType), laid out so that attention reads it directly (kernels::KvPageView).
+// Row formats (fp32, fp16, bf16, int8, fp8_e4m3: core/kvpage's per-token codecs):
 //
 //   keys     [P, head_dim] elements            P = page_tokens, elements of the format's size
 //   values   [P, head_dim] elements
 //   k_scale  [P] fp32                          int8 and fp8 only: x = code · scale[row]
 //   v_scale  [P] fp32
+//
+// Group formats (kivi4, kivi2): a page is always full, its keys then its values each one
+// core/kvpage KIVI section of P rows without residual (codec.h's layout, byte for byte), so P must
+// be a multiple of the KIVI group (32). How a cache fills such pages: kv_cache.h.
 //
 // Positions are not in the page: the cache keeps them per head (kv_cache.h).
 //
@@ -26,7 +30,7 @@
 
 namespace glimpse::model {
 
-inline constexpr int kKvDTypes = 5;  // kernels::KvDType values
+inline constexpr int kKvDTypes = 7;  // kernels::KvDType values
 
 class KvPool {
  public:
@@ -73,11 +77,18 @@ class KvPool {
   std::array<std::vector<uint8_t*>, kKvDTypes> free_lists_;  // GUARDED_BY(mu_)
 };
 
-// Element bytes of a format: 4, 2, 2, 1, 1.
+// Element bytes of a row format: 4, 2, 2, 1, 1 (0 for group formats).
 int64_t KvElementBytes(kernels::KvDType dtype);
 // Whether rows of the format carry a scale (int8, fp8).
 bool KvScaled(kernels::KvDType dtype);
-// "fp32", "fp16", "bf16", "int8", "fp8_e4m3" (the core/kvpage codec names).
+// Whether the format quantises groups of rows (kivi4, kivi2).
+bool KvGrouped(kernels::KvDType dtype);
+// The format of a cache's pages that are still filling: fp16 for group formats (KIVI's fp16
+// residual), the format itself otherwise.
+kernels::KvDType KvFillingFormat(kernels::KvDType dtype);
+// Bytes of one KIVI section (keys or values) of `rows` rows without residual.
+int64_t KvGroupedSectionBytes(kernels::KvDType dtype, bool keys, int64_t rows, int64_t head_dim);
+// "fp32", "fp16", "bf16", "int8", "fp8_e4m3", "kivi4", "kivi2" (the core/kvpage codec names).
 const char* KvDTypeName(kernels::KvDType dtype);
 
 }  // namespace glimpse::model

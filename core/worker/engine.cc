@@ -30,7 +30,8 @@ void Erase(std::vector<std::shared_ptr<T>>& from, const T* s) {
 
 // Pool bytes of one page per (layer, kv-head) of `cache`: what a sequence's next step may add.
 int64_t StepPageBytes(const model::KvCache& cache) {
-  return int64_t{cache.n_layers()} * cache.n_kv_heads() * cache.pool().PageBytes(cache.dtype());
+  return int64_t{cache.n_layers()} * cache.n_kv_heads() *
+         cache.pool().PageBytes(cache.filling_dtype());
 }
 
 }  // namespace
@@ -285,6 +286,7 @@ void Engine::Step(Sequences& running, Sequences& parked) {
       std::lock_guard<std::mutex> lock(mu_);
       for (size_t i = 0; i < feeding.size(); ++i) {
         Sequence& s = *feeding[i];
+        s.session->cache().Seal();  // a page a step filled holds final rows
         s.logits = std::move((*out)[i]);
         s.unfed = Sample(s);
         if (!s.unfed) finished.push_back(&s);

@@ -87,6 +87,62 @@ TEST_F(EngineTest, ConcurrentSequencesDecodeTogetherAndGiveTheirSoloTokens) {
               static_cast<double>(stats.rows) / std::max<int64_t>(stats.steps, 1));
 }
 
+// KIVI sessions seal their full pages after every step: decoded together, each gives the tokens
+// it gives decoded alone in the same format (sealing depends only on the sequence's own rows),
+// and pages were sealed on the way.
+TEST_F(EngineTest, KiviSequencesDecodedTogetherGiveTheirSoloTokens) {
+  constexpr int32_t kMax = 48;  // prompts of about 30 tokens cross a 64-token page
+  const model::ModelConfig& c = model_->config();
+  model::KvPool pool({.page_tokens = 64, .head_dim = c.head_dim});
+  const model::SessionOptions kivi{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4};
+  auto decode = [&](Engine& engine, const std::vector<int32_t>& prompt) {
+    model::Session session(*model_, model::testing::SharedPool(), kivi);
+    std::vector<float> logits;
+    EXPECT_TRUE(engine
+                    .Run([&]() -> absl::Status {
+                      absl::StatusOr<std::vector<float>> l = session.Forward(prompt);
+                      if (!l.ok()) return l.status();
+                      logits = *std::move(l);
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    auto sampler = model::Sampler::Create({});
+    auto r = engine.Decode(session, *sampler, logits, kMax, [](int32_t) { return true; });
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->tokens : std::vector<int32_t>{};
+  };
+  std::vector<std::vector<int32_t>> alone;
+  for (const char* text : {kTexts[0], kTexts[1], kTexts[2]}) {
+    Engine solo(*model_, model::testing::SharedPool());
+    alone.push_back(decode(solo, Prompt(text)));
+  }
+  Engine engine(*model_, model::testing::SharedPool());
+  std::vector<std::vector<int32_t>> together(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] { together[i] = decode(engine, Prompt(kTexts[i])); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(together[i], alone[i]) << kTexts[i];
+  // One more, held open: its full pages are KIVI.
+  model::Session held(*model_, model::testing::SharedPool(), kivi);
+  std::vector<float> logits;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    logits = *held.Forward(Prompt(kTexts[2]));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  auto sampler = model::Sampler::Create({});
+  ASSERT_TRUE(engine.Decode(held, *sampler, logits, kMax, [](int32_t) { return true; }).ok());
+  ASSERT_GE(held.next_position(), 64);
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(kernels::KvDType::kKivi4)],
+            heads * (held.next_position() / 64));
+  held.Reset();
+  EXPECT_EQ(pool.stats().used_bytes, 0);
+}
+
 TEST_F(EngineTest, AConsumerThatStopsStopsItsSequenceAndTheStateStaysConsistent) {
   Engine engine(*model_, model::testing::SharedPool());
   const std::vector<int32_t> prompt = Prompt(kTexts[2]);

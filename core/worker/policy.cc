@@ -49,9 +49,11 @@ kernels::KvDType HotFormat(kvpage::Codec codec) {
     case kvpage::Codec::kFp8E4M3:
       return kernels::KvDType::kE4M3;
     case kvpage::Codec::kFp16:
-    case kvpage::Codec::kKivi4:
-    case kvpage::Codec::kKivi2:
       return kernels::KvDType::kF16;
+    case kvpage::Codec::kKivi4:
+      return kernels::KvDType::kKivi4;
+    case kvpage::Codec::kKivi2:
+      return kernels::KvDType::kKivi2;
   }
   return kernels::KvDType::kF16;
 }

@@ -30,8 +30,8 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
                                    std::string_view codec);
 
 // The format a worker holds a session's KV in, in its KV pool, for the policy's page codec: the
-// codec's own where the pool has it (fp32, fp16, bf16, int8, fp8_e4m3); fp16 for the KIVI codecs,
-// whose per-channel groups the pool does not hold yet (their pages ship and store as KIVI).
+// codec's own (fp32, fp16, bf16, int8, fp8_e4m3, kivi4, kivi2; KIVI pages fill in fp16 first,
+// model/kv_cache.h).
 kernels::KvDType HotFormat(kvpage::Codec codec);
 
 // A new session's options on a worker: pages from `pool` (nullptr: a private fp32 pool) in the

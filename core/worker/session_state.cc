@@ -239,6 +239,7 @@ absl::StatusOr<PolicyPrefill> PrefillTurn(model::Session& session, std::span<con
                                                         method, policy, limits, cold));
   out.total_entries += int64_t{session.cache().n_layers()} * session.cache().n_kv_heads();
   ASSIGN_OR_RETURN(out.logits, session.Forward(last));
+  session.cache().Seal();  // the turn's rows are final: group formats quantise their full pages
   return out;
 }
 

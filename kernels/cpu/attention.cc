@@ -99,7 +99,61 @@ void DequantizeKvRowRef(float* x, KvDType dtype, const void* data, const float* 
       for (int64_t d = 0; d < head_dim; ++d)
         x[d] = E4m3ToFp32(static_cast<const uint8_t*>(data)[at + d]) * scales[r];
       return;
+    case KvDType::kKivi4:
+    case KvDType::kKivi2:
+      return;  // not a row format: DequantizeKvPageRowRef
   }
+}
+
+int KiviBits(KvDType dtype) {
+  return dtype == KvDType::kKivi4 ? 4 : dtype == KvDType::kKivi2 ? 2 : 0;
+}
+
+namespace {
+
+KiviSection KiviParts(const void* section, int bits, int64_t params, int64_t head_dim) {
+  const auto* half = static_cast<const uint16_t*>(section);
+  return {.scale = half,
+          .zero = half + params,
+          .codes = reinterpret_cast<const uint8_t*>(half + 2 * params),
+          .row_bytes = (head_dim * bits + 7) / 8};
+}
+
+// x[c] = code·scale[c] + zero[c] (one fused multiply-add, as core/kvpage decodes), the scale and
+// zero of channel c at scale[c · stride / step] (keys: per channel, values: per 32 channels).
+void KiviRowRef(float* x, const KiviSection& s, int bits, int64_t r, int64_t param0,
+                bool per_channel, int64_t head_dim) {
+  const int mask = (1 << bits) - 1;
+  const uint8_t* row = s.codes + r * s.row_bytes;
+  for (int64_t c = 0; c < head_dim; ++c) {
+    const int64_t p = param0 + (per_channel ? c : c / kKiviGroup);
+    const int code = (row[c * bits / 8] >> ((c * bits) % 8)) & mask;
+    x[c] = std::fma(static_cast<float>(code), Fp16ToFp32(s.scale[p]), Fp16ToFp32(s.zero[p]));
+  }
+}
+
+}  // namespace
+
+KiviSection KiviKeys(const void* section, int bits, int64_t rows, int64_t head_dim) {
+  return KiviParts(section, bits, (rows + kKiviGroup - 1) / kKiviGroup * head_dim, head_dim);
+}
+
+KiviSection KiviValues(const void* section, int bits, int64_t rows, int64_t head_dim) {
+  return KiviParts(section, bits, rows * ((head_dim + kKiviGroup - 1) / kKiviGroup), head_dim);
+}
+
+void DequantizeKvPageRowRef(float* k, float* v, const KvPageView& p, int64_t r, int64_t head_dim) {
+  const int bits = KiviBits(p.dtype);
+  if (bits == 0) {
+    DequantizeKvRowRef(k, p.dtype, p.k, p.k_scale, r, head_dim);
+    DequantizeKvRowRef(v, p.dtype, p.v, p.v_scale, r, head_dim);
+    return;
+  }
+  const int64_t gc = (head_dim + kKiviGroup - 1) / kKiviGroup;
+  KiviRowRef(k, KiviKeys(p.k, bits, p.rows, head_dim), bits, r, r / kKiviGroup * head_dim,
+             /*per_channel=*/true, head_dim);
+  KiviRowRef(v, KiviValues(p.v, bits, p.rows, head_dim), bits, r, r * gc, /*per_channel=*/false,
+             head_dim);
 }
 
 void AttendPagedRef(float* out, const float* q, const int32_t* q_pos,
@@ -110,8 +164,8 @@ void AttendPagedRef(float* out, const float* q, const int32_t* q_pos,
     for (int64_t r = 0; r < p.rows; ++r) {
       k.resize(k.size() + head_dim);
       v.resize(v.size() + head_dim);
-      DequantizeKvRowRef(k.data() + k.size() - head_dim, p.dtype, p.k, p.k_scale, r, head_dim);
-      DequantizeKvRowRef(v.data() + v.size() - head_dim, p.dtype, p.v, p.v_scale, r, head_dim);
+      DequantizeKvPageRowRef(k.data() + k.size() - head_dim, v.data() + v.size() - head_dim, p, r,
+                             head_dim);
       pos.push_back(p.pos[r]);
     }
   }
@@ -179,7 +233,7 @@ void DequantizeKvRowAs(float* x, const void* data, const float* scales, int64_t 
   }
 }
 
-// DequantizeKvRow for head_dim % 8 == 0.
+// DequantizeKvRow for a row format and head_dim % 8 == 0.
 void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
                          int64_t head_dim) {
   switch (dtype) {
@@ -193,6 +247,57 @@ void DequantizeKvRowAvx2(float* x, KvDType dtype, const void* data, const float*
       return DequantizeKvRowAs<KvDType::kI8>(x, data, scales, r, head_dim);
     case KvDType::kE4M3:
       return DequantizeKvRowAs<KvDType::kE4M3>(x, data, scales, r, head_dim);
+    case KvDType::kKivi4:
+    case KvDType::kKivi2:
+      return;  // not a row format: DequantizeKiviRowAvx2
+  }
+}
+
+// Eight fp16 values → fp32.
+inline __m256 Half8(const uint16_t* h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// Codes of channels d .. d + 8 (d a multiple of 8) of a packed KIVI row, as floats.
+template <int BITS>
+inline __m256 KiviCodes8(const uint8_t* row, int64_t d) {
+  uint32_t word = 0;
+  std::memcpy(&word, row + d * BITS / 8, BITS);  // 8 codes of BITS bits: BITS bytes
+  const __m256i shifts = BITS == 4 ? _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)
+                                   : _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), shifts),
+                                         _mm256_set1_epi32((1 << BITS) - 1));
+  return _mm256_cvtepi32_ps(codes);
+}
+
+// Row r of a KIVI page, code·scale + zero by fused multiply-add as core/kvpage decodes.
+template <int BITS>
+void DequantizeKiviRowAvx2(float* k, float* v, const KvPageView& p, int64_t r, int64_t head_dim) {
+  const internal::KiviSection ks = internal::KiviKeys(p.k, BITS, p.rows, head_dim);
+  const internal::KiviSection vs = internal::KiviValues(p.v, BITS, p.rows, head_dim);
+  const int64_t key_params = r / internal::kKiviGroup * head_dim;
+  const int64_t gc = (head_dim + internal::kKiviGroup - 1) / internal::kKiviGroup;
+  for (int64_t d = 0; d < head_dim; d += 8) {
+    _mm256_storeu_ps(
+        k + d, _mm256_fmadd_ps(KiviCodes8<BITS>(ks.codes + r * ks.row_bytes, d),
+                               Half8(ks.scale + key_params + d), Half8(ks.zero + key_params + d)));
+    const int64_t at = r * gc + d / internal::kKiviGroup;
+    _mm256_storeu_ps(v + d, _mm256_fmadd_ps(KiviCodes8<BITS>(vs.codes + r * vs.row_bytes, d),
+                                            _mm256_set1_ps(Fp16ToFp32(vs.scale[at])),
+                                            _mm256_set1_ps(Fp16ToFp32(vs.zero[at]))));
+  }
+}
+
+// DequantizeKvPageRow for head_dim % 8 == 0.
+void DequantizeKvPageRowAvx2(float* k, float* v, const KvPageView& p, int64_t r, int64_t head_dim) {
+  switch (p.dtype) {
+    case KvDType::kKivi4:
+      return DequantizeKiviRowAvx2<4>(k, v, p, r, head_dim);
+    case KvDType::kKivi2:
+      return DequantizeKiviRowAvx2<2>(k, v, p, r, head_dim);
+    default:
+      DequantizeKvRowAvx2(k, p.dtype, p.k, p.k_scale, r, head_dim);
+      DequantizeKvRowAvx2(v, p.dtype, p.v, p.v_scale, r, head_dim);
   }
 }
 
@@ -218,9 +323,8 @@ void LoadTile(Tile& t, const KvPageView& p, int64_t r0, int64_t head_dim) {
     t.min_pos = std::min(t.min_pos, t.pos[c]);
   }
   for (int64_t c = 0; c < t.rows; ++c) {
-    DequantizeKvRowAvx2(t.row.data(), p.dtype, p.k, p.k_scale, r0 + c, head_dim);
+    DequantizeKvPageRowAvx2(t.row.data(), t.v.data() + c * head_dim, p, r0 + c, head_dim);
     for (int64_t d = 0; d < head_dim; ++d) t.kt[d * KT + c] = t.row[d];
-    DequantizeKvRowAvx2(t.v.data() + c * head_dim, p.dtype, p.v, p.v_scale, r0 + c, head_dim);
   }
   for (int64_t c = t.rows; c < KT; ++c) {
     for (int64_t d = 0; d < head_dim; ++d) t.kt[d * KT + c] = 0.0f;
@@ -339,7 +443,8 @@ void AttendPagedAvx2(float* out, const float* q, const int32_t* q_pos,
 // time, one query row after the other (a page is read once per row, from cache after the first).
 // Tiling as above would dequantise, transpose and copy every key and value for a handful of rows.
 // Same online softmax; the scale of int8/fp8 rows is applied to the 8 scores and folded into the
-// 8 value weights instead of every element.
+// 8 value weights instead of every element; a KIVI group's key scale and zero are folded into the
+// query (q·k = Σ (q·scale)·code + q·zero), its value scale and zero into the weights.
 constexpr int64_t kFewRows = 8;
 
 // Per-row factors of keys j0 .. j0 + n of a page, 8 lanes (lanes past n are masked by their
@@ -379,100 +484,178 @@ inline __m256 Scores8(const float* q, const KvPageView& p, int64_t j0, int64_t n
   return Reduce8(acc);
 }
 
-template <KvDType D>
-void AttendFewRows(float* out, const float* q, const int32_t* q_pos,
-                   std::span<const KvPageView> pages, float scale, int64_t n_q, int64_t head_dim) {
-  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n_q; ++i) {
-    const float* qi = q + i * head_dim;
-    float* o = out + i * head_dim;  // the unnormalised sum until the end
-    std::fill(o, o + head_dim, 0.0f);
-    float m = -INFINITY, l = 0.0f;
-    const __m256i qp = _mm256_set1_epi32(q_pos[i]);
-    for (const KvPageView& p : pages) {
-      for (int64_t j0 = 0; j0 < p.rows; j0 += 8) {
-        const int64_t n = std::min<int64_t>(8, p.rows - j0);
-        alignas(32) int32_t pos[8];
-        for (int64_t j = 0; j < 8; ++j) {
-          pos[j] = j < n ? p.pos[j0 + j] : std::numeric_limits<int32_t>::max();
-        }
-        const __m256 hidden = _mm256_castsi256_ps(
-            _mm256_cmpgt_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(pos)), qp));
-        if (_mm256_movemask_ps(hidden) == 0xFF) continue;
-        const __m256 k_scales = RowScales8<D>(p.k_scale, j0, n);
-        __m256 s =
-            n == 8 ? Scores8<D, 8>(qi, p, j0, n, head_dim) : Scores8<D, 0>(qi, p, j0, n, head_dim);
-        s = _mm256_blendv_ps(_mm256_mul_ps(s, _mm256_mul_ps(k_scales, _mm256_set1_ps(scale))),
-                             neg_inf, hidden);
-        const float tile_max = internal::HorizontalMax(s);
-        if (tile_max > m) {
-          const float alpha = std::exp(m - tile_max);  // 0 on the first visible keys
-          l *= alpha;
-          for (int64_t d = 0; d < head_dim; d += 8) {
-            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), _mm256_set1_ps(alpha)));
-          }
-          m = tile_max;
-        }
-        const __m256 pr =
-            _mm256_andnot_ps(hidden, internal::Exp(_mm256_sub_ps(s, _mm256_set1_ps(m))));
-        l += internal::HorizontalSum(pr);
-        alignas(32) float w[8];  // value weights: p_j times the value row's scale
-        _mm256_store_ps(w, _mm256_mul_ps(pr, RowScales8<D>(p.v_scale, j0, n)));
-        for (int64_t d = 0; d < head_dim; d += 8) {
-          __m256 acc = _mm256_loadu_ps(o + d);
-          for (int64_t j = 0; j < n; ++j) {
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), LoadRaw8<D>(p.v, (j0 + j) * head_dim + d),
-                                  acc);
-          }
-          _mm256_storeu_ps(o + d, acc);
-        }
-      }
+// One query row's online-softmax state: o [head_dim] unnormalised until the end.
+struct RowAcc {
+  float* o = nullptr;
+  float m = -INFINITY, l = 0.0f;
+};
+
+// Folds 8 scores (already scaled; hidden lanes −inf, not all of them) into the row's running
+// maximum and sum, rescaling o when the maximum grows; returns the 8 weights e^{s_j − m} (0 where
+// hidden).
+inline __m256 Softmax8(RowAcc& a, __m256 s, __m256 hidden, int64_t head_dim) {
+  const float tile_max = internal::HorizontalMax(s);
+  if (tile_max > a.m) {
+    const float alpha = std::exp(a.m - tile_max);  // 0 on the first visible keys
+    a.l *= alpha;
+    for (int64_t d = 0; d < head_dim; d += 8) {
+      _mm256_storeu_ps(a.o + d, _mm256_mul_ps(_mm256_loadu_ps(a.o + d), _mm256_set1_ps(alpha)));
     }
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int64_t d = 0; d < head_dim; ++d) o[d] *= inv;
+    a.m = tile_max;
+  }
+  const __m256 pr = _mm256_andnot_ps(hidden, internal::Exp(_mm256_sub_ps(s, _mm256_set1_ps(a.m))));
+  a.l += internal::HorizontalSum(pr);
+  return pr;
+}
+
+// Lanes of keys j0 .. j0 + n whose position is after q_pos (lanes past n too).
+inline __m256 Hidden8(const int32_t* positions, int64_t j0, int64_t n, __m256i qp) {
+  alignas(32) int32_t pos[8];
+  for (int64_t j = 0; j < 8; ++j) {
+    pos[j] = j < n ? positions[j0 + j] : std::numeric_limits<int32_t>::max();
+  }
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(pos)), qp));
+}
+
+// One row-format page into one query row's state.
+template <KvDType D>
+void FewRowsPage(RowAcc& a, const float* qi, __m256i qp, const KvPageView& p, float scale,
+                 int64_t head_dim) {
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  for (int64_t j0 = 0; j0 < p.rows; j0 += 8) {
+    const int64_t n = std::min<int64_t>(8, p.rows - j0);
+    const __m256 hidden = Hidden8(p.pos, j0, n, qp);
+    if (_mm256_movemask_ps(hidden) == 0xFF) continue;
+    const __m256 k_scales = RowScales8<D>(p.k_scale, j0, n);
+    __m256 s =
+        n == 8 ? Scores8<D, 8>(qi, p, j0, n, head_dim) : Scores8<D, 0>(qi, p, j0, n, head_dim);
+    s = _mm256_blendv_ps(_mm256_mul_ps(s, _mm256_mul_ps(k_scales, _mm256_set1_ps(scale))), neg_inf,
+                         hidden);
+    const __m256 pr = Softmax8(a, s, hidden, head_dim);
+    alignas(32) float w[8];  // value weights: p_j times the value row's scale
+    _mm256_store_ps(w, _mm256_mul_ps(pr, RowScales8<D>(p.v_scale, j0, n)));
+    for (int64_t d = 0; d < head_dim; d += 8) {
+      __m256 acc = _mm256_loadu_ps(a.o + d);
+      for (int64_t j = 0; j < n; ++j) {
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), LoadRaw8<D>(p.v, (j0 + j) * head_dim + d), acc);
+      }
+      _mm256_storeu_ps(a.o + d, acc);
+    }
   }
 }
 
-// The pages' format (they share one) picks the instantiation.
+// One KIVI page into one query row's state. Keys j0 .. j0 + 8 share a key group (8 divides 32).
+template <int BITS>
+void FewRowsKiviPage(RowAcc& a, const float* qi, __m256i qp, const KvPageView& p, float scale,
+                     int64_t head_dim) {
+  const internal::KiviSection ks = internal::KiviKeys(p.k, BITS, p.rows, head_dim);
+  const internal::KiviSection vs = internal::KiviValues(p.v, BITS, p.rows, head_dim);
+  const int64_t gc = (head_dim + internal::kKiviGroup - 1) / internal::kKiviGroup;
+  thread_local std::vector<float> qs, wa, wb;  // q·scale of the group; value weights per group
+  qs.resize(head_dim);
+  wa.resize(8 * gc);
+  wb.resize(gc);
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  int64_t group = -1;
+  float qz = 0.0f;  // q · zero of the group
+  for (int64_t j0 = 0; j0 < p.rows; j0 += 8) {
+    const int64_t n = std::min<int64_t>(8, p.rows - j0);
+    const __m256 hidden = Hidden8(p.pos, j0, n, qp);
+    if (_mm256_movemask_ps(hidden) == 0xFF) continue;
+    if (j0 / internal::kKiviGroup != group) {
+      group = j0 / internal::kKiviGroup;
+      __m256 z = _mm256_setzero_ps();
+      for (int64_t d = 0; d < head_dim; d += 8) {
+        const __m256 qd = _mm256_loadu_ps(qi + d);
+        _mm256_storeu_ps(qs.data() + d, _mm256_mul_ps(qd, Half8(ks.scale + group * head_dim + d)));
+        z = _mm256_fmadd_ps(qd, Half8(ks.zero + group * head_dim + d), z);
+      }
+      qz = internal::HorizontalSum(z);
+    }
+    __m256 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < head_dim; d += 8) {
+      const __m256 qd = _mm256_loadu_ps(qs.data() + d);
+      for (int64_t j = 0; j < n; ++j) {
+        acc[j] =
+            _mm256_fmadd_ps(qd, KiviCodes8<BITS>(ks.codes + (j0 + j) * ks.row_bytes, d), acc[j]);
+      }
+    }
+    __m256 s = _mm256_add_ps(Reduce8(acc), _mm256_set1_ps(qz));
+    s = _mm256_blendv_ps(_mm256_mul_ps(s, _mm256_set1_ps(scale)), neg_inf, hidden);
+    alignas(32) float w[8];
+    _mm256_store_ps(w, Softmax8(a, s, hidden, head_dim));
+    // v_j = code·scale_g + zero_g per channel group g: Σ_j w_j·v_j = Σ_j (w_j·scale_jg)·code_j
+    // + Σ_j w_j·zero_jg.
+    std::fill(wb.begin(), wb.end(), 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t g = 0; g < gc; ++g) {
+        const int64_t at = (j0 + j) * gc + g;
+        wa[j * gc + g] = w[j] * Fp16ToFp32(vs.scale[at]);
+        wb[g] += w[j] * Fp16ToFp32(vs.zero[at]);
+      }
+    }
+    for (int64_t d = 0; d < head_dim; d += 8) {
+      const int64_t g = d / internal::kKiviGroup;
+      __m256 o = _mm256_add_ps(_mm256_loadu_ps(a.o + d), _mm256_set1_ps(wb[g]));
+      for (int64_t j = 0; j < n; ++j) {
+        o = _mm256_fmadd_ps(_mm256_set1_ps(wa[j * gc + g]),
+                            KiviCodes8<BITS>(vs.codes + (j0 + j) * vs.row_bytes, d), o);
+      }
+      _mm256_storeu_ps(a.o + d, o);
+    }
+  }
+}
+
+void FewRowsAnyPage(RowAcc& a, const float* qi, __m256i qp, const KvPageView& p, float scale,
+                    int64_t head_dim) {
+  switch (p.dtype) {
+    case KvDType::kF32:
+      return FewRowsPage<KvDType::kF32>(a, qi, qp, p, scale, head_dim);
+    case KvDType::kF16:
+      return FewRowsPage<KvDType::kF16>(a, qi, qp, p, scale, head_dim);
+    case KvDType::kBF16:
+      return FewRowsPage<KvDType::kBF16>(a, qi, qp, p, scale, head_dim);
+    case KvDType::kI8:
+      return FewRowsPage<KvDType::kI8>(a, qi, qp, p, scale, head_dim);
+    case KvDType::kE4M3:
+      return FewRowsPage<KvDType::kE4M3>(a, qi, qp, p, scale, head_dim);
+    case KvDType::kKivi4:
+      return FewRowsKiviPage<4>(a, qi, qp, p, scale, head_dim);
+    case KvDType::kKivi2:
+      return FewRowsKiviPage<2>(a, qi, qp, p, scale, head_dim);
+  }
+}
+
 void AttendFewRowsAvx2(float* out, const float* q, const int32_t* q_pos,
                        std::span<const KvPageView> pages, float scale, int64_t n_q,
                        int64_t head_dim) {
-  const KvDType dtype = pages.empty() ? KvDType::kF32 : pages.front().dtype;
-  switch (dtype) {
-    case KvDType::kF32:
-      return AttendFewRows<KvDType::kF32>(out, q, q_pos, pages, scale, n_q, head_dim);
-    case KvDType::kF16:
-      return AttendFewRows<KvDType::kF16>(out, q, q_pos, pages, scale, n_q, head_dim);
-    case KvDType::kBF16:
-      return AttendFewRows<KvDType::kBF16>(out, q, q_pos, pages, scale, n_q, head_dim);
-    case KvDType::kI8:
-      return AttendFewRows<KvDType::kI8>(out, q, q_pos, pages, scale, n_q, head_dim);
-    case KvDType::kE4M3:
-      return AttendFewRows<KvDType::kE4M3>(out, q, q_pos, pages, scale, n_q, head_dim);
+  for (int64_t i = 0; i < n_q; ++i) {
+    RowAcc a{.o = out + i * head_dim};
+    std::fill(a.o, a.o + head_dim, 0.0f);
+    const __m256i qp = _mm256_set1_epi32(q_pos[i]);
+    for (const KvPageView& p : pages) FewRowsAnyPage(a, q + i * head_dim, qp, p, scale, head_dim);
+    const float inv = a.l > 0.0f ? 1.0f / a.l : 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) a.o[d] *= inv;
   }
 }
 
 // Few query rows read the pages directly; more share dequantised tiles.
 void AttendAvx2(float* out, const float* q, const int32_t* q_pos, std::span<const KvPageView> pages,
                 float scale, int64_t n_q, int64_t head_dim) {
-  const bool one_format = std::all_of(pages.begin(), pages.end(), [&](const KvPageView& p) {
-    return p.dtype == pages.front().dtype;
-  });
-  if (n_q <= kFewRows && one_format) {
-    return AttendFewRowsAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
-  }
+  if (n_q <= kFewRows) return AttendFewRowsAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
   AttendPagedAvx2(out, q, q_pos, pages, scale, n_q, head_dim);
 }
 
 }  // namespace
 #endif  // GLIMPSE_KERNELS_AVX2
 
-void DequantizeKvRow(float* x, KvDType dtype, const void* data, const float* scales, int64_t r,
-                     int64_t head_dim) {
+void DequantizeKvPageRow(float* k, float* v, const KvPageView& page, int64_t r, int64_t head_dim) {
 #ifdef GLIMPSE_KERNELS_AVX2
-  if (head_dim % 8 == 0) return DequantizeKvRowAvx2(x, dtype, data, scales, r, head_dim);
+  if (head_dim % 8 == 0) return DequantizeKvPageRowAvx2(k, v, page, r, head_dim);
 #endif
-  internal::DequantizeKvRowRef(x, dtype, data, scales, r, head_dim);
+  internal::DequantizeKvPageRowRef(k, v, page, r, head_dim);
 }
 
 void AttendPaged(float* out, const float* q, const int32_t* q_pos,

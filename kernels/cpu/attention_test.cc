@@ -163,7 +163,8 @@ TEST(AttentionTest, E4m3CodesDecodeToTheirValues) {
   EXPECT_EQ(internal::E4m3ToFp32(0x80), 0.0f);
 }
 
-// Random pages: every byte pattern of the narrow formats appears, scales vary by row.
+// Random pages: every byte pattern of the narrow formats appears, scales vary by row (KIVI: by
+// key group and channel, by value row and channel group).
 struct RandomPage {
   KvDType dtype;
   int64_t rows, head_dim;
@@ -173,21 +174,33 @@ struct RandomPage {
 
   RandomPage(KvDType d, int64_t n, int64_t hd, int32_t first_pos, std::mt19937& rng)
       : dtype(d), rows(n), head_dim(hd) {
-    const int64_t elt = d == KvDType::kF32 ? 4 : d == KvDType::kF16 || d == KvDType::kBF16 ? 2 : 1;
+    if (internal::KiviBits(d) != 0) {
+      FillKivi(rng);
+    } else {
+      FillRows(rng);
+    }
+    for (int64_t r = 0; r < n; ++r) pos.push_back(first_pos + static_cast<int32_t>(r) * 2);
+  }
+
+  void FillRows(std::mt19937& rng) {
+    const int64_t n = rows, hd = head_dim;
+    const int64_t elt = dtype == KvDType::kF32                              ? 4
+                        : dtype == KvDType::kF16 || dtype == KvDType::kBF16 ? 2
+                                                                            : 1;
     k.resize(n * hd * elt);
     v.resize(n * hd * elt);
     const std::vector<float> kf = RandomFloats(n * hd, rng(), -2, 2),
                              vf = RandomFloats(n * hd, rng());
     for (int64_t i = 0; i < n * hd; ++i) {
-      switch (d) {
+      switch (dtype) {
         case KvDType::kF32:
           std::memcpy(&k[4 * i], &kf[i], 4);
           std::memcpy(&v[4 * i], &vf[i], 4);
           break;
         case KvDType::kF16:
         case KvDType::kBF16: {
-          const uint16_t hk = d == KvDType::kF16 ? Fp32ToFp16(kf[i]) : Bf16Bits(kf[i]);
-          const uint16_t hv = d == KvDType::kF16 ? Fp32ToFp16(vf[i]) : Bf16Bits(vf[i]);
+          const uint16_t hk = dtype == KvDType::kF16 ? Fp32ToFp16(kf[i]) : Bf16Bits(kf[i]);
+          const uint16_t hv = dtype == KvDType::kF16 ? Fp32ToFp16(vf[i]) : Bf16Bits(vf[i]);
           std::memcpy(&k[2 * i], &hk, 2);
           std::memcpy(&v[2 * i], &hv, 2);
           break;
@@ -207,55 +220,88 @@ struct RandomPage {
           v[i] = code();
           break;
         }
+        default:
+          break;
       }
     }
     for (int64_t r = 0; r < n; ++r) {
       k_scale.push_back(0.001f + 0.01f * static_cast<float>(rng() % 100) / 100);
       v_scale.push_back(0.001f + 0.01f * static_cast<float>(rng() % 100) / 100);
-      pos.push_back(first_pos + static_cast<int32_t>(r) * 2);
     }
   }
+
+  // Sections as core/kvpage lays them out: fp16 scales, fp16 zeros, random code bytes.
+  void FillKivi(std::mt19937& rng) {
+    const int bits = internal::KiviBits(dtype);
+    const int64_t row_bytes = (head_dim * bits + 7) / 8;
+    const int64_t key_params = (rows + 31) / 32 * head_dim;
+    const int64_t value_params = rows * ((head_dim + 31) / 32);
+    auto section = [&](int64_t params) {
+      std::vector<uint8_t> out(4 * params + rows * row_bytes);
+      for (int64_t i = 0; i < params; ++i) {
+        const uint16_t scale = Fp32ToFp16(0.01f + 0.1f * static_cast<float>(rng() % 100) / 100);
+        const uint16_t zero = Fp32ToFp16(static_cast<float>(rng() % 200) / 100 - 1.5f);
+        std::memcpy(&out[2 * i], &scale, 2);
+        std::memcpy(&out[2 * (params + i)], &zero, 2);
+      }
+      for (size_t i = 4 * params; i < out.size(); ++i) out[i] = static_cast<uint8_t>(rng());
+      return out;
+    };
+    k = section(key_params);
+    v = section(value_params);
+  }
+
   static uint16_t Bf16Bits(float x) {
     uint32_t u;
     std::memcpy(&u, &x, 4);
     return static_cast<uint16_t>(u >> 16);
   }
   KvPageView view() const {
+    const bool scaled = dtype == KvDType::kI8 || dtype == KvDType::kE4M3;
     return {.dtype = dtype,
             .k = k.data(),
             .v = v.data(),
-            .k_scale = k_scale.data(),
-            .v_scale = v_scale.data(),
+            .k_scale = scaled ? k_scale.data() : nullptr,
+            .v_scale = scaled ? v_scale.data() : nullptr,
             .pos = pos.data(),
             .rows = rows};
   }
 };
 
-constexpr KvDType kDTypes[] = {KvDType::kF32, KvDType::kF16, KvDType::kBF16, KvDType::kI8,
-                               KvDType::kE4M3};
+constexpr KvDType kDTypes[] = {KvDType::kF32,  KvDType::kF16,   KvDType::kBF16, KvDType::kI8,
+                               KvDType::kE4M3, KvDType::kKivi4, KvDType::kKivi2};
 
 TEST(AttentionTest, VectorDequantizationEqualsTheReferenceForEveryFormat) {
   std::mt19937 rng(3);
   for (KvDType d : kDTypes) {
-    for (int64_t hd : {8, 64, 128, 5}) {
-      const RandomPage page(d, 7, hd, 0, rng);
-      std::vector<float> got(hd), ref(hd);
-      for (int64_t r = 0; r < page.rows; ++r) {
-        DequantizeKvRow(got.data(), d, page.k.data(), page.k_scale.data(), r, hd);
-        internal::DequantizeKvRowRef(ref.data(), d, page.k.data(), page.k_scale.data(), r, hd);
-        ASSERT_TRUE(AllClose(got, ref, 0.0f, 0.0f)) << static_cast<int>(d) << " hd " << hd;
+    for (int64_t hd : {8, 64, 128, 5, 40}) {
+      for (int64_t rows : {7, 64, 45}) {
+        const RandomPage page(d, rows, hd, 0, rng);
+        std::vector<float> got_k(hd), got_v(hd), ref_k(hd), ref_v(hd);
+        for (int64_t r = 0; r < page.rows; ++r) {
+          DequantizeKvPageRow(got_k.data(), got_v.data(), page.view(), r, hd);
+          internal::DequantizeKvPageRowRef(ref_k.data(), ref_v.data(), page.view(), r, hd);
+          ASSERT_TRUE(AllClose(got_k, ref_k, 0.0f, 0.0f)) << static_cast<int>(d) << " hd " << hd;
+          ASSERT_TRUE(AllClose(got_v, ref_v, 0.0f, 0.0f)) << static_cast<int>(d) << " hd " << hd;
+        }
       }
     }
   }
   // Every E4M3 code, NaN included, through the vector path.
   std::vector<uint8_t> codes(256);
   for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
-  const float scale[32] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
-                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
-                           0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
-  std::vector<float> got(8);
+  const std::vector<float> scale(32, 0.5f);
+  std::vector<int32_t> pos(32);
+  const KvPageView page{.dtype = KvDType::kE4M3,
+                        .k = codes.data(),
+                        .v = codes.data(),
+                        .k_scale = scale.data(),
+                        .v_scale = scale.data(),
+                        .pos = pos.data(),
+                        .rows = 32};
+  std::vector<float> got(8), unused(8);
   for (int64_t r = 0; r < 32; ++r) {
-    DequantizeKvRow(got.data(), KvDType::kE4M3, codes.data(), scale, r, 8);
+    DequantizeKvPageRow(got.data(), unused.data(), page, r, 8);
     for (int64_t c = 0; c < 8; ++c) {
       const float want = internal::E4m3ToFp32(codes[r * 8 + c]) * 0.5f;
       EXPECT_TRUE(got[c] == want || (std::isnan(got[c]) && std::isnan(want))) << r * 8 + c;
@@ -263,14 +309,58 @@ TEST(AttentionTest, VectorDequantizationEqualsTheReferenceForEveryFormat) {
   }
 }
 
+// A KIVI code of every value at every channel decodes to code·scale + zero of its group.
+TEST(AttentionTest, KiviCodesDecodeToTheirGroupsScaleAndZero) {
+  for (const KvDType d : {KvDType::kKivi4, KvDType::kKivi2}) {
+    const int bits = internal::KiviBits(d);
+    const int64_t hd = 64, rows = 64, row_bytes = hd * bits / 8;
+    std::vector<uint8_t> k(4 * 2 * hd + rows * row_bytes), v(4 * rows * 2 + rows * row_bytes);
+    auto put_half = [](std::vector<uint8_t>& s, int64_t i, float x) {
+      const uint16_t h = Fp32ToFp16(x);
+      std::memcpy(&s[2 * i], &h, 2);
+    };
+    for (int64_t i = 0; i < 2 * hd; ++i) {
+      put_half(k, i, 0.25f * static_cast<float>(1 + i % 3));   // key scale [group, channel]
+      put_half(k, 2 * hd + i, static_cast<float>(i % 5) - 2);  // key zero
+    }
+    for (int64_t i = 0; i < 2 * rows; ++i) {
+      put_half(v, i, 0.5f * static_cast<float>(1 + i % 2));         // value scale [row, group]
+      put_half(v, 2 * rows + i, static_cast<float>(i % 7) - 3.0f);  // value zero
+    }
+    auto code_of = [&](int64_t r, int64_t c) { return (r * 7 + c * 3) % (1 << bits); };
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < hd; ++c) {
+        const uint8_t bitsr = static_cast<uint8_t>(code_of(r, c) << ((c * bits) % 8));
+        k[4 * 2 * hd + r * row_bytes + c * bits / 8] |= bitsr;
+        v[4 * 2 * rows + r * row_bytes + c * bits / 8] |= bitsr;
+      }
+    }
+    std::vector<int32_t> pos(rows);
+    const KvPageView page{
+        .dtype = d, .k = k.data(), .v = v.data(), .pos = pos.data(), .rows = rows};
+    std::vector<float> kx(hd), vx(hd);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeKvPageRow(kx.data(), vx.data(), page, r, hd);
+      for (int64_t c = 0; c < hd; ++c) {
+        const int64_t kp = (r / 32) * hd + c, vp = r * 2 + c / 32;
+        const float k_want = code_of(r, c) * 0.25f * (1 + kp % 3) + (kp % 5 - 2);
+        const float v_want = code_of(r, c) * 0.5f * (1 + vp % 2) + (vp % 7 - 3);
+        ASSERT_EQ(kx[c], k_want) << "bits " << bits << " row " << r << " channel " << c;
+        ASSERT_EQ(vx[c], v_want) << "bits " << bits << " row " << r << " channel " << c;
+      }
+    }
+  }
+}
+
 // Pages of every format and ragged sizes (partial tiles, partial last pages), positions that hide
 // some entries from some rows: the fast path equals the reference (rows dequantised, then
-// AttendRaggedRef) within fp32 reordering.
+// AttendRaggedRef) within fp32 reordering. Tolerance 1e-5 relative and absolute for every format:
+// both paths see the same dequantised values, so only the order of fp32 sums differs.
 TEST(AttentionTest, PagedEqualsTheDequantisedReference) {
   std::mt19937 rng(11);
   for (KvDType d : kDTypes) {
-    for (int64_t hd : {8, 64, 6}) {
-      for (int64_t n_q : {1, 3, 7}) {
+    for (int64_t hd : {8, 64, 6, 40}) {
+      for (int64_t n_q : {1, 3, 7, 12}) {
         SCOPED_TRACE(::testing::Message()
                      << "dtype " << static_cast<int>(d) << " hd " << hd << " n_q " << n_q);
         std::vector<RandomPage> pages;
@@ -290,6 +380,34 @@ TEST(AttentionTest, PagedEqualsTheDequantisedReference) {
         internal::AttendPagedRef(ref.data(), q.data(), q_pos.data(), views, scale, n_q, hd);
         EXPECT_TRUE(AllClose(got, ref, 1e-5f, 1e-5f));
       }
+    }
+  }
+}
+
+// A head whose pages differ in format (KIVI's full pages and an fp16 last page; int8 beside
+// fp32): both paths, decode-sized and prefill-sized, equal the reference.
+TEST(AttentionTest, PagesOfMixedFormatsEqualTheReference) {
+  std::mt19937 rng(5);
+  const std::pair<KvDType, KvDType> mixes[] = {{KvDType::kKivi4, KvDType::kF16},
+                                               {KvDType::kKivi2, KvDType::kF16},
+                                               {KvDType::kI8, KvDType::kF32}};
+  for (const auto& [full, last] : mixes) {
+    for (int64_t n_q : {1, 5, 9, 20}) {
+      const int64_t hd = 64;
+      std::vector<RandomPage> pages;
+      pages.emplace_back(full, 64, hd, 0, rng);
+      pages.emplace_back(full, 64, hd, 128, rng);
+      pages.emplace_back(last, 23, hd, 256, rng);
+      std::vector<KvPageView> views;
+      for (const RandomPage& p : pages) views.push_back(p.view());
+      const std::vector<float> q = RandomFloats(n_q * hd, rng(), -2, 2);
+      std::vector<int32_t> q_pos(n_q);
+      for (int32_t& p : q_pos) p = static_cast<int32_t>(rng() % 310);
+      std::vector<float> got(n_q * hd, NAN), ref(n_q * hd, NAN);
+      AttendPaged(got.data(), q.data(), q_pos.data(), views, 0.125f, n_q, hd);
+      internal::AttendPagedRef(ref.data(), q.data(), q_pos.data(), views, 0.125f, n_q, hd);
+      EXPECT_TRUE(AllClose(got, ref, 1e-5f, 1e-5f))
+          << static_cast<int>(full) << "+" << static_cast<int>(last) << " n_q " << n_q;
     }
   }
 }
