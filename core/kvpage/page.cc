@@ -183,8 +183,20 @@ absl::StatusOr<size_t> EncodePage(const PageView& page, Codec codec, std::span<u
   uint8_t* p = out.data();
   // The summary first, so that the keys are still in cache when the codec reads them.
   WriteSummary(page.keys, n, hd, options.summary, p + l.summary);
-  RETURN_IF_ERROR(info.encode(Role::kKeys, page.keys, n, hd, r, p + l.keys));
-  RETURN_IF_ERROR(info.encode(Role::kValues, page.values, n, hd, r, p + l.values));
+  if (!options.keys_section.empty() || !options.values_section.empty()) {
+    if (options.keys_section.size() != l.values - l.keys ||
+        options.values_section.size() != l.end - l.values) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "encoded sections of ", options.keys_section.size(), " and ",
+          options.values_section.size(), " bytes; codec ", info.name, " needs ", l.values - l.keys,
+          " and ", l.end - l.values, " for ", n, " tokens × head_dim ", hd, " (residual ", r, ")"));
+    }
+    std::memcpy(p + l.keys, options.keys_section.data(), options.keys_section.size());
+    std::memcpy(p + l.values, options.values_section.data(), options.values_section.size());
+  } else {
+    RETURN_IF_ERROR(info.encode(Role::kKeys, page.keys, n, hd, r, p + l.keys));
+    RETURN_IF_ERROR(info.encode(Role::kValues, page.values, n, hd, r, p + l.values));
+  }
   WriteHeader(page, codec, options, static_cast<uint32_t>(total - kPageHeaderBytes), p);
   std::memcpy(p + l.positions, page.positions, 4 * n);
   Put<uint32_t>(p, kOffCrc, PageCrc(p, total));
@@ -292,6 +304,13 @@ absl::Status DecodePageInto(std::span<const uint8_t> in, const DecodeOptions& op
   info.decode(Role::kKeys, p + l.keys, n, hd, r, page->keys.data());
   info.decode(Role::kValues, p + l.values, n, hd, r, page->values.data());
   return absl::OkStatus();
+}
+
+PageSections SectionsOf(std::span<const uint8_t> in, const PageHeader& h) {
+  const Layout l = LayoutOf(*FindCodec(static_cast<uint8_t>(h.codec)), h.n_tokens, h.head_dim,
+                            h.residual_rows, h.summary);
+  return {.keys = in.subspan(l.keys, l.values - l.keys),
+          .values = in.subspan(l.values, l.end - l.values)};
 }
 
 int64_t KiviResidualRows(int64_t page_begin, int64_t n_tokens, int64_t seq_len, int64_t residual) {

@@ -92,6 +92,12 @@ struct PageView {
 struct EncodeOptions {
   SummaryType summary = SummaryType::kFp16;
   int64_t residual_rows = 0;  // trailing rows kept fp16 (KIVI codecs only); see above
+  // When both are set: the keys and values sections, already in the codec with these residual
+  // rows (a KV pool page as it is, model/kv_pool.h), stored byte for byte instead of encoding the
+  // view's keys and values, which then only give the summary (pass the sections' decoding).
+  // InvalidArgument when a size is not the codec's.
+  std::span<const uint8_t> keys_section;
+  std::span<const uint8_t> values_section;
 };
 
 // The decoded header fields.
@@ -144,6 +150,13 @@ absl::StatusOr<PageHeader> ParsePageHeader(std::span<const uint8_t> in);
 // unspecified.
 absl::StatusOr<Page> DecodePage(std::span<const uint8_t> in, const DecodeOptions& options = {});
 absl::Status DecodePageInto(std::span<const uint8_t> in, const DecodeOptions& options, Page* page);
+
+// The keys and values sections of `in`, a page DecodePage accepted with `header`.
+struct PageSections {
+  std::span<const uint8_t> keys;
+  std::span<const uint8_t> values;
+};
+PageSections SectionsOf(std::span<const uint8_t> in, const PageHeader& header);
 
 // residual_rows for the page holding rows [page_begin, page_begin + n_tokens) of a sequence of
 // seq_len kept tokens whose last `residual` tokens stay fp16 (KIVI's R).

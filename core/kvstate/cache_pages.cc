@@ -24,7 +24,32 @@ struct PagePlan {
   int64_t residual_rows = 0;
   float importance = 0.0f;
   size_t bytes = 0;
+  kvpage::PageSections stored;  // a sealed pool page stored as it is (empty: encode the rows)
 };
+
+// Whether a cache's retained pages are stored as the pool holds them: a group format (KIVI)
+// encoded in its own codec, in pages of the pool's size.
+bool StoresAsHeld(const model::KvCache& cache, const EncodeStateOptions& o) {
+  return model::KvGrouped(cache.dtype()) && o.codec == model::RowCodec(cache.dtype()) &&
+         o.page_tokens == cache.pool().page_tokens();
+}
+
+// The sections of a head's sealed pool pages, in order.
+std::vector<kvpage::PageSections> SealedSections(const model::KvCache& cache, int32_t layer,
+                                                 int32_t kv_head) {
+  std::vector<kvpage::PageSections> out;
+  const kernels::KvDType dtype = cache.dtype();
+  const int64_t P = cache.pool().page_tokens(), hd = cache.head_dim();
+  for (const kernels::KvPageView& v : cache.Pages(layer, kv_head)) {
+    if (v.dtype != dtype) break;  // sealed pages come first
+    out.push_back(
+        {.keys = {static_cast<const uint8_t*>(v.k),
+                  static_cast<size_t>(model::KvGroupedSectionBytes(dtype, true, P, hd))},
+         .values = {static_cast<const uint8_t*>(v.v),
+                    static_cast<size_t>(model::KvGroupedSectionBytes(dtype, false, P, hd))}});
+  }
+  return out;
+}
 
 std::string HeadName(size_t index, int32_t n_kv_heads) {
   return absl::StrCat("(layer ", index / n_kv_heads, ", kv_head ", index % n_kv_heads, ")");
@@ -117,10 +142,13 @@ float MeanImportance(std::span<const float> scores, const ScoreScale& scale) {
   return std::clamp(static_cast<float>(sum / scores.size()), 0.0f, 1.0f);
 }
 
-// Appends the pages of one tier of one head to `plans`.
+// Appends the pages of one tier of one head to `plans`. `held` (retained tier of a cache that
+// StoresAsHeld, else null): the head's sealed pool pages, stored as they are, and the rows after
+// them all residual (fp16, as the pool holds them), so the state holds exactly what the cache
+// held.
 void PlanTier(uint32_t layer, uint32_t kv_head, Tier tier, const model::KvHead& head,
               std::span<const float> scores, const ScoreScale& scale, const EncodeStateOptions& o,
-              std::vector<PagePlan>* plans) {
+              const std::vector<kvpage::PageSections>* held, std::vector<PagePlan>* plans) {
   const int64_t n = head.size();
   const kvpage::CodecInfo* codec = kvpage::FindCodec(static_cast<uint8_t>(o.codec));
   const bool kivi = codec != nullptr && codec->supports_residual;
@@ -132,7 +160,14 @@ void PlanTier(uint32_t layer, uint32_t kv_head, Tier tier, const model::KvHead& 
     p.head = &head;
     p.begin = begin;
     p.n = std::min(o.page_tokens, n - begin);
-    if (kivi && tier == Tier::kRetained) p.residual_rows = kvpage::KiviResidualRows(begin, p.n, n);
+    const size_t index = static_cast<size_t>(begin / o.page_tokens);
+    if (held != nullptr && index < held->size()) {
+      p.stored = (*held)[index];
+    } else if (held != nullptr) {
+      p.residual_rows = p.n;
+    } else if (kivi && tier == Tier::kRetained) {
+      p.residual_rows = kvpage::KiviResidualRows(begin, p.n, n);
+    }
     if (scores.empty()) {
       p.importance = tier == Tier::kRetained ? 1.0f : 0.0f;
     } else {
@@ -184,17 +219,21 @@ absl::StatusOr<EncodedState> EncodeState(const StateContent& content, const Stat
 
   std::vector<PagePlan> plans;
   std::vector<model::KvHead> retained(heads);  // decoded once; the plans point into them
+  std::vector<std::vector<kvpage::PageSections>> held(heads);  // sealed pages, as they are
+  const bool as_held = StoresAsHeld(cache, options);
   for (size_t i = 0; i < heads; ++i) {
     const uint32_t layer = static_cast<uint32_t>(i / hkv), kv_head = static_cast<uint32_t>(i % hkv);
     retained[i] = cache.Read(static_cast<int32_t>(layer), static_cast<int32_t>(kv_head));
+    if (as_held) held[i] = SealedSections(cache, layer, kv_head);
     std::span<const float> kept_scores = ScoresOf(content.retained_scores, i);
     std::span<const float> evicted_scores = ScoresOf(content.evicted_scores, i);
     const ScoreScale scale = ScaleOf(kept_scores, evicted_scores);
-    PlanTier(layer, kv_head, Tier::kRetained, retained[i], kept_scores, scale, options, &plans);
+    PlanTier(layer, kv_head, Tier::kRetained, retained[i], kept_scores, scale, options,
+             as_held ? &held[i] : nullptr, &plans);
     if (content.evicted.empty()) continue;
     // Without evicted scores an evicted page still ranks below every retained one.
     PlanTier(layer, kv_head, Tier::kEvicted, content.evicted[i], evicted_scores, scale, options,
-             &plans);
+             nullptr, &plans);
   }
 
   size_t total = 0;
@@ -221,6 +260,8 @@ absl::StatusOr<EncodedState> EncodeState(const StateContent& content, const Stat
     if (k == 0 || plans[k - 1].layer != p.layer || plans[k - 1].kv_head != p.kv_head) index = 0;
     kvpage::EncodeOptions eo;
     eo.residual_rows = p.residual_rows;
+    eo.keys_section = p.stored.keys;
+    eo.values_section = p.stored.values;
     std::span<uint8_t> dst(out.bytes.data() + offset, p.bytes);
     RETURN_IF_ERROR(kvpage::EncodePage(ViewOf(p, hd, id), options.codec, dst, eo).status());
     ASSIGN_OR_RETURN(kvpage::PageHeader header, kvpage::ParsePageHeader(dst));
@@ -283,6 +324,45 @@ absl::StatusOr<model::KvHead> MergeRuns(std::vector<Run> runs, int64_t hd,
   return out;
 }
 
+// One decoded page and its bytes.
+struct LoadedPage {
+  kvpage::Page page;
+  std::span<const uint8_t> bytes;
+};
+
+// Pages in position order that do not interleave, into an empty head: each appended as it is,
+// a KIVI page without residual of the pool's size straight into a sealed pool page (no decode,
+// no re-encode), any other by its decoded rows. False when they interleave (the caller merges).
+bool PagewiseLoadable(std::vector<LoadedPage>& pages, const model::KvCache& cache, int32_t layer,
+                      int32_t kv_head) {
+  if (cache.size(layer, kv_head) != 0) return false;
+  std::sort(pages.begin(), pages.end(), [](const LoadedPage& a, const LoadedPage& b) {
+    return a.page.positions.front() < b.page.positions.front();
+  });
+  for (size_t k = 1; k < pages.size(); ++k) {
+    if (pages[k].page.positions.front() <= pages[k - 1].page.positions.back()) return false;
+  }
+  return true;
+}
+
+absl::Status LoadPagewise(const std::vector<LoadedPage>& pages, int32_t layer, int32_t kv_head,
+                          model::KvCache* cache) {
+  for (const LoadedPage& p : pages) {
+    const kvpage::PageHeader& h = p.page.header;
+    if (model::KvGrouped(cache->dtype()) && h.codec == model::RowCodec(cache->dtype()) &&
+        h.residual_rows == 0 && h.n_tokens == cache->pool().page_tokens() &&
+        cache->TakesSealedPage(layer, kv_head)) {
+      const kvpage::PageSections s = kvpage::SectionsOf(p.bytes, h);
+      RETURN_IF_ERROR(
+          cache->AppendSealed(layer, kv_head, s.keys, s.values, p.page.positions.data()));
+      continue;
+    }
+    RETURN_IF_ERROR(cache->Append(layer, kv_head, p.page.keys.data(), p.page.values.data(),
+                                  p.page.positions.data(), h.n_tokens));
+  }
+  return absl::OkStatus();
+}
+
 bool Wanted(Tier tier, LoadTiers tiers) {
   switch (tiers) {
     case LoadTiers::kRetained:
@@ -305,7 +385,7 @@ absl::Status LoadPages(const Manifest& manifest, std::span<const std::span<const
   }
   const int32_t hkv = cache->n_kv_heads();
   const int64_t hd = cache->head_dim();
-  std::vector<std::vector<kvpage::Page>> decoded(static_cast<size_t>(cache->n_layers()) * hkv);
+  std::vector<std::vector<LoadedPage>> decoded(static_cast<size_t>(cache->n_layers()) * hkv);
   for (size_t i = 0; i < pages.size(); ++i) {
     const PageRef& ref = manifest.pages[i];
     if (!Wanted(ref.tier, tiers)) continue;
@@ -320,20 +400,33 @@ absl::Status LoadPages(const Manifest& manifest, std::span<const std::span<const
       return absl::InvalidArgumentError(absl::StrCat("page ", PageName(ref), " has head_dim ",
                                                      page.header.head_dim, ", the model ", hd));
     }
-    decoded[static_cast<size_t>(ref.layer) * hkv + ref.kv_head].push_back(std::move(page));
+    decoded[static_cast<size_t>(ref.layer) * hkv + ref.kv_head].push_back(
+        {std::move(page), pages[i]});
   }
 
   std::vector<MergedHead> merged;
+  std::vector<size_t> pagewise;  // heads whose pages append as they are
   for (size_t i = 0; i < decoded.size(); ++i) {
     if (decoded[i].empty()) continue;
+    if (PagewiseLoadable(decoded[i], *cache, i / hkv, i % hkv)) {
+      pagewise.push_back(i);
+      continue;
+    }
     const model::KvHead current = cache->Read(i / hkv, i % hkv);
     std::vector<Run> runs{
         {current.keys.data(), current.values.data(), current.positions.data(), current.size()}};
-    for (const kvpage::Page& p : decoded[i]) {
-      runs.push_back({p.keys.data(), p.values.data(), p.positions.data(), p.header.n_tokens});
+    for (const LoadedPage& p : decoded[i]) {
+      runs.push_back({p.page.keys.data(), p.page.values.data(), p.page.positions.data(),
+                      p.page.header.n_tokens});
     }
     ASSIGN_OR_RETURN(model::KvHead head, MergeRuns(std::move(runs), hd, HeadName(i, hkv)));
     merged.push_back({i, std::move(head)});
+  }
+  for (size_t i : pagewise) {
+    if (absl::Status st = LoadPagewise(decoded[i], i / hkv, i % hkv, cache); !st.ok()) {
+      cache->Truncate(i / hkv, i % hkv, 0);  // the head was empty
+      return st;
+    }
   }
   for (const MergedHead& m : merged) {
     RETURN_IF_ERROR(cache->Assign(m.index / hkv, m.index % hkv, m.head));

@@ -151,6 +151,53 @@ TEST(CachePagesTest, KiviKeepsTheLastRetainedEntriesExact) {
   }
 }
 
+// A cache that holds KIVI (sealed pages and fp16 rows after them), stored in its own codec and
+// page size and loaded into another such cache: every sealed page goes to the state and back
+// byte for byte, so the heads read back bit for bit and as many pages are sealed.
+TEST(CachePagesTest, AKiviCacheIsStoredAndLoadedAsItsPoolHoldsIt) {
+  for (const kernels::KvDType dtype : {kernels::KvDType::kKivi4, kernels::KvDType::kKivi2}) {
+    SCOPED_TRACE(model::KvDTypeName(dtype));
+    model::KvPool pool({.page_tokens = 64, .head_dim = kDim});
+    model::KvCache held(kLayers, kHeads, kDim, &pool, dtype);
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (int32_t h = 0; h < kHeads; ++h) {
+        for (int32_t p = 0; p < 150 + 20 * h; ++p) AppendTestEntry(&held, l, h, 3 * p);
+      }
+    }
+    held.Seal();
+    const int64_t sealed = pool.stats().used_pages[static_cast<size_t>(dtype)];
+    ASSERT_EQ(sealed, int64_t{kLayers} * kHeads * 2);
+    const kvpage::Codec codec = model::RowCodec(dtype);
+    auto state =
+        EncodeState({.retained = &held}, TestIdentity(600), {.codec = codec, .page_tokens = 64});
+    ASSERT_TRUE(state.ok()) << state.status();
+    for (size_t i = 0; i < state->manifest.pages.size(); ++i) {
+      const PageRef& ref = state->manifest.pages[i];
+      auto header = kvpage::ParsePageHeader(state->pages()[i]);
+      ASSERT_TRUE(header.ok());
+      EXPECT_EQ(header->codec, codec);
+      // Sealed pages carry no residual; the rows after them are all fp16 residual.
+      EXPECT_EQ(header->residual_rows, ref.index < 2 ? 0 : header->n_tokens) << ref.index;
+      if (ref.index == 0) {
+        const kernels::KvPageView page = held.Pages(ref.layer, ref.kv_head)[0];
+        const kvpage::PageSections s = kvpage::SectionsOf(state->pages()[i], *header);
+        EXPECT_TRUE(std::equal(s.keys.begin(), s.keys.end(), static_cast<const uint8_t*>(page.k)));
+      }
+    }
+    model::KvCache loaded(kLayers, kHeads, kDim, &pool, dtype);
+    ASSERT_TRUE(LoadPages(state->manifest, state->pages(), LoadTiers::kRetained, &loaded).ok());
+    EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(dtype)], 2 * sealed);
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (int32_t h = 0; h < kHeads; ++h) {
+        const model::KvHead want = held.Read(l, h), got = loaded.Read(l, h);
+        EXPECT_EQ(got.positions, want.positions);
+        EXPECT_EQ(got.keys, want.keys) << l << "," << h;
+        EXPECT_EQ(got.values, want.values) << l << "," << h;
+      }
+    }
+  }
+}
+
 TEST(CachePagesTest, BadPagesLeaveTheCacheUnchanged) {
   Evicted e = MakeEvicted(50);
   auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, TestIdentity(50),

@@ -184,6 +184,51 @@ void KvCache::SealHead(Head& head) {
   }
 }
 
+bool KvCache::TakesSealedPage(int32_t layer, int32_t kv_head) const {
+  const Head& h = heads_[Index(layer, kv_head)];
+  return seals_ && h.sealed == h.pages.size() &&
+         static_cast<int64_t>(h.positions.size()) == static_cast<int64_t>(h.sealed) * page_tokens_;
+}
+
+absl::Status KvCache::AppendSealed(int32_t layer, int32_t kv_head, std::span<const uint8_t> keys,
+                                   std::span<const uint8_t> values, const int32_t* pos) {
+  if (!TakesSealedPage(layer, kv_head)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("layer %d kv_head %d cannot take a sealed %s page now", layer, kv_head,
+                        KvDTypeName(dtype_)));
+  }
+  const int64_t key_bytes = KvGroupedSectionBytes(dtype_, true, page_tokens_, head_dim_);
+  const int64_t value_bytes = KvGroupedSectionBytes(dtype_, false, page_tokens_, head_dim_);
+  if (static_cast<int64_t>(keys.size()) != key_bytes ||
+      static_cast<int64_t>(values.size()) != value_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a sealed %s page of %d × %d has sections of %d and %d bytes, not %d and %d",
+        KvDTypeName(dtype_), page_tokens_, head_dim_, key_bytes, value_bytes, keys.size(),
+        values.size()));
+  }
+  Head& h = heads_[Index(layer, kv_head)];
+  for (int64_t i = 0; i < page_tokens_; ++i) {
+    const int32_t before = i > 0 ? pos[i - 1] : h.positions.empty() ? -1 : h.positions.back();
+    if (pos[i] <= before) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("sealed page for layer %d kv_head %d: position %d does not follow %d",
+                          layer, kv_head, pos[i], before));
+    }
+  }
+  uint8_t* page = pool_->Allocate(dtype_);
+  if (page == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("KV pool full: layer %d kv_head %d needs a %s page of %d bytes", layer,
+                        kv_head, KvDTypeName(dtype_), pool_->PageBytes(dtype_)));
+  }
+  std::memcpy(page, keys.data(), keys.size());
+  std::memcpy(page + key_bytes, values.data(), values.size());
+  h.pages.push_back(page);
+  ++h.sealed;
+  h.positions.insert(h.positions.end(), pos, pos + page_tokens_);
+  return absl::OkStatus();
+}
+
 void KvCache::Seal() {
   for (Head& h : heads_) SealHead(h);
 }

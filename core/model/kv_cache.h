@@ -82,6 +82,16 @@ class KvCache {
   // Replaces one head's entries with `entries` (encoded in the cache's format); the same errors as
   // Append, and the head is then empty.
   absl::Status Assign(int32_t layer, int32_t kv_head, const KvHead& entries);
+  // Group formats: appends one whole page (page_tokens entries) given as its two sections, as
+  // Pages() shows a sealed page or as a stored KIVI page without residual holds them, byte for
+  // byte; `pos` has page_tokens positions after the head's. FailedPrecondition unless
+  // TakesSealedPage; InvalidArgument when a size or position does not fit; ResourceExhausted when
+  // the pool is full. The head is unchanged on error.
+  absl::Status AppendSealed(int32_t layer, int32_t kv_head, std::span<const uint8_t> keys,
+                            std::span<const uint8_t> values, const int32_t* pos);
+  // Whether the head can take a sealed page now: a sealing group format, and every entry in
+  // sealed pages.
+  bool TakesSealedPage(int32_t layer, int32_t kv_head) const;
   // Group formats: re-encodes every full fp16 page of every head into the group format and frees
   // it (see above). Best effort: a page the pool has no room to re-encode stays fp16, and a later
   // Seal tries again. Nothing to do for row formats.

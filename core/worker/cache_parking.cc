@@ -38,11 +38,6 @@ CacheParking::~CacheParking() {
   }
 }
 
-kvpage::Codec ParkingCodec(kernels::KvDType dtype) {
-  // A KIVI cache's rows are fp16 rounded before they are quantised: fp16 loses nothing more.
-  return model::KvGrouped(dtype) ? kvpage::Codec::kFp16 : model::RowCodec(dtype);
-}
-
 Parking CacheParking::Hooks() {
   return {.park = [this](std::span<const int32_t> generated) { return Park(generated); },
           .unpark = [this] { return Unpark(); }};
@@ -57,7 +52,7 @@ absl::Status CacheParking::Park(std::span<const int32_t> generated) {
   const model::KvCache& cache = session_.cache();
   ASSIGN_OR_RETURN(kvstate::EncodedState state,
                    EncodeSessionState(model_, cache, TierScores{}, namespace_key_, tokens,
-                                      ParkingCodec(cache.dtype()), page_tokens_));
+                                      model::RowCodec(cache.dtype()), page_tokens_));
   RETURN_IF_ERROR(StoreState(cache_, state, tokens, session_id_));
   stored_ = state.manifest.state_key;
   position_ = session_.next_position();

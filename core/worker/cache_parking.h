@@ -3,11 +3,10 @@
 //
 // The state's namespace is drawn at random per CacheParking, so nothing else looks it up and no
 // state of the same tokens from another history can stand in for it. Its pages are in
-// ParkingCodec of the session's pool format, so the session comes back with the rows it had
-// (exactly for fp32, fp16 and bf16; int8 and fp8 codes exactly, their scales up to the last bit)
-// and its tokens are those of an uninterrupted run. KIVI is the exception: its rows park as
-// fp16 and are quantised again when they return (within the codec's bound, usually to the same
-// codes), so its tokens after a resume may differ; storing sealed pages as they are would lift it.
+// model::RowCodec of the session's pool format, so the session comes back with the rows it had
+// (exactly for fp32, fp16, bf16 and KIVI, whose pages are stored and loaded as the pool holds
+// them; int8 and fp8 codes exactly, their scales up to the last bit) and its tokens are those of
+// an uninterrupted run.
 // A stored copy left behind (a turn that ends parked) is deleted when the CacheParking goes. Used
 // from the engine thread only.
 #pragma once
@@ -24,9 +23,6 @@
 #include "core/worker/engine.h"
 
 namespace glimpse::worker {
-
-// The page codec a session parks in: model::RowCodec of its pool format, fp16 for KIVI.
-kvpage::Codec ParkingCodec(kernels::KvDType dtype);
 
 class CacheParking {
  public:
