@@ -10,6 +10,9 @@
 //            greedy tokens together, one model::ForwardPass of B rows per step (the decode
 //            worker's engine step); aggregate tok/s, and its ratio to the single-session decode
 //            tok/s of the same run.
+//   --kv-format F: the KV cache in pool pages of F (fp16, bf16, int8, fp8_e4m3, kivi4, kivi2)
+//            instead of the default private fp32 pages; full pages are sealed after the prefill
+//            and after every decode step, as the workers do (KIVI, model/kv_cache.h).
 //   peak_rss_mb: getrusage(RUSAGE_SELF).ru_maxrss (mapped weights count once touched);
 //   cpu_s: the process's user + system CPU time, load and warm-up included.
 //
@@ -41,6 +44,7 @@
 #include "core/model/model.h"
 #include "core/model/model_store.h"
 #include "core/model/session.h"
+#include "core/worker/policy.h"
 #include "kernels/cpu/parallel.h"
 #include "nlohmann/json.hpp"
 
@@ -63,12 +67,13 @@ struct BenchOptions {
   int reps = 3;
   int prefill_chunk = 0;  // 0 = the runtime's default
   int batch = 0;          // 0: no batched decode
+  std::string kv_format;  // "": a private fp32 pool
 };
 
 constexpr char kUsage[] =
     "usage: glimpse_bench_model [--model PATH] [--threads N] [--prompt-tokens N]\n"
     "         [--decode-tokens N] [--reps N] [--prefill-chunk N] [--prompt-file PATH]\n"
-    "         [--tokens FILE] [--batch B]\n"
+    "         [--tokens FILE] [--batch B] [--kv-format fp16|bf16|int8|fp8_e4m3|kivi4|kivi2]\n"
     "Defaults: the cached default model, GLIMPSE_THREADS or 2 threads, 512 prompt tokens,\n"
     "128 decode tokens, 3 repetitions after one warm-up.\n";
 
@@ -101,6 +106,8 @@ absl::StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
       ASSIGN_OR_RETURN(o.prefill_chunk, ParsePositive(flag, value));
     } else if (flag == "--batch") {
       ASSIGN_OR_RETURN(o.batch, ParsePositive(flag, value));
+    } else if (flag == "--kv-format") {
+      o.kv_format = value;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'\n", kUsage));
     }
@@ -179,6 +186,7 @@ absl::StatusOr<RunTimes> RunOnce(model::Session& session, const std::vector<int3
   session.Reset();
   auto start = Clock::now();
   ASSIGN_OR_RETURN(std::vector<float> logits, session.Forward(tokens));
+  session.cache().Seal();
   t.prefill_s = Seconds(start);
   *done += static_cast<int64_t>(tokens.size());
   if (bar) bar->Update(*done);
@@ -186,6 +194,7 @@ absl::StatusOr<RunTimes> RunOnce(model::Session& session, const std::vector<int3
   for (int i = 0; i < decode_tokens; ++i) {
     const int32_t next = Argmax(logits);
     ASSIGN_OR_RETURN(logits, session.Forward(std::span<const int32_t>(&next, 1)));
+    session.cache().Seal();
     if (bar) bar->Update(++*done);
   }
   t.decode_s = Seconds(start);
@@ -203,6 +212,7 @@ absl::StatusOr<double> BatchDecode(const model::Model& m, kernels::ThreadPool& p
   for (int b = 0; b < batch; ++b) {
     sessions.push_back(std::make_unique<model::Session>(m, pool, options));
     ASSIGN_OR_RETURN(std::vector<float> l, sessions.back()->Forward(tokens));
+    sessions.back()->cache().Seal();
     logits.push_back(std::move(l));
   }
   model::ForwardPass pass(m, pool);
@@ -217,6 +227,7 @@ absl::StatusOr<double> BatchDecode(const model::Model& m, kernels::ThreadPool& p
       rows[b].tokens = std::span(&next[b], 1);
     }
     ASSIGN_OR_RETURN(logits, pass.Run(rows));
+    for (const auto& s : sessions) s->cache().Seal();
     bar.Update(int64_t{batch} * (i + 1));
   }
   const double seconds = Seconds(start);
@@ -234,6 +245,17 @@ absl::Status Run(const BenchOptions& o) {
   model::SessionOptions session_options;
   session_options.max_context = o.prompt_tokens + o.decode_tokens + 16;
   if (o.prefill_chunk > 0) session_options.prefill_chunk = o.prefill_chunk;
+  std::unique_ptr<model::KvPool> kv_pool;  // unbounded pages of --kv-format
+  if (!o.kv_format.empty()) {
+    const kvpage::CodecInfo* codec = kvpage::FindCodecByName(o.kv_format);
+    if (codec == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("--kv-format ", o.kv_format, " is no codec"));
+    }
+    kv_pool = std::make_unique<model::KvPool>(
+        model::KvPool::Options{.page_tokens = 64, .head_dim = m->config().head_dim});
+    session_options.kv_pool = kv_pool.get();
+    session_options.kv_dtype = worker::HotFormat(codec->id);
+  }
   model::Session session(*m, pool, session_options);
 
   int64_t done = 0;
@@ -268,6 +290,7 @@ absl::Status Run(const BenchOptions& o) {
       {"engine", "glimpse"},
       {"model", o.model.substr(o.model.find_last_of('/') + 1)},
       {"threads", pool.size()},
+      {"kv_format", o.kv_format.empty() ? "fp32" : o.kv_format},
       {"prompt_tokens", o.prompt_tokens},
       {"decode_tokens", o.decode_tokens},
       {"reps", o.reps},
