@@ -27,28 +27,30 @@ struct PagePlan {
   kvpage::PageSections stored;  // a sealed pool page stored as it is (empty: encode the rows)
 };
 
-// Whether a cache's retained pages are stored as the pool holds them: a group format (KIVI)
-// encoded in its own codec, in pages of the pool's size.
+// Whether a cache's retained pages are stored as the pool holds them: encoded in its own format's
+// codec, in pages of the pool's size.
 bool StoresAsHeld(const model::KvCache& cache, const EncodeStateOptions& o) {
-  return model::KvGrouped(cache.dtype()) && o.codec == model::RowCodec(cache.dtype()) &&
-         o.page_tokens == cache.pool().page_tokens();
+  return o.codec == model::RowCodec(cache.dtype()) && o.page_tokens == cache.pool().page_tokens();
 }
 
-// The sections of a head's sealed pool pages, in order.
-std::vector<kvpage::PageSections> SealedSections(const model::KvCache& cache, int32_t layer,
-                                                 int32_t kv_head) {
-  std::vector<kvpage::PageSections> out;
-  const kernels::KvDType dtype = cache.dtype();
-  const int64_t P = cache.pool().page_tokens(), hd = cache.head_dim();
-  for (const kernels::KvPageView& v : cache.Pages(layer, kv_head)) {
-    if (v.dtype != dtype) break;  // sealed pages come first
-    out.push_back(
-        {.keys = {static_cast<const uint8_t*>(v.k),
-                  static_cast<size_t>(model::KvGroupedSectionBytes(dtype, true, P, hd))},
-         .values = {static_cast<const uint8_t*>(v.v),
-                    static_cast<size_t>(model::KvGroupedSectionBytes(dtype, false, P, hd))}});
+// A head's pages as the pool holds them, in order, up to the first one that is not (a KIVI
+// head's fp16 pages).
+struct HeldPages {
+  std::vector<std::vector<uint8_t>> keys, values;
+  size_t size() const { return keys.size(); }
+  kvpage::PageSections operator[](size_t i) const { return {.keys = keys[i], .values = values[i]}; }
+};
+
+HeldPages HeldOf(const model::KvCache& cache, int32_t layer, int32_t kv_head) {
+  HeldPages held;
+  const size_t pages = cache.Pages(layer, kv_head).size();
+  for (size_t p = 0; p < pages; ++p) {
+    std::vector<uint8_t> k, v;
+    if (!cache.HeldSections(layer, kv_head, p, &k, &v)) break;
+    held.keys.push_back(std::move(k));
+    held.values.push_back(std::move(v));
   }
-  return out;
+  return held;
 }
 
 std::string HeadName(size_t index, int32_t n_kv_heads) {
@@ -143,12 +145,11 @@ float MeanImportance(std::span<const float> scores, const ScoreScale& scale) {
 }
 
 // Appends the pages of one tier of one head to `plans`. `held` (retained tier of a cache that
-// StoresAsHeld, else null): the head's sealed pool pages, stored as they are, and the rows after
-// them all residual (fp16, as the pool holds them), so the state holds exactly what the cache
-// held.
+// StoresAsHeld, else null): the head's pool pages, stored as they are, and any rows after them
+// (a KIVI head's fp16 rows) all residual, so the state holds exactly what the cache held.
 void PlanTier(uint32_t layer, uint32_t kv_head, Tier tier, const model::KvHead& head,
               std::span<const float> scores, const ScoreScale& scale, const EncodeStateOptions& o,
-              const std::vector<kvpage::PageSections>* held, std::vector<PagePlan>* plans) {
+              const HeldPages* held, std::vector<PagePlan>* plans) {
   const int64_t n = head.size();
   const kvpage::CodecInfo* codec = kvpage::FindCodec(static_cast<uint8_t>(o.codec));
   const bool kivi = codec != nullptr && codec->supports_residual;
@@ -163,7 +164,7 @@ void PlanTier(uint32_t layer, uint32_t kv_head, Tier tier, const model::KvHead& 
     const size_t index = static_cast<size_t>(begin / o.page_tokens);
     if (held != nullptr && index < held->size()) {
       p.stored = (*held)[index];
-    } else if (held != nullptr) {
+    } else if (held != nullptr && kivi) {
       p.residual_rows = p.n;
     } else if (kivi && tier == Tier::kRetained) {
       p.residual_rows = kvpage::KiviResidualRows(begin, p.n, n);
@@ -219,12 +220,12 @@ absl::StatusOr<EncodedState> EncodeState(const StateContent& content, const Stat
 
   std::vector<PagePlan> plans;
   std::vector<model::KvHead> retained(heads);  // decoded once; the plans point into them
-  std::vector<std::vector<kvpage::PageSections>> held(heads);  // sealed pages, as they are
+  std::vector<HeldPages> held(heads);          // pool pages as they are
   const bool as_held = StoresAsHeld(cache, options);
   for (size_t i = 0; i < heads; ++i) {
     const uint32_t layer = static_cast<uint32_t>(i / hkv), kv_head = static_cast<uint32_t>(i % hkv);
     retained[i] = cache.Read(static_cast<int32_t>(layer), static_cast<int32_t>(kv_head));
-    if (as_held) held[i] = SealedSections(cache, layer, kv_head);
+    if (as_held) held[i] = HeldOf(cache, layer, kv_head);
     std::span<const float> kept_scores = ScoresOf(content.retained_scores, i);
     std::span<const float> evicted_scores = ScoresOf(content.evicted_scores, i);
     const ScoreScale scale = ScaleOf(kept_scores, evicted_scores);
@@ -331,8 +332,9 @@ struct LoadedPage {
 };
 
 // Pages in position order that do not interleave, into an empty head: each appended as it is,
-// a KIVI page without residual of the pool's size straight into a sealed pool page (no decode,
-// no re-encode), any other by its decoded rows. False when they interleave (the caller merges).
+// its sections straight into pool pages when they are the cache's format (KvCache::
+// TakesSections: no decode, no re-encode), any other by its decoded rows. False when they
+// interleave (the caller merges).
 bool PagewiseLoadable(std::vector<LoadedPage>& pages, const model::KvCache& cache, int32_t layer,
                       int32_t kv_head) {
   if (cache.size(layer, kv_head) != 0) return false;
@@ -349,12 +351,10 @@ absl::Status LoadPagewise(const std::vector<LoadedPage>& pages, int32_t layer, i
                           model::KvCache* cache) {
   for (const LoadedPage& p : pages) {
     const kvpage::PageHeader& h = p.page.header;
-    if (model::KvGrouped(cache->dtype()) && h.codec == model::RowCodec(cache->dtype()) &&
-        h.residual_rows == 0 && h.n_tokens == cache->pool().page_tokens() &&
-        cache->TakesSealedPage(layer, kv_head)) {
+    if (cache->TakesSections(layer, kv_head, h.codec, h.residual_rows, h.n_tokens)) {
       const kvpage::PageSections s = kvpage::SectionsOf(p.bytes, h);
-      RETURN_IF_ERROR(
-          cache->AppendSealed(layer, kv_head, s.keys, s.values, p.page.positions.data()));
+      RETURN_IF_ERROR(cache->AppendSections(layer, kv_head, h.codec, s.keys, s.values,
+                                            p.page.positions.data(), h.n_tokens));
       continue;
     }
     RETURN_IF_ERROR(cache->Append(layer, kv_head, p.page.keys.data(), p.page.values.data(),

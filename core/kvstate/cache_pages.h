@@ -9,22 +9,22 @@
 // Importance of a page = the mean of its entries' scores after min–max normalisation over all
 // entries (both tiers) of that (layer, kv-head); without scores, retained pages get 1 and evicted
 // pages 0. KIVI codecs keep the last kKiviResidual retained entries of each head in fp16
-// (kvpage::KiviResidualRows); evicted pages have no residual rows. Except a cache that holds KIVI
-// itself (model/kv_cache.h) encoded in its own codec and page size: its retained pages are stored
-// as the pool holds them, sealed pages byte for byte (no residual) and the fp16 rows after them
-// as residual rows, so the state holds exactly what the cache held.
+// (kvpage::KiviResidualRows); evicted pages have no residual rows. A cache encoded in its own
+// format's codec (model::RowCodec) and page size stores its retained pages as the pool holds
+// them, byte for byte, without decoding or encoding (a KIVI head's fp16 rows after its sealed
+// pages as residual rows), so the state holds exactly what the cache held.
 //
 // LoadPages decodes pages (each checked against its manifest entry and the manifest's model: CRC,
 // header, shape, positions; kvstate::CheckPage) and merges their entries into a cache by position,
 // so retained and evicted pages of a head (or recalled cold pages and a hot cache) interleave
-// correctly. Into an empty head, pages that do not interleave are appended one by one, and a KIVI
-// page without residual of the pool's page size goes into a KIVI cache as it is (no decode, no
-// re-encode): what a cache stored as held loads back bit for bit. Errors: InvalidArgument when
-// shapes disagree (naming layer, head and the values) or a position would appear twice in a head;
-// FailedPrecondition for another model; DataLoss for corrupt bytes. Nothing changes when a page
-// fails to decode or merge (every page is decoded first); a head that then fails to load (a full
-// pool) is left as it was, heads loaded before it keep their entries, and callers drop the session.
-// Thread-compatible.
+// correctly. Into an empty head, pages that do not interleave are appended one by one, a page in
+// the cache's own format straight into pool pages (model::KvCache::TakesSections: no decode, no
+// re-encode): what a cache stored as it was held loads back bit for bit. Errors: InvalidArgument
+// when shapes disagree (naming layer, head and the values) or a position would appear twice in a
+// head; FailedPrecondition for another model; DataLoss for corrupt bytes. Nothing changes when a
+// page fails to decode or merge (every page is decoded first); a head that then fails to load (a
+// full pool) is left as it was, heads loaded before it keep their entries, and callers drop the
+// session. Thread-compatible.
 #pragma once
 
 #include <cstdint>

@@ -198,6 +198,45 @@ TEST(CachePagesTest, AKiviCacheIsStoredAndLoadedAsItsPoolHoldsIt) {
   }
 }
 
+// Row formats too: pages go to the state as the pool holds them (scales and codes, no decode or
+// encode) and come back the same, partial last pages included.
+TEST(CachePagesTest, ARowFormatCacheIsStoredAndLoadedAsItsPoolHoldsIt) {
+  for (const kernels::KvDType dtype :
+       {kernels::KvDType::kI8, kernels::KvDType::kE4M3, kernels::KvDType::kF16}) {
+    SCOPED_TRACE(model::KvDTypeName(dtype));
+    model::KvPool pool({.page_tokens = 16, .head_dim = kDim});
+    model::KvCache held(kLayers, kHeads, kDim, &pool, dtype);
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (int32_t h = 0; h < kHeads; ++h) {
+        for (int32_t p = 0; p < 37 + 5 * h; ++p) AppendTestEntry(&held, l, h, 2 * p);
+      }
+    }
+    const kvpage::Codec codec = model::RowCodec(dtype);
+    auto state =
+        EncodeState({.retained = &held}, TestIdentity(100), {.codec = codec, .page_tokens = 16});
+    ASSERT_TRUE(state.ok()) << state.status();
+    std::vector<uint8_t> keys, values;
+    ASSERT_TRUE(held.HeldSections(0, 1, 2, &keys, &values));  // 42 entries: the last 10
+    const PageRef& ref = state->manifest.pages[5];            // (0, 0) has 3 pages, then (0, 1)'s
+    ASSERT_EQ(ref.kv_head, 1u);
+    ASSERT_EQ(ref.index, 2u);
+    auto header = kvpage::ParsePageHeader(state->pages()[5]);
+    ASSERT_TRUE(header.ok());
+    const kvpage::PageSections s = kvpage::SectionsOf(state->pages()[5], *header);
+    EXPECT_TRUE(std::equal(s.keys.begin(), s.keys.end(), keys.begin(), keys.end()));
+    model::KvCache loaded(kLayers, kHeads, kDim, &pool, dtype);
+    ASSERT_TRUE(LoadPages(state->manifest, state->pages(), LoadTiers::kRetained, &loaded).ok());
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (int32_t h = 0; h < kHeads; ++h) {
+        const model::KvHead want = held.Read(l, h), got = loaded.Read(l, h);
+        EXPECT_EQ(got.positions, want.positions);
+        EXPECT_EQ(got.keys, want.keys) << l << "," << h;
+        EXPECT_EQ(got.values, want.values) << l << "," << h;
+      }
+    }
+  }
+}
+
 TEST(CachePagesTest, BadPagesLeaveTheCacheUnchanged) {
   Evicted e = MakeEvicted(50);
   auto state = EncodeState({.retained = &e.retained, .evicted = e.evicted}, TestIdentity(50),

@@ -184,48 +184,100 @@ void KvCache::SealHead(Head& head) {
   }
 }
 
-bool KvCache::TakesSealedPage(int32_t layer, int32_t kv_head) const {
+bool KvCache::HeldSections(int32_t layer, int32_t kv_head, size_t page, std::vector<uint8_t>* keys,
+                           std::vector<uint8_t>* values) const {
   const Head& h = heads_[Index(layer, kv_head)];
-  return seals_ && h.sealed == h.pages.size() &&
+  const kernels::KvPageView view = View(h, page);
+  if (KvGrouped(dtype_)) {
+    if (page >= h.sealed) return false;
+    const auto* k = static_cast<const uint8_t*>(view.k);
+    const auto* v = static_cast<const uint8_t*>(view.v);
+    keys->assign(k, k + KvGroupedSectionBytes(dtype_, true, page_tokens_, head_dim_));
+    values->assign(v, v + KvGroupedSectionBytes(dtype_, false, page_tokens_, head_dim_));
+    return true;
+  }
+  // Row codecs' sections: [scale f32 × n] (int8, fp8), then the n rows.
+  const int64_t rows_bytes = view.rows * head_dim_ * KvElementBytes(dtype_);
+  const int64_t scale_bytes = KvScaled(dtype_) ? view.rows * int64_t{sizeof(float)} : 0;
+  for (const bool is_keys : {true, false}) {
+    std::vector<uint8_t>& out = is_keys ? *keys : *values;
+    out.resize(scale_bytes + rows_bytes);
+    const float* scales = is_keys ? view.k_scale : view.v_scale;
+    if (scale_bytes > 0) std::memcpy(out.data(), scales, scale_bytes);
+    std::memcpy(out.data() + scale_bytes, is_keys ? view.k : view.v, rows_bytes);
+  }
+  return true;
+}
+
+bool KvCache::TakesSections(int32_t layer, int32_t kv_head, kvpage::Codec codec, int64_t residual,
+                            int64_t n) const {
+  if (codec != RowCodec(dtype_) || residual != 0 || n < 1) return false;
+  if (!KvGrouped(dtype_)) return true;
+  const Head& h = heads_[Index(layer, kv_head)];
+  return seals_ && n == page_tokens_ && h.sealed == h.pages.size() &&
          static_cast<int64_t>(h.positions.size()) == static_cast<int64_t>(h.sealed) * page_tokens_;
 }
 
-absl::Status KvCache::AppendSealed(int32_t layer, int32_t kv_head, std::span<const uint8_t> keys,
-                                   std::span<const uint8_t> values, const int32_t* pos) {
-  if (!TakesSealedPage(layer, kv_head)) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("layer %d kv_head %d cannot take a sealed %s page now", layer, kv_head,
-                        KvDTypeName(dtype_)));
-  }
-  const int64_t key_bytes = KvGroupedSectionBytes(dtype_, true, page_tokens_, head_dim_);
-  const int64_t value_bytes = KvGroupedSectionBytes(dtype_, false, page_tokens_, head_dim_);
-  if (static_cast<int64_t>(keys.size()) != key_bytes ||
-      static_cast<int64_t>(values.size()) != value_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a sealed %s page of %d × %d has sections of %d and %d bytes, not %d and %d",
-        KvDTypeName(dtype_), page_tokens_, head_dim_, key_bytes, value_bytes, keys.size(),
-        values.size()));
-  }
-  Head& h = heads_[Index(layer, kv_head)];
-  for (int64_t i = 0; i < page_tokens_; ++i) {
+absl::Status KvCache::CheckFollows(const Head& h, int32_t layer, int32_t kv_head,
+                                   const int32_t* pos, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) {
     const int32_t before = i > 0 ? pos[i - 1] : h.positions.empty() ? -1 : h.positions.back();
     if (pos[i] <= before) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("sealed page for layer %d kv_head %d: position %d does not follow %d",
-                          layer, kv_head, pos[i], before));
+          absl::StrFormat("entries for layer %d kv_head %d: position %d does not follow %d", layer,
+                          kv_head, pos[i], before));
     }
   }
-  uint8_t* page = pool_->Allocate(dtype_);
-  if (page == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("KV pool full: layer %d kv_head %d needs a %s page of %d bytes", layer,
-                        kv_head, KvDTypeName(dtype_), pool_->PageBytes(dtype_)));
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::AppendSections(int32_t layer, int32_t kv_head, kvpage::Codec codec,
+                                     std::span<const uint8_t> keys, std::span<const uint8_t> values,
+                                     const int32_t* pos, int64_t n) {
+  if (!TakesSections(layer, kv_head, codec, 0, n)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("layer %d kv_head %d cannot take %d entries of %s as they are now", layer,
+                        kv_head, n, kvpage::CodecName(codec)));
   }
-  std::memcpy(page, keys.data(), keys.size());
-  std::memcpy(page + key_bytes, values.data(), values.size());
-  h.pages.push_back(page);
-  ++h.sealed;
-  h.positions.insert(h.positions.end(), pos, pos + page_tokens_);
+  const kvpage::CodecInfo& info = *kvpage::FindCodec(static_cast<uint8_t>(codec));
+  const size_t key_bytes = info.section_bytes(kvpage::Role::kKeys, n, head_dim_, 0);
+  const size_t value_bytes = info.section_bytes(kvpage::Role::kValues, n, head_dim_, 0);
+  if (keys.size() != key_bytes || values.size() != value_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d entries of %s × head_dim %d have sections of %d and %d bytes, not %d "
+        "and %d",
+        n, info.name, head_dim_, key_bytes, value_bytes, keys.size(), values.size()));
+  }
+  Head& h = heads_[Index(layer, kv_head)];
+  RETURN_IF_ERROR(CheckFollows(h, layer, kv_head, pos, n));
+  if (KvGrouped(dtype_)) {  // one whole sealed page
+    uint8_t* page = pool_->Allocate(dtype_);
+    if (page == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("KV pool full: layer %d kv_head %d needs a %s page of %d bytes", layer,
+                          kv_head, KvDTypeName(dtype_), pool_->PageBytes(dtype_)));
+    }
+    std::memcpy(page, keys.data(), keys.size());
+    std::memcpy(page + keys.size(), values.data(), values.size());
+    h.pages.push_back(page);
+    ++h.sealed;
+  } else {
+    RETURN_IF_ERROR(GrowHead(h, layer, kv_head, n));
+    const int64_t have = static_cast<int64_t>(h.positions.size());
+    const int64_t row_bytes = head_dim_ * KvElementBytes(dtype_);
+    const int64_t scale_bytes = KvScaled(dtype_) ? n * int64_t{sizeof(float)} : 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint8_t* page = h.pages[(have + i) / page_tokens_];
+      const int64_t slot = (have + i) % page_tokens_;
+      std::memcpy(KeyRow(page, slot), keys.data() + scale_bytes + i * row_bytes, row_bytes);
+      std::memcpy(ValueRow(page, slot), values.data() + scale_bytes + i * row_bytes, row_bytes);
+      if (scale_bytes > 0) {
+        std::memcpy(KeyScale(page) + slot, keys.data() + i * sizeof(float), sizeof(float));
+        std::memcpy(ValueScale(page) + slot, values.data() + i * sizeof(float), sizeof(float));
+      }
+    }
+  }
+  h.positions.insert(h.positions.end(), pos, pos + n);
   return absl::OkStatus();
 }
 
@@ -254,10 +306,7 @@ absl::Status KvCache::EncodeRows(uint8_t* page, int64_t slot, const float* k, co
   return absl::OkStatus();
 }
 
-absl::Status KvCache::Append(int32_t layer, int32_t kv_head, const float* k, const float* v,
-                             const int32_t* pos, int64_t n) {
-  if (n <= 0) return absl::OkStatus();
-  Head& h = heads_[Index(layer, kv_head)];
+absl::Status KvCache::GrowHead(Head& h, int32_t layer, int32_t kv_head, int64_t n) {
   const int64_t have = static_cast<int64_t>(h.positions.size());
   const size_t pages_before = h.pages.size();
   const int64_t pages_after = (have + n + page_tokens_ - 1) / page_tokens_;
@@ -275,6 +324,16 @@ absl::Status KvCache::Append(int32_t layer, int32_t kv_head, const float* k, con
     }
     h.pages.push_back(page);
   }
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::Append(int32_t layer, int32_t kv_head, const float* k, const float* v,
+                             const int32_t* pos, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  Head& h = heads_[Index(layer, kv_head)];
+  const int64_t have = static_cast<int64_t>(h.positions.size());
+  const size_t pages_before = h.pages.size();
+  RETURN_IF_ERROR(GrowHead(h, layer, kv_head, n));
   for (int64_t done = 0; done < n;) {
     const int64_t row = have + done;
     const int64_t slot = row % page_tokens_;

@@ -82,16 +82,25 @@ class KvCache {
   // Replaces one head's entries with `entries` (encoded in the cache's format); the same errors as
   // Append, and the head is then empty.
   absl::Status Assign(int32_t layer, int32_t kv_head, const KvHead& entries);
-  // Group formats: appends one whole page (page_tokens entries) given as its two sections, as
-  // Pages() shows a sealed page or as a stored KIVI page without residual holds them, byte for
-  // byte; `pos` has page_tokens positions after the head's. FailedPrecondition unless
-  // TakesSealedPage; InvalidArgument when a size or position does not fit; ResourceExhausted when
-  // the pool is full. The head is unchanged on error.
-  absl::Status AppendSealed(int32_t layer, int32_t kv_head, std::span<const uint8_t> keys,
-                            std::span<const uint8_t> values, const int32_t* pos);
-  // Whether the head can take a sealed page now: a sealing group format, and every entry in
-  // sealed pages.
-  bool TakesSealedPage(int32_t layer, int32_t kv_head) const;
+  // Pages as core/kvpage stores them, without decoding or encoding anything.
+  //
+  // HeldSections: page `page` of a head as the keys and values sections of RowCodec(dtype())
+  // without residual, gathered from the pool page (row formats: any page; group formats: a
+  // sealed page). False for a group format's fp16 pages, whose rows a caller stores as residual.
+  bool HeldSections(int32_t layer, int32_t kv_head, size_t page, std::vector<uint8_t>* keys,
+                    std::vector<uint8_t>* values) const;
+  // Whether AppendSections takes `n` entries in `codec` with `residual` fp16 rows now:
+  // RowCodec(dtype()) without residual; for a group format only a whole page into a head whose
+  // entries are all in sealed pages.
+  bool TakesSections(int32_t layer, int32_t kv_head, kvpage::Codec codec, int64_t residual,
+                     int64_t n) const;
+  // Appends `n` entries given as their sections (what HeldSections or a stored page holds), byte
+  // for byte; `pos` has n positions after the head's. FailedPrecondition unless TakesSections;
+  // InvalidArgument when a size or position does not fit; ResourceExhausted when the pool is
+  // full. The head is unchanged on error.
+  absl::Status AppendSections(int32_t layer, int32_t kv_head, kvpage::Codec codec,
+                              std::span<const uint8_t> keys, std::span<const uint8_t> values,
+                              const int32_t* pos, int64_t n);
   // Group formats: re-encodes every full fp16 page of every head into the group format and frees
   // it (see above). Best effort: a page the pool has no room to re-encode stays fp16, and a later
   // Seal tries again. Nothing to do for row formats.
@@ -143,6 +152,11 @@ class KvCache {
   // no room.
   bool SealPage(Head& head);
   void SealHead(Head& head);
+  // Allocates the pages rows [have, have + n) of a head need (filling format); ResourceExhausted
+  // naming the head when the pool cannot hold them (nothing allocated then).
+  absl::Status GrowHead(Head& head, int32_t layer, int32_t kv_head, int64_t n);
+  absl::Status CheckFollows(const Head& head, int32_t layer, int32_t kv_head, const int32_t* pos,
+                            int64_t n) const;
   // Appends rows after re-encoding each full page (Retain's path for rows of sealed pages).
   absl::Status AppendSealing(int32_t layer, int32_t kv_head, const KvHead& rows);
   // Row addresses inside a page of the filling format.

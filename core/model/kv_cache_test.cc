@@ -250,6 +250,41 @@ TEST(KvCacheTest, KiviHeadsFillInFp16AndSealFullPages) {
   }
 }
 
+// Sections in: what HeldSections gives out goes into another cache byte for byte; sections it
+// cannot take as they are, of the wrong size, or positions that do not follow are refused and
+// the head keeps what it had.
+TEST(KvCacheTest, SectionsGoOutAndInAsTheyAreAndBadOnesAreRefused) {
+  constexpr int32_t kDim = 8;
+  KvPool pool({.page_tokens = 4, .head_dim = kDim});
+  KvCache from(1, 1, kDim, &pool, KvDType::kI8), to(1, 1, kDim, &pool, KvDType::kI8);
+  FillHead(from, 0, 6);
+  std::vector<uint8_t> k, v;
+  ASSERT_TRUE(from.HeldSections(0, 0, 1, &k, &v));  // the last page: 2 entries
+  EXPECT_EQ(k.size(), 2 * (4 + kDim));              // scales, then codes
+  const std::vector<int32_t> pos = {40, 41};
+  EXPECT_FALSE(to.TakesSections(0, 0, kvpage::Codec::kFp16, 0, 2));
+  EXPECT_EQ(to.AppendSections(0, 0, kvpage::Codec::kFp16, k, v, pos.data(), 2).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(to.AppendSections(0, 0, kvpage::Codec::kInt8, k, v, pos.data(), 3).code(),
+            absl::StatusCode::kInvalidArgument);  // sizes of 2 entries, not 3
+  ASSERT_TRUE(to.AppendSections(0, 0, kvpage::Codec::kInt8, k, v, pos.data(), 2).ok());
+  EXPECT_EQ(to.AppendSections(0, 0, kvpage::Codec::kInt8, k, v, pos.data(), 2).code(),
+            absl::StatusCode::kInvalidArgument);  // positions 40, 41 again
+  EXPECT_EQ(to.size(0, 0), 2);
+  const KvHead a = from.Read(0, 0), b = to.Read(0, 0);
+  EXPECT_TRUE(std::equal(b.keys.begin(), b.keys.end(), a.keys.begin() + 4 * kDim));
+  EXPECT_EQ(b.positions, pos);
+  // A KIVI head takes only whole sealed pages, and only after sealed pages.
+  KvPool kivi_pool({.page_tokens = 64, .head_dim = 64});
+  KvCache kivi(1, 1, 64, &kivi_pool, KvDType::kKivi4);
+  EXPECT_TRUE(kivi.TakesSections(0, 0, kvpage::Codec::kKivi4, 0, 64));
+  EXPECT_FALSE(kivi.TakesSections(0, 0, kvpage::Codec::kKivi4, 0, 32));
+  EXPECT_FALSE(kivi.TakesSections(0, 0, kvpage::Codec::kKivi4, 32, 64));
+  FillHead(kivi, 0, 1);
+  EXPECT_FALSE(kivi.TakesSections(0, 0, kvpage::Codec::kKivi4, 0, 64));
+  EXPECT_FALSE(kivi.HeldSections(0, 0, 0, &k, &v));  // an fp16 page is not held as KIVI
+}
+
 TEST(KvCacheTest, AFullPoolRefusesAnAppendAndTheHeadKeepsWhatItHad) {
   constexpr int32_t kDim = 8;
   KvPool pool({.page_tokens = 4, .head_dim = kDim});
