@@ -68,6 +68,12 @@ void RegisterMetrics(metrics::MetricsRegistry& registry, CacheNodeService* servi
     gauge("glimpse_cache_node_transport_pending_batches",
           "Batches announced to this node, neither delivered nor failed yet.",
           s.transport.receive_pending_batches);
+    counter("glimpse_cache_node_transport_receives_refused_total",
+            "Batches refused for the receive budget and oversized batch headers.",
+            s.transport.receive_refused);
+    gauge("glimpse_cache_node_transport_receive_budget_bytes",
+          "Bytes of announced batches not yet handed to the node (the receive budget in use).",
+          s.transport.receive_pending_bytes);
     for (size_t m = 0; m < s.errors.size(); ++m) {
       for (size_t c = 0; c < s.errors[m].size(); ++c) {
         if (s.errors[m][c] == 0) continue;

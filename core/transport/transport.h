@@ -54,6 +54,15 @@ struct Options {
   absl::Duration receive_stall_timeout = absl::Seconds(10);
   // Received buffers are recycled through a pool of at most this many bytes.
   size_t receive_pool_bytes = size_t{512} << 20;
+  // Receive budget: bytes of batches whose header arrived and that Receive() has not handed out
+  // yet, all senders together (max_receive_bytes) and per sender (max_receive_bytes_per_sender:
+  // by default a sender's own in-flight bound, the most it ships at once). A batch beyond either is
+  // refused when its header arrives, before anything is allocated for it: its bytes are received
+  // into a small scratch buffer and dropped, and Receive() reports ResourceExhausted naming the
+  // sender (whose transfer ends as UCX completes or its deadline passes). Counted in
+  // Metrics::receive_refused. A header longer than any valid one is refused the same way.
+  size_t max_receive_bytes = size_t{2} << 30;
+  size_t max_receive_bytes_per_sender = size_t{1} << 30;
   // UCX backend: endpoints to engines on this host (ucx_locality::LocalHostKey: same boot, user,
   // IPC and PID namespaces), where both have this on and a shared-memory transport in UCX_TLS,
   // are opened without UCX peer error handling, so that UCX moves their bytes through shared
@@ -119,6 +128,8 @@ struct Metrics {
   uint64_t local_peers = 0;          // endpoints opened over shared memory (local_shared_memory)
   uint64_t receive_buffers_deferred = 0;  // receives held back by local_receive_window_bytes
   uint64_t receive_pending_batches = 0;   // now: announced, neither delivered nor failed yet
+  uint64_t receive_refused = 0;           // batches over the receive budget, oversized headers
+  uint64_t receive_pending_bytes = 0;     // now: the receive budget in use
 };
 
 // One received batch. Owns its buffers (returned to the engine's pool on destruction).

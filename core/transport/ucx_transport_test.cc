@@ -555,6 +555,109 @@ TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
   EXPECT_EQ(m.receive_buffers_deferred, 3u);
 }
 
+// Forged headers: one asks for 64 GiB in 16 buffers of 4 GiB, one is longer than any valid header.
+// Both are refused before anything is allocated for them, and the engine keeps serving.
+TEST(UcxTransport, AForgedHeaderBeyondTheReceiveBudgetIsRefusedBeforeAnyAllocation) {
+  setenv("UCX_TLS", "tcp,self", 1);
+  Options options;
+  options.receive_stall_timeout = absl::Milliseconds(300);
+  auto rx = CreateUcxTransport(options);
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  RawUcpSender sender((*rx)->LocalAddress());
+  constexpr uint32_t kSender = 0x1234567;
+  ucx_wire::BatchHeader h;
+  h.sender = kSender;
+  h.has_crc = false;
+  h.sizes.assign(16, ucx_wire::kMaxBufferBytes);
+  h.total_bytes = 16 * ucx_wire::kMaxBufferBytes;
+  h.sender_address = ucx_wire::WrapAddress(kSender, 0, sender.ucp_address());
+  sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, 0, 0), ucx_wire::EncodeHeader(h));
+  auto refused = (*rx)->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("refused batch 0 from engine 1234567 (16 buffers"));
+  sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, 1, 0),
+              std::vector<uint8_t>(ucx_wire::kMaxHeaderBytes + 1000, 0x5A));
+  auto oversized = (*rx)->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(oversized.status().code(), absl::StatusCode::kResourceExhausted) << oversized.status();
+  EXPECT_THAT(oversized.status().message(), ::testing::HasSubstr("refused a batch header of"));
+  // A real sender after them: served.
+  auto tx = CreateUcxTransport(options);
+  ASSERT_TRUE(tx.ok()) << tx.status();
+  auto peer = (*tx)->Connect((*rx)->LocalAddress());
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  auto bufs = MakeBuffers(3, 70000, 9);
+  auto id = (*tx)->Submit(*peer, Spans(bufs), {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto got = (*rx)->Receive(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(CheckPattern(got->buffers()[2], 1, 9, 2));
+  EXPECT_TRUE((*tx)->Wait(*id, absl::Now() + absl::Seconds(10)).ok());
+  const Metrics m = (*rx)->GetMetrics();
+  EXPECT_EQ(m.receive_refused, 2u);
+  EXPECT_EQ(m.receive_pending_bytes, 0u);
+}
+
+// A sender whose data is longer than its header announced: the receive is truncated (UCX may
+// complete it inside the call that posts it), the batch fails with DataLoss, and nothing else
+// happens to the engine.
+TEST(UcxTransport, DataLongerThanItsHeaderSaysIsDataLoss) {
+  setenv("UCX_TLS", "tcp,self", 1);
+  Options options;
+  options.receive_stall_timeout = absl::Milliseconds(300);
+  auto rx = CreateUcxTransport(options);
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  RawUcpSender sender((*rx)->LocalAddress());
+  constexpr uint32_t kSender = 0x7654321;
+  for (const size_t actual : {size_t{100}, size_t{1} << 20}) {  // eager and rendezvous
+    const uint32_t seq = actual > 100 ? 1 : 0;
+    ucx_wire::BatchHeader h;
+    h.sender = kSender;
+    h.seq = seq;
+    h.has_crc = false;
+    h.sizes = {64};
+    h.total_bytes = 64;
+    h.sender_address = ucx_wire::WrapAddress(kSender, 0, sender.ucp_address());
+    sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, seq, 0),
+                ucx_wire::EncodeHeader(h));
+    std::thread data([&] {  // a rendezvous completes only once the receiver matched it
+      sender.Send(ucx_wire::MakeTag(ucx_wire::kKindData, kSender, seq, 0),
+                  std::vector<uint8_t>(actual, 7));
+    });
+    auto got = (*rx)->Receive(absl::Now() + absl::Seconds(10));
+    data.join();
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << actual << ": " << got.status();
+  }
+  EXPECT_EQ((*rx)->GetMetrics().receive_pending_bytes, 0u);
+}
+
+// A sender's batch beyond its share of the receive budget is refused and its bytes dropped as
+// they come; the sender's transfer ends, and its next batch, within budget, arrives whole.
+TEST_P(UcxInProcess, ABatchBeyondTheSendersReceiveBudgetIsRefusedAndTheNextArrives) {
+  Options options = TestOptions(GetParam());
+  options.max_receive_bytes_per_sender = 1 << 20;
+  Pair p = MakePair(options);
+  auto big = MakeBuffers(2, 1 << 20, 0);
+  SubmitOptions o;
+  o.deadline = absl::Now() + absl::Seconds(5);
+  auto id = p.a->Submit(p.a_to_b, Spans(big), o);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto refused = p.b->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("receive budget"));
+  (void)p.a->Wait(*id, absl::Now() + absl::Seconds(10));  // ends, however UCX ends it
+  auto small = MakeBuffers(4, 100000, 1);
+  auto next = p.a->Submit(p.a_to_b, Spans(small), {});
+  ASSERT_TRUE(next.ok()) << next.status();
+  auto got = p.b->Receive(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t i = 0; i < small.size(); ++i) EXPECT_TRUE(CheckPattern(got->buffers()[i], 1, 1, i));
+  EXPECT_TRUE(p.a->Wait(*next, absl::Now() + absl::Seconds(10)).ok());
+  const Metrics m = p.b->GetMetrics();
+  EXPECT_EQ(m.receive_refused, 1u);
+  EXPECT_EQ(m.receive_pending_bytes, 0u);  // the delivered batch left the budget
+}
+
 INSTANTIATE_TEST_SUITE_P(Tls, UcxInProcess, ::testing::ValuesIn(kTlsCases), TlsName);
 
 }  // namespace

@@ -151,6 +151,9 @@ void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
       out.Gauge(prefix + "pending_batches",
                 "Get replies announced, neither delivered nor failed yet, by engine.", engine,
                 static_cast<double>(engines[i].receive_pending_batches));
+      out.Counter(prefix + "receives_refused_total",
+                  "Batches refused for the receive budget and oversized headers, by engine.",
+                  engine, static_cast<double>(engines[i].receive_refused));
     }
   });
 }

@@ -485,6 +485,7 @@ Metrics UcxEngine::GetMetrics() const {
   Metrics m = metrics_;
   m.receive_pending_batches = std::count_if(inbound_.begin(), inbound_.end(),
                                             [](const auto& kv) { return !kv.second->reported; });
+  m.receive_pending_bytes = pending_bytes_;
   return m;
 }
 

@@ -31,6 +31,10 @@ struct RequestCtx {       // user_data of one UCX request
   void* owner = nullptr;  // Outbound* or Inbound*
   uint32_t index = 0;     // buffer index; kHeaderIndex for the header
   void* request = nullptr;
+  // Receives: set while ucp_tag_recv_nbx runs. UCX 1.13 may call a receive's callback inside the
+  // call (a rendezvous it truncates) and still return the request, already released.
+  bool posting = false;
+  bool called_back = false;  // the callback ran during the call
 };
 inline constexpr uint32_t kHeaderIndex = ~0u;
 
@@ -70,7 +74,11 @@ struct Inbound {
   int outstanding = 0;
   int unposted = 0;       // buffers waiting for the sender's receive window (SenderWindow)
   int crc_pending = 0;    // landed buffers not yet checksummed; `in` is not freed while > 0
+  int posting = 0;        // receives being posted; `in` is not freed while > 0
   bool windowed = false;  // from a local shared-memory sender: posted through its SenderWindow
+  // Refused (Options::max_receive_bytes): reported at once, its buffers received into
+  // UcxEngine::discard_ so that UCX drops them, forgotten when they have or when they stall.
+  bool discarding = false;
   absl::Time last_progress;
   absl::Status status;
   bool reported = false;  // handed to the ready queue (OK or error)
@@ -130,6 +138,8 @@ class UcxEngine : public Transport {
   void ChecksumOneLanded(std::unique_lock<std::mutex>& l);
   void OnEndpointError(EndpointState* e, ucs_status_t status);
   void OnHeaderBytes(std::span<const uint8_t> bytes);
+  // A header receive that failed (a header longer than any valid one is truncated).
+  void OnHeaderFailed(ucs_status_t status, size_t length);
   void UnregisterMemory(ucp_mem_h memh, const uint8_t* start);
 
  private:
@@ -204,6 +214,13 @@ class UcxEngine : public Transport {
   // (DeadlineExceeded: "batch <seq> from engine <sender>: <why>").
   void FailWaitingBatches(uint32_t sender, std::string_view why);
   void MaybeRetireInbound(Inbound* in);
+  // Takes `h`'s bytes from the receive budget, or says why not (ResourceExhausted).
+  absl::Status AdmitToBudget(const ucx_wire::BatchHeader& h);
+  void ReleaseBudget(const ucx_wire::BatchHeader& h);
+  // Refuses an announced batch: reports `why`, and posts its buffers into discard_.
+  void RefuseBatch(ucx_wire::BatchHeader h, uint64_t key, absl::Status why);
+  // Cancels the receives UCX still holds for `in` (they call back with UCS_ERR_CANCELED).
+  void CancelPosted(Inbound* in);
   absl::Status PostSends(Outbound* o, EndpointState* e, uint32_t seq,
                          std::span<const std::span<const uint8_t>> buffers);
   void AbortLocked(Outbound* o, absl::Status why);
@@ -242,6 +259,10 @@ class UcxEngine : public Transport {
   // Waited-for transfers whose sends UCX still holds (aborted ones): freed on the last callback.
   std::map<TransferId, std::unique_ptr<Outbound>> retiring_;
   std::map<uint64_t, std::unique_ptr<Inbound>> inbound_;
+  size_t pending_bytes_ = 0;                         // the receive budget in use
+  std::map<uint32_t, size_t> sender_pending_bytes_;  // by sender; entries erased at 0
+  // Refused batches' bytes land here and are dropped (receives of 64 bytes: UCX truncates).
+  alignas(64) uint8_t discard_[64];
   struct BufferRef {  // one buffer of an inbound batch
     Inbound* in;
     uint32_t index;

@@ -6,9 +6,12 @@
 // just wrote are still in cache; a batch is ready when every buffer has landed and been
 // checksummed. Receive() then combines the per-buffer values (Crc32cCombine) and compares them
 // with the header's CRC.
+#include <algorithm>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/log.h"
 #include "core/kvpage/crc32c.h"
 #include "core/transport/ucx/ucx_engine.h"
 
@@ -18,12 +21,17 @@ namespace {
 
 struct HeaderRecv {
   UcxEngine* engine;
-  std::vector<uint8_t> bytes;
+  size_t length;               // as announced
+  std::vector<uint8_t> bytes;  // at most ucx_wire::kMaxHeaderBytes: a longer one is truncated
 };
 
 void HeaderCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
   std::unique_ptr<HeaderRecv> h(static_cast<HeaderRecv*>(user_data));
-  if (status == UCS_OK) h->engine->OnHeaderBytes(h->bytes);
+  if (status == UCS_OK) {
+    h->engine->OnHeaderBytes(h->bytes);
+  } else {
+    h->engine->OnHeaderFailed(status, h->length);
+  }
   ucp_request_free(request);
 }
 
@@ -64,7 +72,9 @@ void UcxEngine::PollHeaders() {
     ucp_tag_message_h msg =
         ucp_tag_probe_nb(worker_, ucx_wire::kKindHeader, ucx_wire::kKindMask, 1, &info);
     if (msg == nullptr) return;
-    auto* h = new HeaderRecv{this, std::vector<uint8_t>(info.length)};
+    // Never more than the longest valid header, whatever the peer announces.
+    auto* h = new HeaderRecv{
+        this, info.length, std::vector<uint8_t>(std::min(info.length, ucx_wire::kMaxHeaderBytes))};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv = HeaderCb;
@@ -75,13 +85,77 @@ void UcxEngine::PollHeaders() {
     if (UCS_PTR_STATUS(r) == UCS_OK) {
       OnHeaderBytes(h->bytes);
     } else {
-      ++metrics_.receive_errors;
-      ready_.push_back({absl::UnavailableError(absl::StrCat("receiving a batch header: ",
-                                                            ucs_status_string(UCS_PTR_STATUS(r)))),
-                        nullptr});
-      cv_.notify_all();
+      OnHeaderFailed(UCS_PTR_STATUS(r), info.length);
     }
   }
+}
+
+void UcxEngine::OnHeaderFailed(ucs_status_t status, size_t length) {
+  ++metrics_.receive_errors;
+  absl::Status why;
+  if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+    ++metrics_.receive_refused;
+    why = absl::ResourceExhaustedError(absl::StrCat("refused a batch header of ", length,
+                                                    " bytes: no valid one exceeds ",
+                                                    ucx_wire::kMaxHeaderBytes));
+    log::Warning("UCX receive refused an oversized batch header",
+                 {{"bytes", static_cast<long long>(length)}});
+  } else {
+    why = absl::UnavailableError(
+        absl::StrCat("receiving a batch header: ", ucs_status_string(status)));
+  }
+  ready_.push_back({std::move(why), nullptr});
+  cv_.notify_all();
+}
+
+absl::Status UcxEngine::AdmitToBudget(const ucx_wire::BatchHeader& h) {
+  const size_t total = h.total_bytes;
+  auto [it, fresh] = sender_pending_bytes_.try_emplace(h.sender, 0);
+  const size_t mine = it->second;
+  if (mine + total <= options_.max_receive_bytes_per_sender &&
+      pending_bytes_ + total <= options_.max_receive_bytes) {
+    it->second += total;
+    pending_bytes_ += total;
+    return absl::OkStatus();
+  }
+  if (fresh) sender_pending_bytes_.erase(it);
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "refused batch %d from engine %07x (%d buffers, %d bytes): the receive budget holds %d of "
+      "%d bytes, %d of that engine's %d",
+      h.seq, h.sender, h.sizes.size(), total, pending_bytes_, options_.max_receive_bytes, mine,
+      options_.max_receive_bytes_per_sender));
+}
+
+void UcxEngine::ReleaseBudget(const ucx_wire::BatchHeader& h) {
+  pending_bytes_ -= h.total_bytes;
+  auto it = sender_pending_bytes_.find(h.sender);
+  if (it == sender_pending_bytes_.end()) return;
+  it->second -= h.total_bytes;
+  if (it->second == 0) sender_pending_bytes_.erase(it);
+}
+
+void UcxEngine::RefuseBatch(ucx_wire::BatchHeader h, uint64_t key, absl::Status why) {
+  ++metrics_.receive_refused;
+  ++metrics_.receive_errors;
+  log::Warning("UCX receive refused a batch",
+               {{"sender", absl::StrFormat("%07x", h.sender)}, {"why", why.ToString()}});
+  ready_.push_back({why, nullptr});
+  cv_.notify_all();
+  auto owned = std::make_unique<Inbound>();
+  Inbound* in = owned.get();
+  in->engine = this;
+  in->key = key;
+  in->header = std::move(h);
+  in->last_progress = absl::Now();
+  in->discarding = true;
+  in->reported = true;
+  in->status = std::move(why);
+  const uint32_t n = static_cast<uint32_t>(in->header.sizes.size());
+  in->ctx.assign(n, RequestCtx{in, 0, nullptr});
+  in->buffers.resize(n);
+  inbound_[key] = std::move(owned);
+  for (uint32_t i = 0; i < n; ++i) PostReceive(in, i);
+  MaybeRetireInbound(in);  // frees it if every receive completed at once
 }
 
 void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
@@ -95,6 +169,10 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
     ++metrics_.receive_errors;
     ready_.push_back({h.status(), nullptr});
     cv_.notify_all();
+    return;
+  }
+  if (absl::Status admitted = AdmitToBudget(*h); !admitted.ok()) {
+    RefuseBatch(*std::move(h), key, std::move(admitted));
     return;
   }
   auto owned = std::make_unique<Inbound>();
@@ -133,8 +211,22 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
 }
 
 bool UcxEngine::PostReceive(Inbound* in, uint32_t index) {
-  const size_t size = in->header.sizes[index];
-  in->buffers[index] = pool_->Get(size);
+  size_t size = in->header.sizes[index];
+  uint8_t* into = discard_;
+  if (in->discarding) {
+    size = std::min(size, sizeof(discard_));  // UCX truncates the rest and drops it
+  } else {
+    in->buffers[index] = pool_->Get(size);
+    into = in->buffers[index].data.get();
+    if (into == nullptr) {
+      if (in->status.ok()) {
+        in->status = absl::ResourceExhaustedError(
+            absl::StrFormat("batch %d from engine %07x, buffer %d: cannot allocate %d bytes",
+                            in->header.seq, in->header.sender, index, size));
+      }
+      return false;
+    }
+  }
   RequestCtx* c = &in->ctx[index];
   c->index = index;
   ucp_request_param_t p{};
@@ -142,8 +234,13 @@ bool UcxEngine::PostReceive(Inbound* in, uint32_t index) {
   p.cb.recv = DataCb;
   p.user_data = c;
   uint64_t tag = ucx_wire::MakeTag(ucx_wire::kKindData, in->header.sender, in->header.seq, index);
-  void* r =
-      ucp_tag_recv_nbx(worker_, in->buffers[index].data.get(), size, tag, ucx_wire::kFullMask, &p);
+  c->posting = true;
+  c->called_back = false;
+  ++in->posting;  // a callback inside the call must not free `in`
+  void* r = ucp_tag_recv_nbx(worker_, into, size, tag, ucx_wire::kFullMask, &p);
+  --in->posting;
+  c->posting = false;
+  if (c->called_back) return false;  // OnRecvDone handled it; `r` is released
   if (UCS_PTR_IS_PTR(r)) {
     c->request = r;
     ++in->outstanding;
@@ -211,12 +308,17 @@ void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
   // be retired, and freed, below).
   const bool windowed = in->windowed;
   const uint32_t sender = in->header.sender;
-  if (windowed) windows_[sender].posted_bytes -= in->header.sizes[c->index];
+  // (A callback inside PostReceive comes before its bytes were counted as posted.)
+  if (windowed && !c->posting) windows_[sender].posted_bytes -= in->header.sizes[c->index];
   absl::Cleanup post_next = [&] {
     if (windowed) PostWindowed(sender);
   };
   c->request = nullptr;
-  --in->outstanding;
+  if (c->posting) {
+    c->called_back = true;  // inside PostReceive: never counted as outstanding
+  } else {
+    --in->outstanding;
+  }
   if (status == UCS_OK) {
     OnBufferLanded(in, c->index);
     in->last_progress = absl::Now();
@@ -231,6 +333,7 @@ void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
 }
 
 void UcxEngine::OnBufferLanded(Inbound* in, uint32_t index) {
+  if (in->discarding) return;
   metrics_.bytes_received += in->header.sizes[index];
   if (!in->header.has_crc) return;
   ++in->crc_pending;
@@ -273,6 +376,10 @@ void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
   ++metrics_.receive_errors;
   ready_.push_back({std::move(why), nullptr});
   cv_.notify_all();
+  CancelPosted(in);
+}
+
+void UcxEngine::CancelPosted(Inbound* in) {
   std::vector<void*> posted;
   for (auto& c : in->ctx) {
     if (c.request != nullptr) posted.push_back(c.request);
@@ -286,7 +393,7 @@ void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
 }
 
 void UcxEngine::MaybeRetireInbound(Inbound* in) {
-  if (in->outstanding > 0 || in->crc_pending > 0 || in->unposted > 0) return;
+  if (in->outstanding > 0 || in->crc_pending > 0 || in->unposted > 0 || in->posting > 0) return;
   auto node = inbound_.extract(in->key);
   if (node.empty()) return;
   std::unique_ptr<Inbound> owned = std::move(node.mapped());
@@ -296,6 +403,7 @@ void UcxEngine::MaybeRetireInbound(Inbound* in) {
     cv_.notify_all();
     return;
   }
+  if (!in->discarding) ReleaseBudget(in->header);
   for (auto& b : in->buffers) pool_->Put(std::move(b));
 }
 
@@ -312,6 +420,7 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
   }
   ReadyItem item = std::move(ready_.front());
   ready_.pop_front();
+  if (item.batch != nullptr) ReleaseBudget(item.batch->header);  // the caller owns it now
   l.unlock();
   if (!item.status.ok()) return item.status;
   Inbound& in = *item.batch;

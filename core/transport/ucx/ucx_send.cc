@@ -247,13 +247,19 @@ void UcxEngine::CheckDeadlines(absl::Time now) {
       FinishOutbound(o.get());
     }
   }
-  std::vector<Inbound*> stalled;
+  std::vector<Inbound*> stalled, discards;
   for (auto& [key, in] : inbound_) {
     // A batch whose buffers all landed only waits for a Receive() caller to checksum it.
-    if (!in->reported && in->outstanding > 0 &&
-        now - in->last_progress > options_.receive_stall_timeout) {
+    if (in->outstanding == 0 || now - in->last_progress <= options_.receive_stall_timeout) continue;
+    if (in->discarding) {
+      discards.push_back(in.get());  // reported when refused: just stop waiting for its bytes
+    } else if (!in->reported) {
       stalled.push_back(in.get());
     }
+  }
+  for (Inbound* in : discards) {
+    in->last_progress = absl::InfiniteFuture();  // cancelled once; it goes when UCX calls back
+    CancelPosted(in);                            // may free `in`
   }
   // A windowed sender's batches queued behind a stalled one fail with it: posted in turn, each
   // would stall on its own, one timeout per queued batch of a dead sender. Held meanwhile, so that

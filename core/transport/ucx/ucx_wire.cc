@@ -111,7 +111,7 @@ absl::StatusOr<BatchHeader> DecodeHeader(std::span<const uint8_t> b) {
     return absl::DataLossError(absl::StrCat("batch header: flags ", flags, " with CRC ", h.crc));
   }
   h.has_crc = (flags & kFlagNoCrc) == 0;
-  if (n == 0 || n > kMaxBuffersPerBatch ||
+  if (n == 0 || n > kMaxBuffersPerBatch || addr_len > kMaxAddressBytes ||
       b.size() != kHeaderFixed + 8 * size_t{n} + size_t{addr_len}) {
     return absl::DataLossError(absl::StrCat("batch header: ", n, " buffers and ", addr_len,
                                             "-byte address do not fit ", b.size(), " bytes"));

@@ -36,6 +36,9 @@ inline constexpr uint64_t kFullMask = ~uint64_t{0};
 inline constexpr uint32_t kEngineIdMask = (1u << 28) - 1;
 inline constexpr uint32_t kSeqMask = (1u << 20) - 1;
 inline constexpr size_t kMaxBufferBytes = size_t{1} << 32;
+inline constexpr size_t kMaxAddressBytes = 4096;  // a wrapped UCX address (a few hundred bytes)
+// The longest valid header: 4,096 buffer sizes and the longest address.
+inline constexpr size_t kMaxHeaderBytes = 36 + 8 * 4096 + kMaxAddressBytes;
 
 inline uint64_t MakeTag(uint64_t kind, uint32_t sender, uint32_t seq, uint32_t index) {
   return kind | (uint64_t{sender & kEngineIdMask} << 32) | (uint64_t{seq & kSeqMask} << 12) |
