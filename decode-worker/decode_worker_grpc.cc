@@ -117,6 +117,12 @@ DecodeWorkerGrpc::DecodeWorkerGrpc(TurnRunner& runner, HotSessions& hot,
             static_cast<double>(s.sessions));
     w.Gauge("glimpse_decode_worker_hot_bytes", "KV bytes of the hot sessions.", {},
             static_cast<double>(s.bytes));
+    w.Counter("glimpse_decode_worker_hot_dropped_for_room_total",
+              "Idle hot sessions dropped to make KV pool room for a turn (they stay stored).", {},
+              static_cast<double>(s.dropped_for_room));
+    w.Counter("glimpse_decode_worker_hot_reencoded_for_room_total",
+              "Idle hot sessions re-encoded into a smaller format to make KV pool room.", {},
+              static_cast<double>(s.reencoded_for_room));
     AddEngineMetrics(runner.EngineStats(), "glimpse_decode_worker", w);
   });
 }

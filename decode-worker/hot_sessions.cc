@@ -1,7 +1,12 @@
 #include "decode-worker/hot_sessions.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/common/log.h"
+#include "core/worker/policy.h"
 
 namespace glimpse::decode_worker {
 
@@ -76,10 +81,46 @@ void HotSessions::MakeRoomLocked(const std::string& keep) {
   }
 }
 
+void HotSessions::ShrinkIdleLocked(const std::function<bool()>& room) {
+  using Iterator = std::map<std::string, Entry>::iterator;
+  std::vector<std::pair<Iterator, kernels::KvDType>> order;  // idle copies that would shrink
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->second.busy || !it->second.hot) continue;
+    const model::KvCache& cache = it->second.hot->session->cache();
+    const std::optional<kernels::KvDType> to = worker::IdleShrinkFormat(cache.dtype());
+    if (to && cache.BytesIn(*to) < cache.TotalBytes()) order.push_back({it, *to});
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first->second.last_used < b.first->second.last_used;
+  });
+  for (const auto& [it, to] : order) {
+    if (room()) return;
+    HotSession& hot = *it->second.hot;
+    const int64_t before = hot.bytes();
+    if (absl::Status st = hot.session->cache().Reencode(to); !st.ok()) {
+      log::Warning("re-encoding an idle hot session failed; dropped it (it is stored)",
+                   {{"session", it->first}, {"error", st.ToString()}});
+      bytes_ -= before;
+      ++dropped_for_room_;
+      entries_.erase(it);
+      continue;
+    }
+    bytes_ += hot.bytes() - before;
+    ++reencoded_for_room_;
+    log::Info("re-encoded an idle hot session to make room",
+              {{"session", it->first},
+               {"format", model::KvDTypeName(to)},
+               {"bytes_before", static_cast<long long>(before)},
+               {"bytes_after", static_cast<long long>(hot.bytes())}});
+  }
+}
+
 void HotSessions::MakeRoom(const model::KvPool& pool, int64_t bytes) {
   if (pool.budget_bytes() <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  while (pool.budget_bytes() - pool.stats().used_bytes < bytes) {
+  auto room = [&] { return pool.budget_bytes() - pool.stats().used_bytes >= bytes; };
+  if (reencode_idle_) ShrinkIdleLocked(room);
+  while (!room()) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->second.busy || !it->second.hot) continue;
@@ -97,6 +138,7 @@ HotStats HotSessions::Stats() const {
   HotStats s;
   s.bytes = bytes_;
   s.dropped_for_room = dropped_for_room_;
+  s.reencoded_for_room = reencoded_for_room_;
   for (const auto& [id, e] : entries_) {
     if (e.hot) ++s.sessions;
     if (e.busy) ++s.busy;

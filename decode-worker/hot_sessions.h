@@ -2,15 +2,20 @@
 // a next turn that extends the same conversation continues without loading anything.
 //
 // A turn checks its session out (exclusive use while it runs) and returns it at the end. Memory is
-// bounded: returning a session that brings the idle copies over the capacity, or a turn that needs
-// room in the KV pool (MakeRoom), drops the least recently used idle sessions (their state is on a
-// cache node already; the coordinator's lease only asks the worker to keep them, it cannot make
-// room). Release drops a session when its lease ends; a
-// session released while checked out is dropped when it is returned. Thread-safe.
+// bounded: returning a session that brings the idle copies over the capacity drops the least
+// recently used idle sessions (their state is on a cache node already; the coordinator's lease
+// only asks the worker to keep them, it cannot make room). A turn that needs room in the KV pool
+// (MakeRoom) first re-encodes idle copies whose policy allows it into a smaller format
+// (worker::IdleShrinkFormat: int8 and fp8 into kivi4, where that is smaller), least recently used
+// first, so that they stay hot as their lease asked; then drops idle copies, least recently used
+// first. (Every idle copy is already stored, so dropping before re-encoding would leave nothing to
+// re-encode.) Release drops a session when its lease ends; a session released while checked out
+// is dropped when it is returned. Thread-safe.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,13 +41,16 @@ struct HotSession {
 struct HotStats {
   int64_t sessions = 0;
   int64_t bytes = 0;
-  int64_t busy = 0;              // checked out by a running turn
-  int64_t dropped_for_room = 0;  // idle copies MakeRoom dropped for a turn's KV, since start
+  int64_t busy = 0;                // checked out by a running turn
+  int64_t dropped_for_room = 0;    // idle copies MakeRoom dropped for a turn's KV, since start
+  int64_t reencoded_for_room = 0;  // idle copies MakeRoom re-encoded smaller, since start
 };
 
 class HotSessions {
  public:
-  explicit HotSessions(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  // `reencode_idle`: MakeRoom may re-encode idle copies smaller before it drops any.
+  HotSessions(int64_t capacity_bytes, bool reencode_idle)
+      : capacity_bytes_(capacity_bytes), reencode_idle_(reencode_idle) {}
 
   // The session's hot copy (nullopt when it has none) for exclusive use. While a turn of the same
   // session runs (a client that cancelled a turn and sent the next one), waits up to `wait` for it
@@ -56,8 +64,8 @@ class HotSessions {
   // Drops the hot copy; returns the bytes freed (0 when it held none; a checked-out session is
   // dropped at Return and counts 0 now).
   int64_t Release(const std::string& id);
-  // Drops idle hot copies, least recently used first, until `pool` has `bytes` free under its
-  // budget or no idle copy is left (a pool without a budget always has room).
+  // Until `pool` has `bytes` free under its budget: re-encodes idle hot copies smaller, then drops
+  // them, least recently used first, until none is left (a pool without a budget always has room).
   void MakeRoom(const model::KvPool& pool, int64_t bytes);
 
   HotStats Stats() const;
@@ -70,14 +78,18 @@ class HotSessions {
     uint64_t last_used = 0;
   };
   void MakeRoomLocked(const std::string& keep);
+  // MakeRoom's first step: re-encodes idle copies, least recently used first, until room().
+  void ShrinkIdleLocked(const std::function<bool()>& room);
 
   const int64_t capacity_bytes_;
+  const bool reencode_idle_;
   mutable std::mutex mu_;
   std::condition_variable returned_;      // a checkout ended
   std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
   int64_t bytes_ = 0;                     // GUARDED_BY(mu_): bytes of the idle hot copies
   uint64_t clock_ = 0;                    // GUARDED_BY(mu_)
   int64_t dropped_for_room_ = 0;          // GUARDED_BY(mu_)
+  int64_t reencoded_for_room_ = 0;        // GUARDED_BY(mu_)
 };
 
 }  // namespace glimpse::decode_worker

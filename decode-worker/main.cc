@@ -22,6 +22,9 @@ std::vector<ConfigKey> Keys() {
                   "Tokens per prefill chunk: running decodes step between a prompt's chunks, so a "
                   "long prompt holds them one chunk at a time (smaller: steadier streams; larger: "
                   "faster prefill)."});
+  keys.push_back({"idle_reencode", ConfigType::kBool, "true",
+                  "When a turn needs KV pool room, re-encode idle hot sessions held in int8 or "
+                  "fp8 into kivi4 (where smaller) before dropping any."});
   return keys;
 }
 
@@ -83,7 +86,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
               "Batches refused because the sender is not registered with the coordinator.", {},
               static_cast<double>(s.peers_refused));
   });
-  r->hot = std::make_unique<HotSessions>(c.GetBytes("kv_memory"));
+  r->hot = std::make_unique<HotSessions>(c.GetBytes("kv_memory"), c.GetBool("idle_reencode"));
   TurnRunnerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;

@@ -30,7 +30,7 @@ class TurnRunnerTest : public ::testing::Test {
     auto client = node_->NewClient();
     ASSERT_TRUE(client.ok()) << client.status();
     cache_ = *std::move(client);
-    hot_ = std::make_unique<HotSessions>(int64_t{1} << 30);
+    hot_ = std::make_unique<HotSessions>(int64_t{1} << 30, /*reencode_idle=*/true);
     runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
                                            nullptr, *hot_, TurnRunnerOptions{});
   }
@@ -263,7 +263,7 @@ TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
   auto dead = cache_client::CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(2)},
                                                 std::move(transports));
   ASSERT_TRUE(dead.ok());
-  HotSessions hot(int64_t{1} << 30);
+  HotSessions hot(int64_t{1} << 30, /*reencode_idle=*/true);
   TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), nullptr, hot, {});
   auto turn = runner.Run(Request(Chat("Hi")), {});
   ASSERT_TRUE(turn.ok()) << turn.status();

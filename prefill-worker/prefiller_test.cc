@@ -35,7 +35,8 @@ class PrefillerTest : public ::testing::Test {
         *transport::CreateLoopbackTransport(node_->fabric()));
     prefiller_ = std::make_unique<Prefiller>(*model_, model::testing::SharedPool(),
                                              prefill_cache_.get(), *ship_, PrefillerOptions{});
-    hot_ = std::make_unique<decode_worker::HotSessions>(int64_t{1} << 30);
+    hot_ = std::make_unique<decode_worker::HotSessions>(int64_t{1} << 30,
+                                                        /*reencode_idle=*/true);
     decode_worker::TurnRunnerOptions d;
     d.delivery_timeout = absl::Milliseconds(300);
     runner_ = std::make_unique<decode_worker::TurnRunner>(

@@ -473,6 +473,41 @@ absl::StatusOr<KvCache> KvCache::Clone() const {
   return copy;
 }
 
+int64_t KvCache::BytesIn(kernels::KvDType to) const {
+  const bool seals = KvGrouped(to) && page_tokens_ % kKiviGroupRows == 0;
+  const int64_t full = pool_->PageBytes(to), filling = pool_->PageBytes(KvFillingFormat(to));
+  int64_t bytes = 0;
+  for (const Head& h : heads_) {
+    const int64_t n = static_cast<int64_t>(h.positions.size());
+    if (seals) {
+      bytes += n / page_tokens_ * full + (n % page_tokens_ != 0 ? filling : 0);
+    } else {
+      bytes += (n + page_tokens_ - 1) / page_tokens_ * filling;
+    }
+  }
+  return bytes;
+}
+
+absl::Status KvCache::Reencode(kernels::KvDType to) {
+  if (own_pool_ != nullptr) {
+    return absl::FailedPreconditionError("a cache without a KV pool holds fp32 only");
+  }
+  KvCache next(n_layers_, n_kv_heads_, head_dim_, pool_, to);
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    const int32_t layer = static_cast<int32_t>(i) / n_kv_heads_;
+    const int32_t kv_head = static_cast<int32_t>(i) % n_kv_heads_;
+    const KvHead rows = Read(layer, kv_head);
+    FreePagesFrom(heads_[i], 0);
+    heads_[i].positions.clear();
+    if (absl::Status st = next.AppendSealing(layer, kv_head, rows); !st.ok()) {
+      Clear();
+      return st;  // `next` gives its pages back
+    }
+  }
+  *this = std::move(next);
+  return absl::OkStatus();
+}
+
 int64_t KvCache::TotalEntries() const {
   int64_t total = 0;
   for (const Head& h : heads_) total += static_cast<int64_t>(h.positions.size());

@@ -121,6 +121,13 @@ class KvCache {
   // A copy of every head in new pages of the same pool and format; ResourceExhausted when the pool
   // cannot hold them. (Copies are explicit: a cache holds pool memory.)
   absl::StatusOr<KvCache> Clone() const;
+  // Bytes of the pages the cache's entries would take in format `to` (sealed where it seals).
+  int64_t BytesIn(kernels::KvDType to) const;
+  // Re-encodes every entry into format `to`, head by head (a head's rows are decoded, its pages
+  // freed, and the rows appended and sealed in `to`), so the pool needs room for one head's new
+  // pages at a time, not a second copy. On error (ResourceExhausted: the pool could not hold a
+  // head) the cache is left empty. FailedPrecondition for a cache without a pool.
+  absl::Status Reencode(kernels::KvDType to);
 
   // Total entries over all heads, and bytes of the pages they hold.
   int64_t TotalEntries() const;

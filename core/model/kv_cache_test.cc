@@ -285,6 +285,40 @@ TEST(KvCacheTest, SectionsGoOutAndInAsTheyAreAndBadOnesAreRefused) {
   EXPECT_FALSE(kivi.HeldSections(0, 0, 0, &k, &v));  // an fp16 page is not held as KIVI
 }
 
+// Re-encoding an int8 cache into kivi4: the bytes BytesIn predicted, positions unchanged, values
+// within KIVI's bound (scale/2 over the int8 rows' range), the int8 pages back in the pool.
+TEST(KvCacheTest, ReencodeMovesEveryHeadIntoTheNewFormat) {
+  constexpr int32_t kDim = 64;
+  KvPool pool({.page_tokens = 64, .head_dim = kDim});
+  KvCache cache(2, 1, kDim, &pool, KvDType::kI8);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int32_t l = 0; l < 2; ++l) {
+    const int64_t n = l == 0 ? 150 : 20;
+    std::vector<float> k(n * kDim), v(n * kDim);
+    for (float& x : k) x = dist(rng);
+    for (float& x : v) x = dist(rng);
+    std::vector<int32_t> pos(n);
+    for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+    ASSERT_TRUE(cache.Append(l, 0, k.data(), v.data(), pos.data(), n).ok());
+  }
+  const KvHead before = cache.Read(0, 0);
+  const int64_t predicted = cache.BytesIn(KvDType::kKivi4);
+  EXPECT_EQ(predicted, 2 * pool.PageBytes(KvDType::kKivi4) + 2 * pool.PageBytes(KvDType::kF16));
+  ASSERT_TRUE(cache.Reencode(KvDType::kKivi4).ok());
+  EXPECT_EQ(cache.dtype(), KvDType::kKivi4);
+  EXPECT_EQ(cache.TotalBytes(), predicted);
+  EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(KvDType::kI8)], 0);
+  const KvHead after = cache.Read(0, 0);
+  EXPECT_EQ(after.positions, before.positions);
+  for (size_t i = 0; i < before.keys.size(); ++i) {
+    ASSERT_NEAR(after.keys[i], before.keys[i], 2.0f / 15 / 2 + 1e-3f) << i;  // range 2, 15 steps
+  }
+  EXPECT_EQ(cache.size(1, 0), 20);
+  EXPECT_EQ(KvCache(1, 1, kDim).Reencode(KvDType::kI8).code(),
+            absl::StatusCode::kFailedPrecondition);  // a private fp32 cache stays fp32
+}
+
 TEST(KvCacheTest, AFullPoolRefusesAnAppendAndTheHeadKeepsWhatItHad) {
   constexpr int32_t kDim = 8;
   KvPool pool({.page_tokens = 4, .head_dim = kDim});

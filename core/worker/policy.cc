@@ -58,6 +58,13 @@ kernels::KvDType HotFormat(kvpage::Codec codec) {
   return kernels::KvDType::kF16;
 }
 
+std::optional<kernels::KvDType> IdleShrinkFormat(kernels::KvDType dtype) {
+  if (dtype == kernels::KvDType::kI8 || dtype == kernels::KvDType::kE4M3) {
+    return kernels::KvDType::kKivi4;
+  }
+  return std::nullopt;
+}
+
 model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec,
                                         int32_t prefill_chunk) {
   return {.prefill_chunk = prefill_chunk, .kv_pool = pool, .kv_dtype = HotFormat(codec)};

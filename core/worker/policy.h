@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,12 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
 // codec's own (fp32, fp16, bf16, int8, fp8_e4m3, kivi4, kivi2; KIVI pages fill in fp16 first,
 // model/kv_cache.h).
 kernels::KvDType HotFormat(kvpage::Codec codec);
+
+// The format an idle hot session held in `dtype` may be re-encoded into when its worker needs
+// memory: kivi4 for int8 and fp8_e4m3 (its policy already quantises its KV; KIVI's 4-bit groups
+// hold it in about half the bytes once pages are full), none for fp32, fp16, bf16 (a policy that
+// asked for near-exact KV) and KIVI.
+std::optional<kernels::KvDType> IdleShrinkFormat(kernels::KvDType dtype);
 
 // A new session's options on a worker: pages from `pool` (nullptr: a private fp32 pool) in the
 // hot format of `codec`, prompts run `prefill_chunk` tokens at a time.
