@@ -243,6 +243,29 @@ TEST_F(PrefillerTest, ADeliveryThatNeverComesOrDoesNotFitLeavesTheTurnToStartWit
   EXPECT_NE(other->start.source, Source::kPrefillWorker);
 }
 
+// A prefill worker whose pool holds KIVI ships its full pages as they are: a KIVI delivery
+// without eviction is far smaller than an fp16 one (the rows are sealed before they ship).
+TEST_F(PrefillerTest, AKiviDeliveryShipsSealedPagesNotFp16) {
+  model::KvPool pool({.page_tokens = 64, .head_dim = model_->config().head_dim});
+  PrefillerOptions o;
+  o.kv_pool = &pool;
+  Prefiller prefiller(*model_, model::testing::SharedPool(), nullptr, *ship_, o);
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "Lighthouses guide ships along the coast at night. ";
+  uint64_t shipped[2] = {};
+  uint64_t delivery = 70;
+  for (const char* codec : {"fp16", "kivi4"}) {
+    PrefillJob job = Job(Chat(text), ++delivery);
+    job.policy = *worker::ParsePolicy("", 1.0, codec);
+    absl::StatusOr<PrefillOutcome> p = prefiller.Run(job);
+    ASSERT_TRUE(p.ok()) << codec << ": " << p.status();
+    ASSERT_GT(p->delivered_tokens, 200);
+    shipped[codec == std::string("kivi4")] = p->shipped_bytes;
+  }
+  EXPECT_LT(shipped[1], shipped[0] / 2) << "fp16 " << shipped[0] << ", kivi4 " << shipped[1];
+  EXPECT_EQ(pool.stats().used_bytes, 0);
+}
+
 TEST_F(PrefillerTest, BadJobsAreRefusedNamingTheField) {
   const std::vector<int32_t> prompt = Chat("Hi");
   auto code_and_message = [&](const PrefillJob& j) { return prefiller_->Run(j).status(); };

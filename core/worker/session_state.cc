@@ -226,6 +226,7 @@ absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
     }
   }
   ASSIGN_OR_RETURN(out.logits, session.Forward(fresh));
+  session.cache().Seal();  // nothing is evicted: the rows are final
   return out;
 }
 

@@ -105,8 +105,9 @@ struct PolicyPrefill {
 // eviction::SelectionFor(settings, ratio, tokens): per (layer, kv-head)
 // max(ceil(ratio × tokens), sinks + window), and eviction runs when a head would hold more or
 // `cold` (GatherColdEntries; may be empty) has entries to recall: up to recall_share × budget of
-// them per head compete for the budget when Recalls(scorer, limits). A failed prefill may have
-// reset the session (pipeline.h).
+// them per head compete for the budget when Recalls(scorer, limits). Afterwards the rows are
+// final and the cache is sealed (a KIVI session's full pages quantised, model/kv_cache.h). A
+// failed prefill may have reset the session (pipeline.h).
 absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
                                                 std::span<const int32_t> fresh,
                                                 const Method& method, const Policy& policy,
