@@ -18,10 +18,6 @@ std::vector<ConfigKey> Keys() {
                   "alone."});
   keys.push_back(
       {"max_output_tokens", ConfigType::kInt, "4096", "Largest sampling.max_tokens accepted."});
-  keys.push_back({"prefill_chunk_tokens", ConfigType::kInt, "256",
-                  "Tokens per prefill chunk: running decodes step between a prompt's chunks, so a "
-                  "long prompt holds them one chunk at a time (smaller: steadier streams; larger: "
-                  "faster prefill)."});
   keys.push_back({"idle_reencode", ConfigType::kBool, "true",
                   "When a turn needs KV pool room, re-encode idle hot sessions held in int8 or "
                   "fp8 into kivi4 (where smaller) before dropping any."});
@@ -91,12 +87,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
   o.max_output_tokens = static_cast<int32_t>(c.GetInt("max_output_tokens"));
-  const int64_t chunk = c.GetInt("prefill_chunk_tokens");
-  if (chunk < 1 || chunk > 65536) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prefill_chunk_tokens must be in [1, 65536]; got ", chunk));
-  }
-  o.prefill_chunk_tokens = static_cast<int32_t>(chunk);
+  o.prefill_chunk_tokens = r->base.prefill_chunk_tokens;
   o.lookahead_module = c.GetString("lookahead_module");
   o.profile = r->base.profile;
   o.kv_pool = r->base.kv_pool.get();

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.profile = r->base.profile;
   o.kv_pool = r->base.kv_pool.get();
   o.ship_timeout = c.GetDuration("ship_timeout");
+  o.prefill_chunk_tokens = r->base.prefill_chunk_tokens;
   r->prefiller =
       std::make_unique<Prefiller>(*r->base.model, *r->base.pool, r->base.cache.get(), *r->ship, o);
   r->grpc_ = std::make_unique<PrefillWorkerGrpc>(*r->prefiller, registry);

@@ -62,6 +62,13 @@ PrefillWorkerGrpc::PrefillWorkerGrpc(Prefiller& prefiller, metrics::MetricsRegis
   registry.AddCollector([this](metrics::SampleWriter& w) {
     w.Gauge("glimpse_prefill_worker_queue_length", "Prefills running or waiting.", {},
             static_cast<double>(queued_.load()));
+    const worker::ComputeTurns::Stats turns = prefiller_.TurnStats();
+    w.Gauge("glimpse_prefill_worker_prefills_waiting_for_turn",
+            "Prefills waiting for their turn at the model.", {},
+            static_cast<double>(turns.waiting));
+    w.Counter("glimpse_prefill_worker_turns_yielded_total",
+              "Turns at the model a prefill handed to waiting ones at a chunk boundary.", {},
+              static_cast<double>(turns.yields));
   });
 }
 
@@ -79,11 +86,7 @@ grpc::Status PrefillWorkerGrpc::Prefill(grpc::ServerContext*, const v1::PrefillR
   absl::StatusOr<PrefillJob> job = FromProto(*request);
   if (!job.ok()) return Fail(job.status());
   queued_.fetch_add(1);
-  absl::StatusOr<PrefillOutcome> out;
-  {
-    std::lock_guard<std::mutex> lock(run_mu_);
-    out = prefiller_.Run(*job);
-  }
+  const absl::StatusOr<PrefillOutcome> out = prefiller_.Run(*job);  // jobs take turns inside
   queued_.fetch_sub(1);
   if (!out.ok()) return Fail(out.status());
   ToProto(*out, response);

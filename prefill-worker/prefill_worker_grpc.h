@@ -36,7 +36,6 @@ class PrefillWorkerGrpc final : public v1::PrefillWorker::Service {
   metrics::Counter& shipped_;
   metrics::Counter& stored_;
   std::atomic<int64_t> queued_{0};
-  std::mutex run_mu_;  // one prefill at a time
 };
 
 }  // namespace glimpse::prefill_worker

@@ -53,7 +53,7 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
   const bool recalls = cache_ != nullptr && worker::Recalls(method.scorer, options_.limits);
   const model::SessionOptions options =
-      worker::SessionOptionsFor(options_.kv_pool, job.policy.codec);
+      worker::SessionOptionsFor(options_.kv_pool, job.policy.codec, options_.prefill_chunk_tokens);
   std::unique_ptr<model::Session> session;
   std::vector<model::KvHead> newest_cold;  // the stored state's evicted entries, fetched with it
   if (cache_ != nullptr) {
@@ -90,6 +90,8 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   worker::PolicyPrefill prefill;  // nothing to prefill when the whole prefix was stored
   prefill.total_entries = session->cache().TotalEntries();
   if (!fresh.empty()) {
+    worker::ComputeTurns::Turn turn(turns_);
+    const model::BetweenChunks others_go([&turn] { turn.Yield(); });
     ASSIGN_OR_RETURN(prefill, worker::PrefillWithPolicy(*session, fresh, method, job.policy,
                                                         options_.limits, cold));
   }

@@ -18,7 +18,12 @@
 // Errors before the prefill (fewer than 2 tokens, ids outside the vocabulary, no room in the
 // context, an unknown or unusable scorer, no decode address or delivery id) are InvalidArgument /
 // FailedPrecondition; a delivery that cannot be shipped is the transport's error, prefixed with
-// what was being shipped where. Run calls are serialised by the caller (one model, one pool).
+// what was being shipped where.
+//
+// Run is thread-safe, and concurrent jobs are scheduled: their prefills take turns at the model
+// one chunk (prefill_chunk_tokens) at a time in arrival order (worker::ComputeTurns), so a short
+// prompt waits for at most one chunk of a long one; loading, encoding, storing and shipping run
+// outside the turn, beside the others' compute. Each job's KV lives in the worker's pool.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,7 @@
 #include "core/cache_client/cache_client.h"
 #include "core/model/model.h"
 #include "core/transport/transport.h"
+#include "core/worker/compute_turns.h"
 #include "core/worker/policy.h"
 #include "core/worker/prefill_delivery.h"
 #include "core/worker/session_state.h"
@@ -72,6 +78,7 @@ struct PrefillerOptions {
   eviction::EvictionProfile profile;  // each method's settings
   model::KvPool* kv_pool = nullptr;   // where a job's KV lives; nullptr: a private fp32 pool
   absl::Duration ship_timeout = absl::Seconds(30);
+  int32_t prefill_chunk_tokens = 256;  // tokens per turn at the model
 };
 
 class Prefiller {
@@ -82,6 +89,8 @@ class Prefiller {
             transport::Transport& ship, PrefillerOptions options);
 
   absl::StatusOr<PrefillOutcome> Run(const PrefillJob& job);
+  // Jobs prefilling and waiting for their turn now; turns handed over at chunk boundaries.
+  worker::ComputeTurns::Stats TurnStats() const { return turns_.stats(); }
 
  private:
   absl::Status Check(const PrefillJob& job) const;
@@ -100,6 +109,7 @@ class Prefiller {
   const PrefillerOptions options_;
   worker::ScorerCache scorers_;
   transport::PeerMap peers_;
+  worker::ComputeTurns turns_;
 };
 
 }  // namespace glimpse::prefill_worker

@@ -5,6 +5,7 @@
 #include "prefill-worker/prefiller.h"
 
 #include <cmath>
+#include <thread>
 
 #include "cache-node/test_cache_node.h"
 #include "core/common/status_macros.h"
@@ -264,6 +265,40 @@ TEST_F(PrefillerTest, AKiviDeliveryShipsSealedPagesNotFp16) {
   }
   EXPECT_LT(shipped[1], shipped[0] / 2) << "fp16 " << shipped[0] << ", kivi4 " << shipped[1];
   EXPECT_EQ(pool.stats().used_bytes, 0);
+}
+
+// Jobs run concurrently (their prefills take turns one chunk at a time): each ships what it ships
+// when it runs alone.
+TEST_F(PrefillerTest, ConcurrentJobsTakeTurnsAndShipWhatTheyShipAlone) {
+  PrefillerOptions o;
+  o.prefill_chunk_tokens = 32;
+  Prefiller prefiller(*model_, model::testing::SharedPool(), nullptr, *ship_, o);
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "The archive keeps letters from every harbour town. ";
+  const std::vector<int32_t> prompts[] = {Chat(text + "Summarise."), Chat("Name a colour.")};
+  uint64_t delivery = 90;
+  PrefillOutcome alone[2];
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<PrefillOutcome> p = prefiller.Run(Job(prompts[i], ++delivery));
+    ASSERT_TRUE(p.ok()) << p.status();
+    alone[i] = *p;
+  }
+  ASSERT_GT(alone[0].prefilled_tokens, 8 * o.prefill_chunk_tokens);  // many turns to take
+  absl::StatusOr<PrefillOutcome> together[2];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t id = ++delivery;
+    threads.emplace_back([&, i, id] { together[i] = prefiller.Run(Job(prompts[i], id)); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(together[i].ok()) << together[i].status();
+    EXPECT_EQ(together[i]->kept_entries, alone[i].kept_entries) << i;
+    EXPECT_EQ(together[i]->shipped_bytes, alone[i].shipped_bytes) << i;
+  }
+  const worker::ComputeTurns::Stats s = prefiller.TurnStats();
+  EXPECT_EQ(s.computing, 0);
+  EXPECT_EQ(s.waiting, 0);
 }
 
 TEST_F(PrefillerTest, BadJobsAreRefusedNamingTheField) {

@@ -29,6 +29,10 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "UCX engines the cache client receives on (1 to 4): concurrent loads are pulled by "
        "different engines, each moving its bytes on its own thread."},
       {"page_tokens", ConfigType::kInt, "64", "Tokens per KV page."},
+      {"prefill_chunk_tokens", ConfigType::kInt, "256",
+       "Tokens per prefill chunk: between a prompt's chunks, running decodes step (decode "
+       "worker) or other prompts take their turn (prefill worker), so a long prompt holds them "
+       "one chunk at a time (smaller: steadier streams; larger: faster prefill)."},
       {"recall_share", ConfigType::kDouble, "0.5",
        "Cold-page recall: entries earlier turns evicted that are offered back to each (layer, "
        "kv-head) per turn, as a share of its budget, best pages by key summary first (0: off)."},
@@ -65,6 +69,12 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
         absl::StrCat("kv_memory must be positive and page_tokens in [1, 4096]; got ", kv_memory,
                      " and ", page_tokens));
   }
+  const int64_t chunk = c.GetInt("prefill_chunk_tokens");
+  if (chunk < 1 || chunk > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefill_chunk_tokens must be in [1, 65536]; got ", chunk));
+  }
+  w.prefill_chunk_tokens = static_cast<int32_t>(chunk);
   const int64_t cache_engines = c.GetInt("cache_engines");
   if (cache_engines < 1 || cache_engines > 4) {
     return absl::InvalidArgumentError(

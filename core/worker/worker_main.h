@@ -39,6 +39,7 @@ struct WorkerBase {
   PrefillLimits limits;                    // recall settings from the config
   eviction::EvictionProfile profile;       // each method's settings (config key eviction_profile)
   std::unique_ptr<model::KvPool> kv_pool;  // every sequence's KV, kv_memory bytes
+  int32_t prefill_chunk_tokens = 256;      // config prefill_chunk_tokens
 
   // A UCX engine of this worker, restricted to `peers`.
   absl::StatusOr<std::unique_ptr<transport::Transport>> NewEngine() const;

@@ -1,0 +1,39 @@
+#include "core/worker/compute_turns.h"
+
+namespace glimpse::worker {
+
+ComputeTurns::Turn::Turn(ComputeTurns& turns) : turns_(turns) { turns_.Take(); }
+
+ComputeTurns::Turn::~Turn() { turns_.Release(); }
+
+void ComputeTurns::Turn::Yield() {
+  {
+    std::lock_guard<std::mutex> lock(turns_.mu_);
+    if (turns_.next_ticket_ == turns_.serving_ + 1) return;  // nobody waits: keep the turn
+    ++turns_.yields_;
+  }
+  turns_.Release();
+  turns_.Take();
+}
+
+void ComputeTurns::Take() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t ticket = next_ticket_++;
+  cv_.wait(lock, [&] { return serving_ == ticket; });
+  held_ = true;
+}
+
+void ComputeTurns::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = false;
+  ++serving_;
+  cv_.notify_all();
+}
+
+ComputeTurns::Stats ComputeTurns::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t in_line = static_cast<int64_t>(next_ticket_ - serving_);
+  return {.computing = held_ ? 1 : 0, .waiting = in_line - (held_ ? 1 : 0), .yields = yields_};
+}
+
+}  // namespace glimpse::worker
