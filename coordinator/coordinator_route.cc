@@ -256,7 +256,7 @@ absl::Status CoordinatorService::NeverFitsLocked(const RouteRequest& r, int64_t 
   return absl::OkStatus();
 }
 
-absl::StatusOr<RouteResult> CoordinatorService::RouteTurn(const RouteRequest& r) {
+absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRequest& r) {
   std::unique_lock<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);

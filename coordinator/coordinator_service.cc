@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::coordinator {
 
@@ -80,18 +81,71 @@ absl::Status CoordinatorService::Restore() {
   return absl::OkStatus();
 }
 
+absl::Status CoordinatorService::NoteWriteLocked(absl::Status written) {
+  if (written.ok() || !store_failed_.ok()) return store_failed_;
+  store_failed_ = absl::UnavailableError(
+      absl::StrCat("the coordinator's store failed a write; it changes nothing more until it is "
+                   "restarted: ",
+                   written.ToString()));
+  log::Error("coordinator store write failed; refusing changes until restart",
+             {{"error", written.ToString()}});
+  if (options_.on_store_failure) options_.on_store_failure(store_failed_);
+  return store_failed_;
+}
+
 void CoordinatorService::PersistLocked(const SessionState& s) {
-  absl::Status st = store_->PutSession(s);
-  if (!st.ok())
-    log::Error("coordinator store write failed", {{"error", std::string(st.message())}});
+  if (!store_failed_.ok()) return;  // fail-stop: nothing is written after a failure
+  NoteWriteLocked(store_->PutSession(s));
+}
+
+template <typename T>
+absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::StatusOr<T>()>& call) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!store_failed_.ok()) return store_failed_;
+  }
+  absl::StatusOr<T> out = call();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!store_failed_.ok()) return store_failed_;
+  return out;
+}
+
+absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNode(
+    const NodeSpec& spec) {
+  return Acknowledged<Registered>([&] { return RegisterNodeUnchecked(spec); });
+}
+
+absl::StatusOr<std::vector<std::string>> CoordinatorService::Heartbeat(const std::string& node,
+                                                                       const NodeLoad& load) {
+  return Acknowledged<std::vector<std::string>>([&] { return HeartbeatUnchecked(node, load); });
+}
+
+absl::StatusOr<int> CoordinatorService::Deregister(const std::string& node) {
+  return Acknowledged<int>([&] { return DeregisterUnchecked(node); });
+}
+
+absl::StatusOr<RouteResult> CoordinatorService::RouteTurn(const RouteRequest& r) {
+  return Acknowledged<RouteResult>([&] { return RouteTurnUnchecked(r); });
+}
+
+absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r) {
+  return Acknowledged<LeaseResult>([&] { return EndTurnUnchecked(r); });
+}
+
+absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEnded(
+    const std::string& session, std::optional<absl::Duration> observed) {
+  return Acknowledged<ToolEndResult>([&] { return ToolCallEndedUnchecked(session, observed); });
+}
+
+absl::StatusOr<int> CoordinatorService::EndSession(const std::string& session) {
+  return Acknowledged<int>([&] { return EndSessionUnchecked(session); });
 }
 
 void CoordinatorService::MaybeSaveEstimatorLocked(absl::Time now, bool force) {
   if (!estimator_dirty_) return;
   if (!force && now - last_estimator_save_ < options_.estimator_save_interval) return;
-  absl::Status st = store_->PutEstimator(estimator_.SerializeToJson());
-  if (!st.ok()) {
-    log::Error("coordinator store write failed", {{"error", std::string(st.message())}});
+  if (!store_failed_.ok() ||
+      !NoteWriteLocked(store_->PutEstimator(estimator_.SerializeToJson())).ok()) {
     return;
   }
   estimator_dirty_ = false;
@@ -163,9 +217,7 @@ void CoordinatorService::ReapLocked(absl::Time now) {
   for (const std::string& id : forget) {
     sessions_.erase(id);
     first_attempt_.erase(id);
-    if (absl::Status st = store_->DeleteSession(id); !st.ok()) {
-      log::Error("coordinator store write failed", {{"error", std::string(st.message())}});
-    }
+    if (store_failed_.ok()) NoteWriteLocked(store_->DeleteSession(id));
     ++counters_.sessions_forgotten;
   }
 }
@@ -180,10 +232,10 @@ void CoordinatorService::Tick() {
 absl::Status CoordinatorService::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   MaybeSaveEstimatorLocked(clock_->Now(), /*force=*/true);
-  return absl::OkStatus();
+  return store_failed_;
 }
 
-absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNode(
+absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNodeUnchecked(
     const NodeSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
@@ -206,7 +258,7 @@ absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNode(
     ledger_.SetWorkerCapacity(spec.id, spec.capacity_bytes);
     room_.notify_all();
   }
-  if (absl::Status st = store_->PutNode(spec); !st.ok()) return st;
+  RETURN_IF_ERROR(NoteWriteLocked(store_->PutNode(spec)));
   log::Info("node registered", {{"node", spec.id},
                                 {"role", std::string(NodeRoleName(spec.role))},
                                 {"address", spec.grpc_address},
@@ -214,8 +266,8 @@ absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNode(
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> CoordinatorService::Heartbeat(const std::string& node,
-                                                                       const NodeLoad& load) {
+absl::StatusOr<std::vector<std::string>> CoordinatorService::HeartbeatUnchecked(
+    const std::string& node, const NodeLoad& load) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
@@ -230,7 +282,7 @@ absl::StatusOr<std::vector<std::string>> CoordinatorService::Heartbeat(const std
   return out;
 }
 
-absl::StatusOr<int> CoordinatorService::Deregister(const std::string& node) {
+absl::StatusOr<int> CoordinatorService::DeregisterUnchecked(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
@@ -245,11 +297,11 @@ absl::StatusOr<int> CoordinatorService::Deregister(const std::string& node) {
   ledger_.RemoveWorker(node);
   release_.erase(node);
   routed_since_heartbeat_.erase(node);
-  if (absl::Status st = store_->DeleteNode(node); !st.ok()) return st;
+  RETURN_IF_ERROR(NoteWriteLocked(store_->DeleteNode(node)));
   return demoted;
 }
 
-absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r) {
+absl::StatusOr<LeaseResult> CoordinatorService::EndTurnUnchecked(const EndTurnRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
@@ -354,7 +406,7 @@ LeaseResult CoordinatorService::EndFailedTurnLocked(SessionState& s, const EndTu
   return {absl::ZeroDuration(), absl::InfinitePast(), "turn-failed", 0.0, 0};
 }
 
-absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEnded(
+absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEndedUnchecked(
     const std::string& session, std::optional<absl::Duration> observed) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
@@ -382,7 +434,7 @@ absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEnded(
   return ToolEndResult{s.tool, d, s.tier == SessionTier::kLeased};
 }
 
-absl::StatusOr<int> CoordinatorService::EndSession(const std::string& session) {
+absl::StatusOr<int> CoordinatorService::EndSessionUnchecked(const std::string& session) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
@@ -396,7 +448,7 @@ absl::StatusOr<int> CoordinatorService::EndSession(const std::string& session) {
   estimator_dirty_ = true;
   first_attempt_.erase(session);
   sessions_.erase(it);
-  if (absl::Status st = store_->DeleteSession(session); !st.ok()) return st;
+  RETURN_IF_ERROR(NoteWriteLocked(store_->DeleteSession(session)));
   return turns;
 }
 

@@ -18,11 +18,18 @@
 //
 // Errors carry the offending value; a call that fails changes no visible state. Thread-safe: one
 // mutex serialises every call; RouteTurn releases it while it waits in the admission queue.
+//
+// Durability, fail-stop: a call that changes state returns OK only when the store took every
+// write it made. When a write fails, that call and every later one that would change state answer
+// UNAVAILABLE with the first failure (reads go on), CoordinatorOptions::on_store_failure is called
+// once (the service marks its gRPC health NOT_SERVING), and a restart reloads the last state the
+// store acknowledged: a route or a lease is never acknowledged without being written.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +52,8 @@
 namespace glimpse::coordinator {
 
 struct CoordinatorOptions {
+  // Called once, with mu_ held (do not call back into the service), when the store first fails.
+  std::function<void(const absl::Status&)> on_store_failure;
   MembershipOptions membership;
   LeaseEstimatorOptions lease;
   // KV bytes one token occupies on a decode worker. Default: SmolLM2-135M, 30 layers × 3 kv-heads
@@ -212,12 +221,29 @@ class CoordinatorService {
   CoordinatorService(const CoordinatorOptions& options, Clock* clock, StateStore* store);
   absl::Status Restore();
 
+  // The state-changing calls, before the fail-stop check (Acknowledged).
+  absl::StatusOr<Registered> RegisterNodeUnchecked(const NodeSpec& spec);
+  absl::StatusOr<std::vector<std::string>> HeartbeatUnchecked(const std::string& node,
+                                                              const NodeLoad& load);
+  absl::StatusOr<int> DeregisterUnchecked(const std::string& node);
+  absl::StatusOr<RouteResult> RouteTurnUnchecked(const RouteRequest& request);
+  absl::StatusOr<LeaseResult> EndTurnUnchecked(const EndTurnRequest& request);
+  absl::StatusOr<ToolEndResult> ToolCallEndedUnchecked(const std::string& session,
+                                                       std::optional<absl::Duration> observed);
+  absl::StatusOr<int> EndSessionUnchecked(const std::string& session);
+  // Runs `call` unless the store has failed, and answers the store's failure instead of its
+  // result when a write failed meanwhile.
+  template <typename T>
+  absl::StatusOr<T> Acknowledged(const std::function<absl::StatusOr<T>()>& call);
+  // Records a store write's outcome; returns the first failure (or OK).
+  absl::Status NoteWriteLocked(absl::Status written);
+
   // All *Locked functions need mu_ held.
   void SweepLocked(absl::Time now);
   void ReapLocked(absl::Time now);
   void DemoteLocked(SessionState& s, DemoteReason reason);
   LeaseResult EndFailedTurnLocked(SessionState& s, const EndTurnRequest& r, absl::Time now);
-  void PersistLocked(const SessionState& s);
+  void PersistLocked(const SessionState& s);  // a failure is recorded (NoteWriteLocked)
   void MaybeSaveEstimatorLocked(absl::Time now, bool force);
   absl::Status ValidateRouteLocked(const RouteRequest& r) const;
   // RESOURCE_EXHAUSTED when no amount of waiting could admit the turn.
@@ -263,11 +289,12 @@ class CoordinatorService {
   std::map<std::string, int64_t> routed_since_heartbeat_;    // GUARDED_BY(mu_)
   std::map<std::string, absl::Time> first_attempt_;          // GUARDED_BY(mu_) rejected sessions
   std::deque<uint64_t> queue_;                               // GUARDED_BY(mu_) admission tickets
-  uint64_t next_ticket_ = 1;                                 // GUARDED_BY(mu_)
-  absl::Time last_estimator_save_;                           // GUARDED_BY(mu_)
-  absl::Time last_reap_;                                     // GUARDED_BY(mu_)
-  bool estimator_dirty_ = false;                             // GUARDED_BY(mu_)
-  CoordinatorStats counters_;                                // GUARDED_BY(mu_) counter fields only
+  absl::Status store_failed_;       // GUARDED_BY(mu_): the first store write that failed
+  uint64_t next_ticket_ = 1;        // GUARDED_BY(mu_)
+  absl::Time last_estimator_save_;  // GUARDED_BY(mu_)
+  absl::Time last_reap_;            // GUARDED_BY(mu_)
+  bool estimator_dirty_ = false;    // GUARDED_BY(mu_)
+  CoordinatorStats counters_;       // GUARDED_BY(mu_) counter fields only
 };
 
 }  // namespace glimpse::coordinator

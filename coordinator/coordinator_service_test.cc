@@ -638,3 +638,66 @@ TEST(CoordinatorRestartTest, RocksDbKeepsLeasesMembersAndSamples) {
 
 }  // namespace
 }  // namespace glimpse::coordinator
+
+namespace glimpse::coordinator {
+namespace {
+
+// A store whose session writes fail while `fail` is set.
+class FailingStore : public StateStore {
+ public:
+  std::atomic<bool> fail{false};
+  absl::Status PutNode(const NodeSpec& node) override { return inner_.PutNode(node); }
+  absl::Status DeleteNode(const std::string& id) override { return inner_.DeleteNode(id); }
+  absl::Status PutSession(const SessionState& session) override {
+    if (fail) return absl::UnavailableError("IO error: the disk went away");
+    return inner_.PutSession(session);
+  }
+  absl::Status DeleteSession(const std::string& id) override { return inner_.DeleteSession(id); }
+  absl::Status PutEstimator(const std::string& json) override { return inner_.PutEstimator(json); }
+  absl::StatusOr<StoredState> Load() override { return inner_.Load(); }
+
+ private:
+  MemoryStateStore inner_;
+};
+
+// A write the store fails fails the call that made it, and the coordinator changes nothing more
+// (fail-stop) while it still answers reads; a restart finds the last acknowledged state.
+TEST(CoordinatorDurabilityTest, AFailedStoreWriteFailsTheCallAndStopsEveryLaterChange) {
+  FakeClock clock;
+  FailingStore store;
+  int failures = 0;
+  CoordinatorOptions o = TestOptions();
+  o.on_store_failure = [&](const absl::Status&) { ++failures; };
+  auto svc = CoordinatorService::Create(o, &clock, &store);
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+  ASSERT_TRUE((*svc)->RouteTurn(Turn("s1", 0, 500, 100)).ok());
+  ASSERT_TRUE((*svc)->EndTurn({"s1", 550, "grep", std::nullopt, std::nullopt}).ok());
+
+  store.fail = true;
+  absl::StatusOr<RouteResult> second = (*svc)->RouteTurn(Turn("s1", 550, 50, 100));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_NE(second.status().message().find("the disk went away"), std::string::npos);
+  EXPECT_EQ(failures, 1);
+  store.fail = false;  // the disk is back, but nothing is acknowledged until a restart
+  EXPECT_EQ((*svc)->RouteTurn(Turn("s2", 0, 100, 10)).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*svc)->RegisterNode(Node("d2", NodeRole::kDecode, 10'000, 7002)).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*svc)->Heartbeat("d1", {}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(failures, 1);
+  EXPECT_TRUE((*svc)->GetSession("s1").ok());  // reads go on
+  EXPECT_EQ((*svc)->ListNodes(std::nullopt, false).size(), 1u);
+  EXPECT_EQ((*svc)->Flush().code(), absl::StatusCode::kUnavailable);
+  svc->reset();
+
+  auto again = CoordinatorService::Create(TestOptions(), &clock, &store);
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::StatusOr<SessionState> s1 = (*again)->GetSession("s1");
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->turns, 1);  // the second turn was never acknowledged
+  EXPECT_FALSE((*again)->GetSession("s2").ok());
+}
+
+}  // namespace
+}  // namespace glimpse::coordinator

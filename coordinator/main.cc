@@ -17,8 +17,12 @@ namespace {
 class RunningCoordinator : public RunningService {
  public:
   RunningCoordinator(std::unique_ptr<RocksStateStore> store,
-                     std::unique_ptr<CoordinatorService> service, absl::Duration tick)
-      : store_(std::move(store)), service_(std::move(service)), grpc_(service_.get()) {
+                     std::unique_ptr<CoordinatorService> service, absl::Duration tick,
+                     std::shared_ptr<HealthLatch> health)
+      : store_(std::move(store)),
+        service_(std::move(service)),
+        grpc_(service_.get()),
+        health_(std::move(health)) {
     ticker_ = std::thread([this, tick] {
       std::unique_lock<std::mutex> lock(mu_);
       while (!stop_) {
@@ -30,7 +34,12 @@ class RunningCoordinator : public RunningService {
   ~RunningCoordinator() override { Stop(); }
 
   std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
+  // A store write that failed makes the coordinator NOT_SERVING (it refuses every change).
+  void SetHealthReporter(std::function<void(bool)> report) override {
+    health_->Attach(std::move(report));
+  }
   void Stop() override {
+    health_->Detach();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
@@ -46,6 +55,7 @@ class RunningCoordinator : public RunningService {
   std::unique_ptr<RocksStateStore> store_;
   std::unique_ptr<CoordinatorService> service_;
   CoordinatorGrpc grpc_;
+  const std::shared_ptr<HealthLatch> health_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -92,6 +102,8 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
                                                       metrics::MetricsRegistry& registry) {
   absl::StatusOr<CoordinatorOptions> options = OptionsFromConfig(config);
   if (!options.ok()) return options.status();
+  auto health = std::make_shared<HealthLatch>();
+  options->on_store_failure = [health](const absl::Status&) { health->Fail(); };
   auto store =
       RocksStateStore::Open({config.GetString("store.path"), config.GetBool("store.sync")});
   if (!store.ok()) return store.status();
@@ -99,7 +111,8 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
   if (!service.ok()) return service.status();
   RegisterMetrics(service->get(), registry);
   return std::make_unique<RunningCoordinator>(*std::move(store), *std::move(service),
-                                              config.GetDuration("tick_interval"));
+                                              config.GetDuration("tick_interval"),
+                                              std::move(health));
 }
 
 }  // namespace

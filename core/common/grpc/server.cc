@@ -110,11 +110,19 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("", true);
   for (const std::string& name : names) health->SetServingStatus(name, true);
-  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(server), port));
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(server), port, std::move(names)));
 }
 
-GrpcServer::GrpcServer(std::unique_ptr<grpc::Server> server, int port)
-    : server_(std::move(server)), port_(port) {}
+GrpcServer::GrpcServer(std::unique_ptr<grpc::Server> server, int port,
+                       std::vector<std::string> names)
+    : server_(std::move(server)), port_(port), names_(std::move(names)) {}
+
+void GrpcServer::SetServing(bool serving) {
+  if (shut_down_) return;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", serving);
+  for (const std::string& name : names_) health->SetServingStatus(name, serving);
+}
 
 GrpcServer::~GrpcServer() { Shutdown(absl::Now()); }
 

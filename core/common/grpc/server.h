@@ -10,6 +10,7 @@
 // connection fails those calls (UNAVAILABLE) within about two intervals; servers accept the pings.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,15 +47,19 @@ class GrpcServer {
   ~GrpcServer();  // Shutdown(now) if not done
 
   int port() const { return port_; }
+  // Sets the health of "" and every registered service (SERVING at start). No effect after
+  // Shutdown.
+  void SetServing(bool serving);
   // Marks every service NOT_SERVING, stops accepting, lets in-flight calls finish until
   // `deadline`, then cancels the rest. Idempotent.
   void Shutdown(absl::Time deadline);
 
  private:
-  GrpcServer(std::unique_ptr<grpc::Server> server, int port);
+  GrpcServer(std::unique_ptr<grpc::Server> server, int port, std::vector<std::string> names);
   std::unique_ptr<grpc::Server> server_;
   int port_;
-  bool shut_down_ = false;
+  const std::vector<std::string> names_;  // the registered services
+  std::atomic<bool> shut_down_{false};    // SetServing may come from any thread
 };
 
 // A channel to `address`: plaintext when tls.ca_file is empty, else TLS (with the client

@@ -36,6 +36,23 @@ TEST(GrpcServerTest, ServesServicesAndHealth) {
   EXPECT_EQ(CheckHealth(*channel, "no.such.Service").status().code(), absl::StatusCode::kNotFound);
 }
 
+// SetServing(false) (a service that cannot serve past a failure) marks every service NOT_SERVING
+// while calls still reach it; SetServing(true) undoes it.
+TEST(GrpcServerTest, SetServingChangesTheHealthOfEveryService) {
+  grpctest::EchoService echo;
+  auto server = GrpcServer::Start({}, {&echo});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = ClientChannel(Local((*server)->port()));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  (*server)->SetServing(false);
+  EXPECT_EQ(CheckHealth(*channel, "").value(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(CheckHealth(*channel, grpctest::kEchoServiceName).value(),
+            HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(CallEcho(*channel, "still").value(), "still");
+  (*server)->SetServing(true);
+  EXPECT_EQ(CheckHealth(*channel, "").value(), HealthCheckResponse::SERVING);
+}
+
 TEST(GrpcServerTest, ShutdownIsIdempotentAndStopsServing) {
   grpctest::EchoService echo;
   auto server = GrpcServer::Start({}, {&echo});

@@ -155,7 +155,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartHttp(const Config& config,
   };
   routes["/healthz"] = [&healthy] {
     return healthy.load() ? HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}
-                          : HttpResponse{503, "text/plain; charset=utf-8", "shutting down\n"};
+                          : HttpResponse{503, "text/plain; charset=utf-8", "not serving\n"};
   };
   return HttpServer::Start(options, std::move(routes));
 }
@@ -190,6 +190,10 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
   log::Info("serving", {{"program", spec.program},
                         {"grpc_port", static_cast<long long>(grpc_port)},
                         {"metrics_port", static_cast<long long>(metrics_port)}});
+  (*service)->SetHealthReporter([&healthy, server = grpc_server->get()](bool serving) {
+    healthy.store(serving);
+    server->SetServing(serving);
+  });
   (*service)->OnServing(grpc_port, metrics_port);
   signals.Wait();
 
@@ -205,6 +209,23 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
 }
 
 }  // namespace
+
+void HealthLatch::Fail() {
+  std::lock_guard<std::mutex> lock(mu_);
+  failed_ = true;
+  if (report_) report_(false);
+}
+
+void HealthLatch::Attach(std::function<void(bool serving)> report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  report_ = std::move(report);
+  if (failed_ && report_) report_(false);
+}
+
+void HealthLatch::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  report_ = nullptr;
+}
 
 int RunServiceMain(const ServiceSpec& spec, int argc, char** argv) {
   absl::StatusOr<Config> config =

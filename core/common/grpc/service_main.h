@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,24 @@ class RunningService {
   virtual void OnServing(int /*grpc_port*/, int /*metrics_port*/) {}
   // Called after the gRPC server stopped; flush and close (e.g. RocksDB).
   virtual void Stop() {}
+  // Called once both servers listen, before OnServing: `report(false)` marks the gRPC health
+  // (every service) and /healthz NOT_SERVING, e.g. after a failure the service cannot serve past.
+  // Not to be called after Stop returns.
+  virtual void SetHealthReporter(std::function<void(bool serving)> /*report*/) {}
+};
+
+// A failure a service meets before or after its health reporter is attached, reported once it
+// is (RunningService::SetHealthReporter). Thread-safe.
+class HealthLatch {
+ public:
+  void Fail();
+  void Attach(std::function<void(bool serving)> report);
+  void Detach();  // nothing is reported afterwards
+
+ private:
+  std::mutex mu_;
+  bool failed_ = false;                       // GUARDED_BY(mu_)
+  std::function<void(bool serving)> report_;  // GUARDED_BY(mu_)
 };
 
 struct ServiceSpec {
