@@ -2,6 +2,8 @@
 // deletes are in cache_node_read.cc.
 #include "cache-node/cache_node_service.h"
 
+#include <openssl/rand.h>
+
 #include <cstring>
 #include <random>
 
@@ -11,6 +13,17 @@
 #include "core/kvstate/transfer_header.h"
 
 namespace glimpse::cache_node {
+
+namespace {
+
+// 64 bits from OpenSSL's CSPRNG; a process without entropy cannot issue tickets safely.
+uint64_t RandomTicket() {
+  uint64_t t = 0;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&t), sizeof(t)) != 1) std::abort();
+  return t;
+}
+
+}  // namespace
 
 using kvstate::Manifest;
 
@@ -43,8 +56,7 @@ CacheNodeService::CacheNodeService(const CacheNodeOptions& options,
     : options_(options),
       transport_(std::move(t)),
       clock_(clock),
-      warm_(options.warm_bytes, options.warm_half_life, clock),
-      next_ticket_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) {}
+      warm_(options.warm_bytes, options.warm_half_life, clock) {}
 
 absl::StatusOr<std::unique_ptr<CacheNodeService>> CacheNodeService::Create(
     const CacheNodeOptions& options, std::unique_ptr<transport::Transport> transport,
@@ -161,6 +173,13 @@ void CacheNodeService::ReceiveLoop() {
                    {{"error", h.ok() ? absl::StrCat("ticket ", h->id) : h.status().ToString()}});
       continue;
     }
+    if (!it->second.sender.empty() && got->sender_address() != it->second.sender) {
+      dropped_batches_.fetch_add(1);
+      log::Warning("cache node: dropped a page batch from an engine other than its put's sender",
+                   {{"from", transport::DescribeAddress(got->sender_address())},
+                    {"sender", transport::DescribeAddress(it->second.sender)}});
+      continue;
+    }
     it->second.batch = std::move(got);
     pending_cv_.notify_all();
   }
@@ -228,8 +247,11 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
           absl::StrCat(pending_.size(), " puts are already waiting for pages (limit ",
                        options_.max_pending_puts, ")"));
     }
-    t.ticket = next_ticket_++;
-    pending_.emplace(t.ticket, Pending{std::move(m), clock_->Now(), false, std::nullopt});
+    do {
+      t.ticket = RandomTicket();
+    } while (t.ticket == 0 || pending_.contains(t.ticket));
+    pending_.emplace(t.ticket, Pending{std::move(m), std::string(sender_address), clock_->Now(),
+                                       false, std::nullopt});
     return t;
   }();
   Record(Method::kBeginPut, result.status());
@@ -239,6 +261,7 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
 absl::StatusOr<transport::ReceivedBatch> CacheNodeService::AwaitBatch(uint64_t ticket,
                                                                       absl::Time deadline,
                                                                       Manifest* manifest) {
+  deadline = std::min(deadline, absl::Now() + options_.ticket_timeout);  // a bounded hold
   std::unique_lock<std::mutex> lock(pending_mu_);
   auto it = pending_.find(ticket);
   if (it == pending_.end()) {

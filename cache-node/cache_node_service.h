@@ -4,7 +4,9 @@
 //
 // Put, two phases. BeginPut(manifest, tokens) validates the manifest (kvstate/manifest.h), checks
 // that the tokens hash to its state key, refuses a different payload under a stored key
-// (AlreadyExists), and returns a ticket and this node's transport address. The client ships the
+// (AlreadyExists), and returns a ticket and this node's transport address. A ticket is 64 random
+// bits (OpenSSL's RAND_bytes: not guessable from another's) bound to the sender address BeginPut
+// named, so a batch for it from any other engine is dropped. The client ships the
 // pages as one transport batch: buffer 0 a BatchHeader{kPut, ticket, n}
 // (kvstate/transfer_header.h), then the pages in manifest order (packed in one buffer, or one
 // buffer per page). A receive thread parks batches by ticket. CommitPut(ticket) waits for the
@@ -13,7 +15,9 @@
 // states in one RocksDB WriteBatch (page_store.h). It returns OK only once RocksDB accepted the
 // batch with the configured durability; a duplicate put of an identical payload is OK
 // (already_stored), of a different one AlreadyExists; nothing is stored on any error. Unclaimed
-// tickets expire after Options::ticket_timeout.
+// tickets expire after Options::ticket_timeout, and CommitPut waits at most that long for the
+// pages whatever its caller's deadline, so slow or absent senders hold a ticket for a bounded
+// time.
 //
 // Get(key, expected model, pages, reply address): reads the state from the warm tier or under one
 // RocksDB snapshot, ships the selected pages to the reply address as one batch
@@ -180,6 +184,7 @@ class CacheNodeService {
  private:
   struct Pending {
     kvstate::Manifest manifest;
+    std::string sender;  // the transport address BeginPut named; "" accepts any
     absl::Time created;
     bool claimed = false;
     std::optional<absl::StatusOr<transport::ReceivedBatch>> batch;
@@ -234,7 +239,6 @@ class CacheNodeService {
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;
   std::map<uint64_t, Pending> pending_;  // GUARDED_BY(pending_mu_)
-  uint64_t next_ticket_;                 // GUARDED_BY(pending_mu_)
 
   std::mutex peers_mu_;
   std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)

@@ -185,6 +185,39 @@ TEST_F(CacheNodeServiceTest, UnregisteredPeersAreRefusedBeforeAnythingMoves) {
   EXPECT_EQ(node_->Stats().transport.peers_refused, 1u);  // the get's Connect
 }
 
+// A put ticket is random and bound to the sender BeginPut named: another engine's batch for it
+// is dropped, and CommitPut waits at most the ticket timeout (not its caller's far deadline) for
+// pages that never come. The node goes on serving.
+TEST_F(CacheNodeServiceTest, ATicketIsBoundToItsSenderAndHeldAtMostTheTicketTimeout) {
+  options_.ticket_timeout = absl::Milliseconds(300);
+  Start();
+  const TestState s = State(7);
+  auto ticket = node_->BeginPut(s.manifest, s.tokens, client_->LocalAddress());
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  auto next = node_->BeginPut(State(8).manifest, State(8).tokens, client_->LocalAddress());
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_NE(next->ticket, ticket->ticket + 1);  // not sequential (2^-64 odds of a false alarm)
+
+  auto other = transport::CreateLoopbackTransport(fabric_);
+  ASSERT_TRUE(other.ok());
+  auto peer = (*other)->Connect(ticket->transport_address);
+  ASSERT_TRUE(peer.ok());
+  auto header = kvstate::EncodeBatchHeader(
+      {kvstate::BatchKind::kPut, ticket->ticket, static_cast<uint32_t>(s.spans().size())});
+  std::vector<std::span<const uint8_t>> bufs = {header};
+  for (const auto& p : s.spans()) bufs.push_back(p);
+  auto id = (*other)->Submit(*peer, bufs);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE((*other)->Wait(*id, absl::InfiniteFuture()).ok());
+
+  const absl::StatusOr<CommitResult> hijacked =
+      node_->CommitPut(ticket->ticket, absl::Now() + absl::Seconds(120));
+  EXPECT_EQ(hijacked.status().code(), absl::StatusCode::kDeadlineExceeded) << hijacked.status();
+  EXPECT_FALSE(Get(s.manifest.state_key, s.manifest.model).ok());  // nothing stored
+  ASSERT_TRUE(Put(s).ok());  // from its own sender, the same state goes in
+  ExpectState(s);
+}
+
 TEST_F(CacheNodeServiceTest, PutGetRoundTripWarmThenColdAfterRestart) {
   Start();
   TestState a = State(1), b = State(2);
