@@ -37,6 +37,16 @@ const std::vector<float>* FindEngine(const testing::LogitsCase& c, const std::st
   return nullptr;
 }
 
+// max |ours − expected| over the logits, as a share of the expected logits' range.
+float ShareOfRange(const std::vector<float>& ours, const std::vector<float>& expected) {
+  float max_diff = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(ours[i] - expected[i]));
+  }
+  const auto [lo, hi] = std::minmax_element(expected.begin(), expected.end());
+  return max_diff / (*hi - *lo);
+}
+
 TEST_F(GoldenTest, TokenIdsMatchLlamaCpp) {
   auto cases = testing::LoadTokenizerCases();
   ASSERT_TRUE(cases.ok()) << cases.status();
@@ -114,12 +124,8 @@ TEST_F(GoldenTest, PrefillLogitsFromKvPagesOfEachFormatStayWithinItsBound) {
       Session session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = dtype});
       auto logits = session.Forward(c.prompt_tokens);
       ASSERT_TRUE(logits.ok()) << logits.status();
-      float max_diff = 0.0f;
-      for (size_t i = 0; i < expected->size(); ++i) {
-        max_diff = std::max(max_diff, std::abs((*logits)[i] - (*expected)[i]));
-      }
-      const auto [lo, hi] = std::minmax_element(expected->begin(), expected->end());
-      const float ratio = max_diff / (*hi - *lo);
+      const float ratio = ShareOfRange(*logits, *expected);
+      const auto hi = std::max_element(expected->begin(), expected->end());
       std::printf("[ kv pages ] %-8s %s: max |ours − transformers| / range = %.2g\n",
                   model::KvDTypeName(dtype), c.name.c_str(), ratio);
       EXPECT_LE(ratio, bound) << model::KvDTypeName(dtype) << " " << c.name;
@@ -154,12 +160,8 @@ TEST_F(GoldenTest, LastTokenLogitsOverSealedKiviPagesStayWithinTheirBound) {
       const int64_t sealed = pool.stats().used_pages[static_cast<size_t>(dtype)];
       auto logits = session.Forward(prompt.last(1));
       ASSERT_TRUE(logits.ok()) << logits.status();
-      float max_diff = 0.0f;
-      for (size_t i = 0; i < expected->size(); ++i) {
-        max_diff = std::max(max_diff, std::abs((*logits)[i] - (*expected)[i]));
-      }
-      const auto [lo, hi] = std::minmax_element(expected->begin(), expected->end());
-      const float ratio = max_diff / (*hi - *lo);
+      const float ratio = ShareOfRange(*logits, *expected);
+      const auto hi = std::max_element(expected->begin(), expected->end());
       std::printf(
           "[ kv pages ] %-8s %s (%d tokens, %lld sealed pages): max |ours − transformers| "
           "/ range = %.2g, argmax %s\n",

@@ -187,14 +187,7 @@ TEST(CachePagesTest, AKiviCacheIsStoredAndLoadedAsItsPoolHoldsIt) {
     model::KvCache loaded(kLayers, kHeads, kDim, &pool, dtype);
     ASSERT_TRUE(LoadPages(state->manifest, state->pages(), LoadTiers::kRetained, &loaded).ok());
     EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(dtype)], 2 * sealed);
-    for (int32_t l = 0; l < kLayers; ++l) {
-      for (int32_t h = 0; h < kHeads; ++h) {
-        const model::KvHead want = held.Read(l, h), got = loaded.Read(l, h);
-        EXPECT_EQ(got.positions, want.positions);
-        EXPECT_EQ(got.keys, want.keys) << l << "," << h;
-        EXPECT_EQ(got.values, want.values) << l << "," << h;
-      }
-    }
+    ExpectSameCache(loaded, held);
   }
 }
 
@@ -226,14 +219,7 @@ TEST(CachePagesTest, ARowFormatCacheIsStoredAndLoadedAsItsPoolHoldsIt) {
     EXPECT_TRUE(std::equal(s.keys.begin(), s.keys.end(), keys.begin(), keys.end()));
     model::KvCache loaded(kLayers, kHeads, kDim, &pool, dtype);
     ASSERT_TRUE(LoadPages(state->manifest, state->pages(), LoadTiers::kRetained, &loaded).ok());
-    for (int32_t l = 0; l < kLayers; ++l) {
-      for (int32_t h = 0; h < kHeads; ++h) {
-        const model::KvHead want = held.Read(l, h), got = loaded.Read(l, h);
-        EXPECT_EQ(got.positions, want.positions);
-        EXPECT_EQ(got.keys, want.keys) << l << "," << h;
-        EXPECT_EQ(got.values, want.values) << l << "," << h;
-      }
-    }
+    ExpectSameCache(loaded, held);
   }
 }
 

@@ -501,6 +501,19 @@ class RawUcpSender {
     ucp_request_param_t p{};
     Complete(ucp_tag_send_nbx(ep_, bytes.data(), bytes.size(), tag, &p));
   }
+  // Announces batch `seq` of engine `sender` with buffers of `sizes` (no CRC), as an engine on
+  // host `shm_host` (0: none) would.
+  void SendHeader(uint32_t sender, uint32_t seq, std::vector<uint64_t> sizes,
+                  uint64_t shm_host = 0) {
+    ucx_wire::BatchHeader h;
+    h.sender = sender;
+    h.seq = seq;
+    h.has_crc = false;
+    for (uint64_t size : sizes) h.total_bytes += size;
+    h.sizes = std::move(sizes);
+    h.sender_address = ucx_wire::WrapAddress(sender, shm_host, ucp_address());
+    Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, sender, seq, 0), ucx_wire::EncodeHeader(h));
+  }
 
  private:
   void Complete(ucs_status_ptr_t r) {  // progresses until `r` is done, at most 10 s
@@ -529,16 +542,9 @@ TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
   RawUcpSender sender((*rx)->LocalAddress());
   constexpr uint32_t kSender = 0x1234567;
   for (uint32_t seq = 0; seq < 2; ++seq) {
-    ucx_wire::BatchHeader h;
-    h.sender = kSender;
-    h.seq = seq;
-    h.has_crc = false;
-    h.sizes = {options.local_receive_window_bytes, options.local_receive_window_bytes};
-    h.total_bytes = 2 * options.local_receive_window_bytes;
-    h.sender_address =
-        ucx_wire::WrapAddress(kSender, ucx_locality::LocalHostKey(), sender.ucp_address());
-    sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, seq, 0),
-                ucx_wire::EncodeHeader(h));
+    sender.SendHeader(kSender, seq,
+                      {options.local_receive_window_bytes, options.local_receive_window_bytes},
+                      ucx_locality::LocalHostKey());
   }
   auto first = (*rx)->Receive(absl::Now() + absl::Seconds(10));
   EXPECT_EQ(first.status().code(), absl::StatusCode::kDeadlineExceeded) << first.status();
@@ -565,13 +571,7 @@ TEST(UcxTransport, AForgedHeaderBeyondTheReceiveBudgetIsRefusedBeforeAnyAllocati
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
   constexpr uint32_t kSender = 0x1234567;
-  ucx_wire::BatchHeader h;
-  h.sender = kSender;
-  h.has_crc = false;
-  h.sizes.assign(16, ucx_wire::kMaxBufferBytes);
-  h.total_bytes = 16 * ucx_wire::kMaxBufferBytes;
-  h.sender_address = ucx_wire::WrapAddress(kSender, 0, sender.ucp_address());
-  sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, 0, 0), ucx_wire::EncodeHeader(h));
+  sender.SendHeader(kSender, 0, std::vector<uint64_t>(16, ucx_wire::kMaxBufferBytes));
   auto refused = (*rx)->Receive(absl::Now() + absl::Seconds(10));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   EXPECT_THAT(refused.status().message(),
@@ -611,15 +611,7 @@ TEST(UcxTransport, DataLongerThanItsHeaderSaysIsDataLoss) {
   constexpr uint32_t kSender = 0x7654321;
   for (const size_t actual : {size_t{100}, size_t{1} << 20}) {  // eager and rendezvous
     const uint32_t seq = actual > 100 ? 1 : 0;
-    ucx_wire::BatchHeader h;
-    h.sender = kSender;
-    h.seq = seq;
-    h.has_crc = false;
-    h.sizes = {64};
-    h.total_bytes = 64;
-    h.sender_address = ucx_wire::WrapAddress(kSender, 0, sender.ucp_address());
-    sender.Send(ucx_wire::MakeTag(ucx_wire::kKindHeader, kSender, seq, 0),
-                ucx_wire::EncodeHeader(h));
+    sender.SendHeader(kSender, seq, {64});
     std::thread data([&] {  // a rendezvous completes only once the receiver matched it
       sender.Send(ucx_wire::MakeTag(ucx_wire::kKindData, kSender, seq, 0),
                   std::vector<uint8_t>(actual, 7));

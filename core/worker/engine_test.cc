@@ -24,6 +24,20 @@ class EngineTest : public ::testing::Test {
     const model::Tokenizer& tok = model_->tokenizer();
     return tok.Encode(tok.ApplyChatTemplate({{"user", text}}, true));
   }
+  // Runs `prompt` through `session` as the engine's work; the logits of its last token.
+  static std::vector<float> Prefill(Engine& engine, model::Session& session,
+                                    const std::vector<int32_t>& prompt) {
+    std::vector<float> logits;
+    EXPECT_TRUE(engine
+                    .Run([&]() -> absl::Status {
+                      absl::StatusOr<std::vector<float>> l = session.Forward(prompt);
+                      if (!l.ok()) return l.status();
+                      logits = *std::move(l);
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    return logits;
+  }
   // Greedy tokens of a session decoding alone.
   std::vector<int32_t> Alone(const std::vector<int32_t>& prompt, int32_t max_tokens) {
     model::Session s(*model_, model::testing::SharedPool());
@@ -51,15 +65,8 @@ TEST_F(EngineTest, ConcurrentSequencesDecodeTogetherAndGiveTheirSoloTokens) {
     threads.emplace_back([&, i] {
       const std::vector<int32_t> prompt = Prompt(kTexts[i]);
       model::Session session(*model_, model::testing::SharedPool());
-      std::vector<float> logits;
-      ASSERT_TRUE(engine
-                      .Run([&]() -> absl::Status {
-                        absl::StatusOr<std::vector<float>> l = session.Forward(prompt);
-                        if (!l.ok()) return l.status();
-                        logits = *std::move(l);
-                        return absl::OkStatus();
-                      })
-                      .ok());
+      const std::vector<float> logits = Prefill(engine, session, prompt);
+      ASSERT_FALSE(logits.empty());
       auto sampler = model::Sampler::Create({});
       auto r = engine.Decode(session, *sampler, logits, kMax, [&](int32_t t) {
         streamed[i].push_back(t);
@@ -97,15 +104,7 @@ TEST_F(EngineTest, KiviSequencesDecodedTogetherGiveTheirSoloTokens) {
   const model::SessionOptions kivi{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4};
   auto decode = [&](Engine& engine, const std::vector<int32_t>& prompt) {
     model::Session session(*model_, model::testing::SharedPool(), kivi);
-    std::vector<float> logits;
-    EXPECT_TRUE(engine
-                    .Run([&]() -> absl::Status {
-                      absl::StatusOr<std::vector<float>> l = session.Forward(prompt);
-                      if (!l.ok()) return l.status();
-                      logits = *std::move(l);
-                      return absl::OkStatus();
-                    })
-                    .ok());
+    const std::vector<float> logits = Prefill(engine, session, prompt);
     auto sampler = model::Sampler::Create({});
     auto r = engine.Decode(session, *sampler, logits, kMax, [](int32_t) { return true; });
     EXPECT_TRUE(r.ok()) << r.status();
@@ -126,13 +125,7 @@ TEST_F(EngineTest, KiviSequencesDecodedTogetherGiveTheirSoloTokens) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(together[i], alone[i]) << kTexts[i];
   // One more, held open: its full pages are KIVI.
   model::Session held(*model_, model::testing::SharedPool(), kivi);
-  std::vector<float> logits;
-  ASSERT_TRUE(engine
-                  .Run([&]() -> absl::Status {
-                    logits = *held.Forward(Prompt(kTexts[2]));
-                    return absl::OkStatus();
-                  })
-                  .ok());
+  const std::vector<float> logits = Prefill(engine, held, Prompt(kTexts[2]));
   auto sampler = model::Sampler::Create({});
   ASSERT_TRUE(engine.Decode(held, *sampler, logits, kMax, [](int32_t) { return true; }).ok());
   ASSERT_GE(held.next_position(), 64);
