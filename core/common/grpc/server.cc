@@ -15,6 +15,7 @@
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/impl/server_initializer.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -80,6 +81,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const GrpcServerOptions& options, const std::vector<grpc::Service*>& services) {
+  if (options.max_threads < 4 || options.max_concurrent_streams < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gRPC max_threads must be at least 4 and max_concurrent_streams at least 1; "
+                     "got ",
+                     options.max_threads, " and ", options.max_concurrent_streams));
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    ServerCredentials(options.tls));
   // Both are process-wide switches read when a server is built; setting them again is harmless.
@@ -98,6 +105,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveInterval) / 2));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  grpc::ResourceQuota quota("glimpse-server");
+  quota.SetMaxThreads(options.max_threads);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::vector<std::string> names;
   builder.SetOption(std::make_unique<ServiceNamesOption>(&names));

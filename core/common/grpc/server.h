@@ -37,6 +37,11 @@ struct GrpcServerOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0 picks a free one (see port())
   TlsFiles tls;
   int64_t max_receive_message_bytes = int64_t{64} << 20;
+  // Bounds on what callers can make the server hold: threads serving calls (gRPC's resource
+  // quota; a call that finds none gets RESOURCE_EXHAUSTED at once) and concurrent streams per
+  // connection (HTTP/2 SETTINGS; a client queues beyond it).
+  int max_threads = 256;
+  int max_concurrent_streams = 128;
 };
 
 class GrpcServer {

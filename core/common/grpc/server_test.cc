@@ -1,7 +1,11 @@
 #include "core/common/grpc/server.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -51,6 +55,71 @@ TEST(GrpcServerTest, SetServingChangesTheHealthOfEveryService) {
   EXPECT_EQ(CallEcho(*channel, "still").value(), "still");
   (*server)->SetServing(true);
   EXPECT_EQ(CheckHealth(*channel, "").value(), HealthCheckResponse::SERVING);
+}
+
+// Echo that holds its thread until released.
+class HeldEchoService final : public grpctest::Echo::Service {
+ public:
+  grpc::Status Echo(grpc::ServerContext*, const grpctest::EchoRequest* request,
+                    grpctest::EchoResponse* response) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++held_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    response->set_text(request->text());
+    return grpc::Status::OK;
+  }
+  void AwaitHeld(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return held_ >= n; });
+  }
+  int held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int held_ = 0;
+  bool released_ = false;
+};
+
+// With every serving thread held by slow calls, a new call is RESOURCE_EXHAUSTED at once rather
+// than queued without bound; once they finish, calls are served again.
+TEST(GrpcServerTest, CallsBeyondTheThreadCapAreRefusedNotQueued) {
+  HeldEchoService held;
+  auto server = GrpcServer::Start({.max_threads = 4}, {&held});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = ClientChannel(Local((*server)->port()));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::vector<std::thread> callers;
+  std::atomic<int> refused{0}, served{0}, done{0};
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&] {
+      const absl::StatusOr<std::string> r = CallEcho(*channel, "slow");
+      if (r.ok()) ++served;
+      if (r.status().code() == absl::StatusCode::kResourceExhausted) ++refused;
+      ++done;
+    });
+  }
+  held.AwaitHeld(1);
+  // Until a call is refused, or every call that is not held has ended (queued ones time out).
+  while (refused.load() == 0 && done.load() < 8 - held.held()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  held.Release();
+  for (std::thread& t : callers) t.join();
+  EXPECT_GE(refused.load(), 1);
+  EXPECT_EQ(served.load() + refused.load(), 8);
+  EXPECT_EQ(CallEcho(*channel, "again").value(), "again");
+  EXPECT_EQ(GrpcServer::Start({.max_threads = 1}, {&held}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(GrpcServerTest, ShutdownIsIdempotentAndStopsServing) {

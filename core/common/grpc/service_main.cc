@@ -107,6 +107,10 @@ std::vector<ConfigKey> AllKeys(const ServiceSpec& spec) {
       {"log_level", ConfigType::kString, "info", "debug, info, warning or error."},
       {"shutdown_grace", ConfigType::kDuration, "5s",
        "How long in-flight calls may finish after a signal."},
+      {"grpc.max_threads", ConfigType::kInt, "256",
+       "Threads serving gRPC calls; a call that finds none is RESOURCE_EXHAUSTED at once."},
+      {"grpc.max_concurrent_streams", ConfigType::kInt, "128",
+       "Concurrent calls per client connection (HTTP/2); a client queues beyond it."},
   };
   keys.insert(keys.end(), common.begin(), common.end());
   return keys;
@@ -171,6 +175,9 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
   }
   GrpcServerOptions grpc_options;
   grpc_options.address = config.GetString("listen");
+  grpc_options.max_threads = static_cast<int>(config.GetInt("grpc.max_threads"));
+  grpc_options.max_concurrent_streams =
+      static_cast<int>(config.GetInt("grpc.max_concurrent_streams"));
   grpc_options.tls = {config.GetString("tls.cert"), config.GetString("tls.key"),
                       config.GetString("tls.client_ca")};
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
