@@ -81,7 +81,7 @@ void HotSessions::MakeRoomLocked(const std::string& keep) {
   }
 }
 
-void HotSessions::ShrinkIdleLocked(const std::function<bool()>& room) {
+void HotSessions::ShrinkIdleLocked(const std::function<bool()>& room, int64_t shortfall) {
   using Iterator = std::map<std::string, Entry>::iterator;
   std::vector<std::pair<Iterator, kernels::KvDType>> order;  // idle copies that would shrink
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -90,6 +90,12 @@ void HotSessions::ShrinkIdleLocked(const std::function<bool()>& room) {
     const std::optional<kernels::KvDType> to = worker::IdleShrinkFormat(cache.dtype());
     if (to && cache.BytesIn(*to) < cache.TotalBytes()) order.push_back({it, *to});
   }
+  int64_t saved = 0;
+  for (const auto& [it, to] : order) {
+    const model::KvCache& cache = it->second.hot->session->cache();
+    saved += cache.TotalBytes() - cache.BytesIn(to);
+  }
+  if (saved < shortfall) return;
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return a.first->second.last_used < b.first->second.last_used;
   });
@@ -119,7 +125,9 @@ void HotSessions::MakeRoom(const model::KvPool& pool, int64_t bytes) {
   if (pool.budget_bytes() <= 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto room = [&] { return pool.budget_bytes() - pool.stats().used_bytes >= bytes; };
-  if (reencode_idle_) ShrinkIdleLocked(room);
+  if (reencode_idle_ && !room()) {
+    ShrinkIdleLocked(room, bytes - (pool.budget_bytes() - pool.stats().used_bytes));
+  }
   while (!room()) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {

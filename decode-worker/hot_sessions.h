@@ -78,8 +78,10 @@ class HotSessions {
     uint64_t last_used = 0;
   };
   void MakeRoomLocked(const std::string& keep);
-  // MakeRoom's first step: re-encodes idle copies, least recently used first, until room().
-  void ShrinkIdleLocked(const std::function<bool()>& room);
+  // MakeRoom's first step: re-encodes idle copies, least recently used first, until room() —
+  // unless all of them together would not free `shortfall` bytes (then dropping must make the
+  // room anyway, and re-encoding first would only cost time).
+  void ShrinkIdleLocked(const std::function<bool()>& room, int64_t shortfall);
 
   const int64_t capacity_bytes_;
   const bool reencode_idle_;

@@ -30,7 +30,9 @@ struct PagePlan {
 // Whether a cache's retained pages are stored as the pool holds them: encoded in its own format's
 // codec, in pages of the pool's size.
 bool StoresAsHeld(const model::KvCache& cache, const EncodeStateOptions& o) {
-  return o.codec == model::RowCodec(cache.dtype()) && o.page_tokens == cache.pool().page_tokens();
+  const bool seals = !model::KvGrouped(cache.dtype()) || o.page_tokens % kvpage::kKiviGroup == 0;
+  return seals && o.codec == model::RowCodec(cache.dtype()) &&
+         o.page_tokens == cache.pool().page_tokens();
 }
 
 // A head's pages as the pool holds them, in order, up to the first one that is not (a KIVI

@@ -187,6 +187,7 @@ void KvCache::SealHead(Head& head) {
 bool KvCache::HeldSections(int32_t layer, int32_t kv_head, size_t page, std::vector<uint8_t>* keys,
                            std::vector<uint8_t>* values) const {
   const Head& h = heads_[Index(layer, kv_head)];
+  if (page >= h.pages.size()) return false;
   const kernels::KvPageView view = View(h, page);
   if (KvGrouped(dtype_)) {
     if (page >= h.sealed) return false;

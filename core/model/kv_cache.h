@@ -89,6 +89,7 @@ class KvCache {
   // sealed page). False for a group format's fp16 pages, whose rows a caller stores as residual.
   bool HeldSections(int32_t layer, int32_t kv_head, size_t page, std::vector<uint8_t>* keys,
                     std::vector<uint8_t>* values) const;
+  // (HeldSections is false, too, for a page index past the head's pages.)
   // Whether AppendSections takes `n` entries in `codec` with `residual` fp16 rows now:
   // RowCodec(dtype()) without residual; for a group format only a whole page into a head whose
   // entries are all in sealed pages.
@@ -111,7 +112,8 @@ class KvCache {
   // move) and returning emptied pages to the pool. InvalidArgument (naming layer, head and index)
   // when an index is out of range or not increasing; the head is unchanged then.
   // ResourceExhausted only when rows of sealed pages move and the pool cannot hold the fp16 page
-  // they pass through; the head then keeps the entries before the first moved one.
+  // they pass through; the head's entries are then unspecified (a prefix of what it should keep)
+  // and the caller drops the session.
   absl::Status Retain(int32_t layer, int32_t kv_head, const std::vector<int64_t>& keep);
   // Keeps the first `n` entries of one head (n <= size). Cutting into a sealed page is a bug
   // (Session only truncates what its failed or temporary call appended, and seals between calls);

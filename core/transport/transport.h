@@ -55,12 +55,14 @@ struct Options {
   // Received buffers are recycled through a pool of at most this many bytes.
   size_t receive_pool_bytes = size_t{512} << 20;
   // Receive budget: bytes of batches whose header arrived and that Receive() has not handed out
-  // yet, all senders together (max_receive_bytes) and per sender (max_receive_bytes_per_sender:
-  // by default a sender's own in-flight bound, the most it ships at once). A batch beyond either is
+  // yet, all senders together (max_receive_bytes) and per sender (max_receive_bytes_per_sender;
+  // the default equals a sender's default in-flight bound, but a sender whose batches wait here
+  // for a slow Receive() caller can reach it with less in flight). A batch beyond either is
   // refused when its header arrives, before anything is allocated for it: its bytes are received
   // into a small scratch buffer and dropped, and Receive() reports ResourceExhausted naming the
-  // sender (whose transfer ends as UCX completes or its deadline passes). Counted in
-  // Metrics::receive_refused. A header longer than any valid one is refused the same way.
+  // sender and the batch's sequence number (its transfer may still end OK on the sender's side,
+  // or at its deadline). Counted in Metrics::receive_refused. A header longer than any valid one
+  // is refused too; its data, if the peer sends any, is not drained (UCX keeps it unmatched).
   size_t max_receive_bytes = size_t{2} << 30;
   size_t max_receive_bytes_per_sender = size_t{1} << 30;
   // UCX backend: endpoints to engines on this host (ucx_locality::LocalHostKey: same boot, user,

@@ -202,8 +202,10 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
     metrics_.receive_buffers_deferred += deferred;
     return;
   }
-  for (uint32_t i = 0; i < n; ++i) PostReceive(in, i);
-  if (!in->status.ok()) {
+  for (uint32_t i = 0; i < n && in->status.ok(); ++i) PostReceive(in, i);
+  // A receive that failed inside its post may have reported the batch already (FailInbound from
+  // OnRecvDone, which could not retire it then): retire it now.
+  if (!in->status.ok() && !in->reported) {
     FailInbound(in, in->status);
   } else {
     MaybeRetireInbound(in);
@@ -274,10 +276,10 @@ void UcxEngine::PostWindowed(uint32_t sender) {
     --in->unposted;
     in->last_progress = now;  // its stall clock starts once its bytes may move
     if (PostReceive(in, index)) w.posted_bytes += size;
-    if (!in->status.ok()) {
+    if (!in->status.ok() && !in->reported) {
       FailInbound(in, in->status);  // also drops its buffers still waiting
     } else {
-      MaybeRetireInbound(in);
+      MaybeRetireInbound(in);  // (reported inside the post: retired now)
     }
   }
   hold_windows_ = false;
