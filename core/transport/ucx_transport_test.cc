@@ -461,6 +461,15 @@ TEST(UcxTransport, LocalPeersUseSharedMemoryOnlyWhereUcxTlsHasIt) {
   EXPECT_TRUE((*c)->Disconnect(*local).ok());
 }
 
+// Options for an engine that raw UCP senders talk to over `tls` (UCX_TLS is set for the engines
+// made next): a batch that sees no data fails after 300 ms.
+Options RawPeerOptions(const char* tls) {
+  setenv("UCX_TLS", tls, 1);
+  Options options;
+  options.receive_stall_timeout = absl::Milliseconds(300);
+  return options;
+}
+
 // A bare UCP worker that tag-sends hand-made messages to an engine: a peer that announces
 // batches and then sends nothing (hung, or killed between the header and the data).
 class RawUcpSender {
@@ -534,9 +543,7 @@ class RawUcpSender {
 // waits behind it in the sender's receive window, fails with it rather than being posted and
 // stalling on its own one timeout later.
 TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
-  setenv("UCX_TLS", "posix,sysv,cma,tcp,self", 1);
-  Options options;
-  options.receive_stall_timeout = absl::Milliseconds(300);
+  const Options options = RawPeerOptions("posix,sysv,cma,tcp,self");
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
@@ -564,9 +571,7 @@ TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
 // Forged headers: one asks for 64 GiB in 16 buffers of 4 GiB, one is longer than any valid header.
 // Both are refused before anything is allocated for them, and the engine keeps serving.
 TEST(UcxTransport, AForgedHeaderBeyondTheReceiveBudgetIsRefusedBeforeAnyAllocation) {
-  setenv("UCX_TLS", "tcp,self", 1);
-  Options options;
-  options.receive_stall_timeout = absl::Milliseconds(300);
+  const Options options = RawPeerOptions("tcp,self");
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
@@ -602,9 +607,7 @@ TEST(UcxTransport, AForgedHeaderBeyondTheReceiveBudgetIsRefusedBeforeAnyAllocati
 // complete it inside the call that posts it), the batch fails with DataLoss, and nothing else
 // happens to the engine.
 TEST(UcxTransport, DataLongerThanItsHeaderSaysIsDataLoss) {
-  setenv("UCX_TLS", "tcp,self", 1);
-  Options options;
-  options.receive_stall_timeout = absl::Milliseconds(300);
+  const Options options = RawPeerOptions("tcp,self");
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
