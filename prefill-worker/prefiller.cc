@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "core/model/forward_pass.h"
 #include "core/worker/prefill_delivery.h"
 
 namespace glimpse::prefill_worker {
@@ -91,7 +92,12 @@ absl::StatusOr<PrefillOutcome> Prefiller::Run(const PrefillJob& job) {
   prefill.total_entries = session->cache().TotalEntries();
   if (!fresh.empty()) {
     worker::ComputeTurns::Turn turn(turns_);
-    const model::BetweenChunks others_go([&turn] { turn.Yield(); });
+    const model::ChunkHook others_go(
+        [&turn](std::span<const model::BatchRows> chunk, const model::RunRows& run) {
+          absl::StatusOr<model::PassOutputs> out = run(chunk);
+          turn.Yield();
+          return out;
+        });
     ASSIGN_OR_RETURN(prefill, worker::PrefillWithPolicy(*session, fresh, method, job.policy,
                                                         options_.limits, cold));
   }

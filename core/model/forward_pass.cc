@@ -10,6 +10,26 @@
 #include "kernels/ops.h"
 
 namespace glimpse::model {
+namespace {
+
+thread_local ChunkHook* current_chunk_hook = nullptr;
+thread_local bool running_chunk_hook = false;
+
+}  // namespace
+
+ChunkHook::ChunkHook(Fn fn) : fn_(std::move(fn)), outer_(current_chunk_hook) {
+  current_chunk_hook = this;
+}
+
+ChunkHook::~ChunkHook() { current_chunk_hook = outer_; }
+
+absl::StatusOr<PassOutputs> ChunkHook::Run(std::span<const BatchRows> chunk, const RunRows& run) {
+  if (current_chunk_hook == nullptr || running_chunk_hook) return run(chunk);
+  running_chunk_hook = true;
+  absl::StatusOr<PassOutputs> out = current_chunk_hook->fn_(chunk, run);
+  running_chunk_hook = false;
+  return out;
+}
 
 // Activations of one pass over n rows (all items). Buffers grow to the largest pass and are reused.
 struct ForwardPass::Scratch {
@@ -107,7 +127,7 @@ void ForwardPass::Embed(std::span<const Item> items) {
   }
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> ForwardPass::Run(std::span<const BatchRows> items) {
+absl::StatusOr<PassOutputs> ForwardPass::Run(std::span<const BatchRows> items) {
   RETURN_IF_ERROR(Check(items));
   const ModelConfig& c = model_.config();
   const int64_t D = c.hidden;
@@ -139,7 +159,7 @@ absl::StatusOr<std::vector<std::vector<float>>> ForwardPass::Run(std::span<const
     for (const Item& it : plan) it.session->Truncate(it.sizes, it.session->next_position());
     return status;
   }
-  std::vector<std::vector<float>> logits(plan.size());
+  PassOutputs logits(plan.size());
   Logits(plan, logits);
   for (const Item& it : plan) {
     if (it.rows->call.keep_entries) {
@@ -307,7 +327,7 @@ void ForwardPass::FeedForwardBlock(int32_t layer, std::span<const Item> items) {
 
 // The rows whose logits are wanted (each item's last, or all of an item's with all_logits), normed
 // and multiplied by the output matrix in one product.
-void ForwardPass::Logits(std::span<const Item> items, std::vector<std::vector<float>>& out) {
+void ForwardPass::Logits(std::span<const Item> items, PassOutputs& out) {
   const ModelConfig& c = model_.config();
   Scratch& s = *scratch_;
   const int64_t D = c.hidden, vocab = c.vocab_size;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -34,6 +35,11 @@ struct BatchRows {
   EmbeddingsCall call;
 };
 
+// Per item, the logits a pass returns (ForwardPass::Run).
+using PassOutputs = std::vector<std::vector<float>>;
+// Runs rows in one forward pass.
+using RunRows = std::function<absl::StatusOr<PassOutputs>(std::span<const BatchRows>)>;
+
 class ForwardPass {
  public:
   ForwardPass(const Model& model, kernels::ThreadPool& pool);
@@ -44,7 +50,7 @@ class ForwardPass {
   // Runs every item's rows; returns per item the logits of its last row ([vocab]), or of every row
   // ([n, vocab]) with call.all_logits. Each session then continues after its rows (or, without
   // call.keep_entries, is as before). Sessions must be distinct and of this pass's model.
-  absl::StatusOr<std::vector<std::vector<float>>> Run(std::span<const BatchRows> items);
+  absl::StatusOr<PassOutputs> Run(std::span<const BatchRows> items);
 
  private:
   struct Scratch;
@@ -56,11 +62,36 @@ class ForwardPass {
   void FeedForwardBlock(int32_t layer, std::span<const Item> items);
   void AddLora(float* out, const float* x, const LoraPair LoraLayer::*pair, int32_t layer,
                std::span<const Item> items);
-  void Logits(std::span<const Item> items, std::vector<std::vector<float>>& out);
+  void Logits(std::span<const Item> items, PassOutputs& out);
 
   const Model& model_;
   kernels::ThreadPool& pool_;
   std::unique_ptr<Scratch> scratch_;
+};
+
+// How every prefill chunk on this thread runs while the scope lives: Session::Forward and
+// ForwardEmbeddings hand each chunk's rows to the hook with `run` (one forward pass over whatever
+// rows it is given). The hook returns what run(chunk) would — the chunk's outputs, its sessions
+// left as run(chunk) leaves them, or its error with them unchanged — and may do more in the same
+// pass or around it: a worker's engine adds the next token of every running decode to the chunk's
+// pass, so the decodes go on during a long prompt and every weight is read once for both
+// (continuous batching); a prefill worker lets the turns that wait compute after each chunk.
+// Scopes nest (the innermost one is used); chunks the hook itself causes run plainly.
+class ChunkHook {
+ public:
+  using Fn = std::function<absl::StatusOr<PassOutputs>(std::span<const BatchRows> chunk,
+                                                       const RunRows& run)>;
+  explicit ChunkHook(Fn fn);
+  ~ChunkHook();
+  ChunkHook(const ChunkHook&) = delete;
+  ChunkHook& operator=(const ChunkHook&) = delete;
+
+  // Runs `chunk` through the current thread's hook, or run(chunk) when there is none.
+  static absl::StatusOr<PassOutputs> Run(std::span<const BatchRows> chunk, const RunRows& run);
+
+ private:
+  Fn fn_;
+  ChunkHook* outer_;
 };
 
 }  // namespace glimpse::model

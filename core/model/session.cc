@@ -23,24 +23,7 @@ std::vector<float> RopeInverseFrequencies(const ModelWeights& w) {
   return inv_freq;
 }
 
-thread_local BetweenChunks* current_between_chunks = nullptr;
-thread_local bool running_between_chunks = false;
-
 }  // namespace
-
-BetweenChunks::BetweenChunks(std::function<void()> callback)
-    : callback_(std::move(callback)), outer_(current_between_chunks) {
-  current_between_chunks = this;
-}
-
-BetweenChunks::~BetweenChunks() { current_between_chunks = outer_; }
-
-void BetweenChunks::Run() {
-  if (current_between_chunks == nullptr || running_between_chunks) return;
-  running_between_chunks = true;
-  current_between_chunks->callback_();
-  running_between_chunks = false;
-}
 
 Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options)
     : model_(model),
@@ -138,6 +121,7 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
   RETURN_IF_ERROR(ValidateTokens(tokens));
   const int64_t total = static_cast<int64_t>(tokens.size());
   const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
+  const RunRows run = [this](std::span<const BatchRows> rows) { return pass_->Run(rows); };
   const std::vector<int64_t> sizes = HeadSizes();
   const int32_t start_position = next_position_;
   std::vector<float> logits;
@@ -146,7 +130,7 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
     const BatchRows rows{.session = this,
                          .tokens = tokens.subspan(begin, n),
                          .call = {.all_logits = all_logits, .observer = observer}};
-    absl::StatusOr<std::vector<std::vector<float>>> out = pass_->Run(std::span(&rows, 1));
+    absl::StatusOr<PassOutputs> out = ChunkHook::Run(std::span(&rows, 1), run);
     if (!out.ok()) {
       Truncate(sizes, start_position);
       return out.status();
@@ -154,7 +138,6 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
     // Only the final chunk's last row is needed unless every row was asked for.
     if (all_logits || begin + n == total)
       logits.insert(logits.end(), (*out)[0].begin(), (*out)[0].end());
-    if (begin + n < total) BetweenChunks::Run();
   }
   return logits;
 }
@@ -180,6 +163,7 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
   const std::vector<int64_t> sizes = HeadSizes();  // entries per head before the call, to undo it
   const int32_t start_position = next_position_;
   const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
+  const RunRows run = [this](std::span<const BatchRows> rows) { return pass_->Run(rows); };
   std::vector<float> logits;
   for (int64_t begin = 0; begin < total; begin += chunk) {
     const int64_t n = std::min(chunk, total - begin);
@@ -190,7 +174,7 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
     chunk_call.keep_entries = true;
     const BatchRows rows{
         .session = this, .embeddings = embeddings.subspan(begin * D, n * D), .call = chunk_call};
-    absl::StatusOr<std::vector<std::vector<float>>> out = pass_->Run(std::span(&rows, 1));
+    absl::StatusOr<PassOutputs> out = ChunkHook::Run(std::span(&rows, 1), run);
     if (!out.ok()) {
       Truncate(sizes, start_position);
       return out.status();
@@ -198,7 +182,6 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
     if (call.all_logits || begin + n == total) {
       logits.insert(logits.end(), (*out)[0].begin(), (*out)[0].end());
     }
-    if (begin + n < total) BetweenChunks::Run();
   }
   if (!call.keep_entries) Truncate(sizes, start_position);
   return logits;

@@ -88,26 +88,6 @@ struct SessionOptions {
   kernels::KvDType kv_dtype = kernels::KvDType::kF32;
 };
 
-// A callback that every prefill on this thread runs between its chunks while the scope lives:
-// a worker's engine steps its running decodes there, so that a long prompt holds them for one
-// chunk (SessionOptions::prefill_chunk tokens) instead of the whole prompt. The callback must not
-// use the session that is prefilling; scopes nest (the innermost one runs) and a callback that
-// prefills does not run itself again.
-class BetweenChunks {
- public:
-  explicit BetweenChunks(std::function<void()> callback);
-  ~BetweenChunks();
-  BetweenChunks(const BetweenChunks&) = delete;
-  BetweenChunks& operator=(const BetweenChunks&) = delete;
-
-  // Runs the current thread's callback, if any. Session calls it between chunks.
-  static void Run();
-
- private:
-  std::function<void()> callback_;
-  BetweenChunks* outer_;
-};
-
 class Session {
  public:
   Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options = {});

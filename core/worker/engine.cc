@@ -105,6 +105,7 @@ absl::StatusOr<model::GenerationResult> Engine::Decode(
   std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
   joining_.push_back(seq);
+  ++stats_.joining;
   wake_.notify_all();
   bool accepting = true;
   while (true) {
@@ -149,6 +150,7 @@ void Engine::Admit(Sequences& running) {
     std::lock_guard<std::mutex> lock(mu_);
     joined.swap(joining_);
     stats_.running += static_cast<int64_t>(joined.size());
+    stats_.joining -= static_cast<int64_t>(joined.size());
   }
   for (std::shared_ptr<Sequence>& s : joined) {
     s->order = ++joins_;
@@ -164,15 +166,13 @@ void Engine::Loop() {
       return s->stop_requested || static_cast<int64_t>(s->pending.size()) < options_.max_pending;
     });
   };
-  // A job's prefill lets the running sequences (and those that joined meanwhile) step between
-  // its chunks; that time is theirs, not the job's.
+  // A job's prefill chunks carry the next token of every running sequence (and of those that
+  // joined meanwhile); the decode rows' share of those passes is theirs, not the job's.
   double chunk_step_seconds = 0.0;
-  const model::BetweenChunks between_chunks([&] {
-    const auto start = Clock::now();
-    Admit(running);
-    if (!running.empty()) Step(running, parked);
-    chunk_step_seconds += SecondsSince(start);
-  });
+  const model::ChunkHook shared_passes(
+      [&](std::span<const model::BatchRows> chunk, const model::RunRows& run) {
+        return StepWithChunk(chunk, run, running, parked, chunk_step_seconds);
+      });
   bool held = false;  // the first job waits for room in the pool
   while (true) {
     std::shared_ptr<Job> job;
@@ -216,6 +216,7 @@ void Engine::Loop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(joining_);
+    stats_.joining -= static_cast<int64_t>(left.size());
     for (auto& job : jobs_) {
       job->status = absl::CancelledError("the engine stopped");
       job->done = true;
@@ -239,78 +240,141 @@ std::optional<int32_t> Engine::Sample(Sequence& s) {
   return next;
 }
 
+struct Engine::Feed {
+  std::vector<Sequence*> feeding;  // each feeds its unfed token
+  std::vector<int32_t> tokens;     // their tokens, in that order
+  std::vector<Sequence*> finished;
+  std::vector<model::BatchRows> Rows() const {
+    std::vector<model::BatchRows> rows;
+    for (size_t i = 0; i < feeding.size(); ++i) {
+      model::BatchRows& r = rows.emplace_back();
+      r.session = feeding[i]->session;
+      r.tokens = std::span(&tokens[i], 1);
+    }
+    return rows;
+  }
+};
+
+Engine::Feed Engine::Gather(const Sequences& running) {
+  Feed feed;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& s : running) {
+    if (s->stop_requested) {
+      s->state.result().stop = model::StopReason::kCancelled;
+      feed.finished.push_back(s.get());
+      continue;
+    }
+    if (static_cast<int64_t>(s->pending.size()) >= options_.max_pending) continue;
+    if (!s->unfed) {  // just joined: sample from the prompt's logits
+      s->unfed = Sample(*s);
+      if (!s->unfed) {
+        feed.finished.push_back(s.get());
+        continue;
+      }
+    }
+    feed.feeding.push_back(s.get());
+    feed.tokens.push_back(*s->unfed);
+  }
+  return feed;
+}
+
+void Engine::Fed(Feed& feed, std::span<std::vector<float>> logits, double seconds,
+                 bool with_prefill) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < feed.feeding.size(); ++i) {
+    Sequence& s = *feed.feeding[i];
+    s.session->cache().Seal();  // a page a step filled holds final rows
+    s.logits = std::move(logits[i]);
+    s.unfed = Sample(s);
+    if (!s.unfed) feed.finished.push_back(&s);
+  }
+  ++stats_.steps;
+  stats_.rows += static_cast<int64_t>(feed.feeding.size());
+  stats_.step_seconds += seconds;
+  if (with_prefill) ++stats_.steps_with_prefill;
+}
+
+void Engine::Retire(const std::vector<Sequence*>& finished, Sequences& running) {
+  for (Sequence* s : finished) {
+    Finish(*s, absl::OkStatus());
+    Erase(running, s);
+  }
+}
+
 // One step: every running sequence that has a token to feed and room in its consumer's queue feeds
 // it; every sequence that got logits samples its next token (a sequence that just joined samples
 // from its prompt's logits first).
 void Engine::Step(Sequences& running, Sequences& parked) {
   const auto start = Clock::now();
-  std::vector<Sequence*> feeding;
-  std::vector<int32_t> tokens;
-  std::vector<Sequence*> finished;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& s : running) {
-      if (s->stop_requested) {
-        s->state.result().stop = model::StopReason::kCancelled;
-        finished.push_back(s.get());
-        continue;
-      }
-      if (static_cast<int64_t>(s->pending.size()) >= options_.max_pending) continue;
-      if (!s->unfed) {  // just joined: sample from the prompt's logits
-        s->unfed = Sample(*s);
-        if (!s->unfed) {
-          finished.push_back(s.get());
-          continue;
-        }
-      }
-      feeding.push_back(s.get());
-      tokens.push_back(*s->unfed);
-    }
-  }
-  std::vector<model::BatchRows> rows;
-  for (size_t i = 0; i < feeding.size(); ++i) {
-    model::BatchRows& r = rows.emplace_back();
-    r.session = feeding[i]->session;
-    r.tokens = std::span(&tokens[i], 1);
-  }
+  Feed feed = Gather(running);
+  const std::vector<model::BatchRows> rows = feed.Rows();
   if (!rows.empty()) {
-    absl::StatusOr<std::vector<std::vector<float>>> out = pass_.Run(rows);
+    absl::StatusOr<model::PassOutputs> out = pass_.Run(rows);
     const bool memory = !out.ok() && out.status().code() == absl::StatusCode::kResourceExhausted;
     if (memory && options_.make_room) {  // what make_room frees goes first, then the step again
       int64_t bytes = 0;
-      for (const Sequence* s : feeding) bytes += StepPageBytes(s->session->cache());
+      for (const Sequence* s : feed.feeding) bytes += StepPageBytes(s->session->cache());
       options_.make_room(bytes);
       out = pass_.Run(rows);
     }
     if (out.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < feeding.size(); ++i) {
-        Sequence& s = *feeding[i];
-        s.session->cache().Seal();  // a page a step filled holds final rows
-        s.logits = std::move((*out)[i]);
-        s.unfed = Sample(s);
-        if (!s.unfed) finished.push_back(&s);
-      }
-      ++stats_.steps;
-      stats_.rows += static_cast<int64_t>(rows.size());
-      stats_.step_seconds += SecondsSince(start);
-    } else if (out.status().code() == absl::StatusCode::kResourceExhausted && feeding.size() > 1) {
-      Preempt(feeding, out.status(), running, parked);  // the others try again at the next step
+      Fed(feed, *out, SecondsSince(start), /*with_prefill=*/false);
+    } else if (out.status().code() == absl::StatusCode::kResourceExhausted &&
+               feed.feeding.size() > 1) {
+      Preempt(feed.feeding, out.status(), running, parked);  // the others try again next step
     } else {
       if (out.status().code() == absl::StatusCode::kResourceExhausted) {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.failed_for_memory;
       }
-      for (Sequence* s : feeding) {
+      for (Sequence* s : feed.feeding) {
         Finish(*s, out.status());
         Erase(running, s);
       }
     }
   }
-  for (Sequence* s : finished) {
-    Finish(*s, absl::OkStatus());
-    Erase(running, s);
+  Retire(feed.finished, running);
+}
+
+absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::BatchRows> chunk,
+                                                         const model::RunRows& run,
+                                                         Sequences& running, Sequences& parked,
+                                                         double& step_seconds) {
+  const auto start = Clock::now();
+  Admit(running);
+  Feed feed = Gather(running);
+  std::vector<model::BatchRows> rows(chunk.begin(), chunk.end());
+  const std::vector<model::BatchRows> decode_rows = feed.Rows();
+  rows.insert(rows.end(), decode_rows.begin(), decode_rows.end());
+  if (decode_rows.empty()) {
+    Retire(feed.finished, running);
+    return run(chunk);
   }
+  absl::StatusOr<model::PassOutputs> out = run(rows);
+  if (!out.ok()) {
+    // Nothing changed: the chunk runs alone (and fails for its own reasons, if it does), and the
+    // decodes take a step of their own, with its room making and preemption.
+    Retire(feed.finished, running);
+    absl::StatusOr<model::PassOutputs> own = run(chunk);
+    const auto step_start = Clock::now();
+    if (!running.empty()) Step(running, parked);
+    step_seconds += SecondsSince(step_start);
+    return own;
+  }
+  int64_t chunk_rows = 0;
+  for (const model::BatchRows& r : chunk) {
+    chunk_rows += r.tokens.empty() ? static_cast<int64_t>(r.embeddings.size()) /
+                                         r.session->model().config().hidden
+                                   : static_cast<int64_t>(r.tokens.size());
+  }
+  // The decode rows' share of the pass's time is the step's.
+  const double share = SecondsSince(start) * static_cast<double>(decode_rows.size()) /
+                       static_cast<double>(chunk_rows + decode_rows.size());
+  step_seconds += share;
+  Fed(feed, std::span(*out).subspan(chunk.size()), share, /*with_prefill=*/true);
+  Retire(feed.finished, running);
+  out->resize(chunk.size());
+  return out;
 }
 
 absl::Status Engine::Park(Sequence& s, Sequences& running, Sequences& parked) {
@@ -432,6 +496,8 @@ void Engine::Unpark(Sequences& running, Sequences& parked) {
 void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w) {
   const std::string p = std::string(prefix) + "_engine_";
   w.Gauge(p + "running", "Sequences decoding now.", {}, static_cast<double>(s.running));
+  w.Gauge(p + "joining", "Sequences waiting for their first decode step.", {},
+          static_cast<double>(s.joining));
   w.Gauge(p + "parked", "Preempted sequences waiting for the KV pool to take them back.", {},
           static_cast<double>(s.parked));
   w.Gauge(p + "queued_work", "Prefills and other jobs waiting for the engine.", {},
@@ -439,7 +505,12 @@ void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::Sa
   w.Counter(p + "steps_total", "Decode steps.", {}, static_cast<double>(s.steps));
   w.Counter(p + "step_rows_total", "Rows over the decode steps (rows / steps: the mean batch).", {},
             static_cast<double>(s.rows));
-  w.Counter(p + "step_seconds_total", "Time in decode steps.", {}, s.step_seconds);
+  w.Counter(p + "steps_with_prefill_total",
+            "Decode steps that ran in the same forward pass as a prefill chunk.", {},
+            static_cast<double>(s.steps_with_prefill));
+  w.Counter(p + "step_seconds_total",
+            "Time in decode steps (of a pass shared with a prefill chunk, the decode rows' share).",
+            {}, s.step_seconds);
   w.Counter(p + "work_total", "Jobs run between steps (prefills).", {},
             static_cast<double>(s.work_done));
   w.Counter(p + "work_seconds_total", "Time in jobs.", {}, s.work_seconds);

@@ -3,10 +3,16 @@
 //   work   one queued whole-turn job (a prefill with eviction, a lookahead pass: Run), and
 //   step   one forward pass holding the next token of every running sequence (Decode), each
 //          sequence sampled and stopped on its own, so its tokens are those it would produce alone.
-// A sequence joins at the next step and leaves when it stops. A turn's prefill waits for at most
-// one step (or, when the KV pool is short, until it has room: Run); running sequences wait for at
-// most one chunk of a job's prefill (model::BetweenChunks:
-// the engine steps them, and admits sequences that joined meanwhile, between its chunks).
+// A sequence joins at the next step and leaves when it stops. While a job runs, every chunk of its
+// prefill carries a step: the running sequences' rows (and those of sequences that joined
+// meanwhile) go in the same forward pass as the chunk (model::ChunkHook), so they go on during a
+// long prompt, one token per chunk, and each weight is read once for both. A pass the pool cannot
+// hold runs the chunk alone and then a step of its own. A turn's prefill waits for at most one
+// step (or, when the KV pool is short, until it has room: Run).
+//
+// Decode rows in a pass with more than a few rows (a chunk's) go through the blocked fp32 product
+// (model::ForwardPass): their logits agree with a step without a chunk to fp32 rounding, not bit
+// for bit.
 //
 // A sequence's tokens reach its caller through a queue the caller drains on its own thread, so a
 // slow consumer never holds the step: a sequence whose consumer is `max_pending` tokens behind
@@ -64,10 +70,12 @@ struct Parking {
 };
 
 struct EngineStats {
-  int64_t running = 0;      // sequences decoding now
-  int64_t queued_work = 0;  // jobs waiting for the engine
-  int64_t steps = 0;        // decode steps since start
-  int64_t rows = 0;         // decode rows over those steps (rows / steps = mean batch)
+  int64_t running = 0;             // sequences decoding now
+  int64_t joining = 0;             // sequences waiting for their first step
+  int64_t queued_work = 0;         // jobs waiting for the engine
+  int64_t steps = 0;               // decode steps since start
+  int64_t rows = 0;                // decode rows over those steps (rows / steps = mean batch)
+  int64_t steps_with_prefill = 0;  // steps that ran in a prefill chunk's pass
   double step_seconds = 0.0;
   int64_t work_done = 0;
   int64_t work_waited_for_memory = 0;  // jobs that waited for room in the pool
@@ -110,7 +118,20 @@ class Engine {
   void Loop();
   // Moves the sequences that joined since the last look into `running`.
   void Admit(Sequences& running);
+  struct Feed;
+  // Under mu_: the running sequences a step feeds (a sequence that just joined samples its first
+  // token here) and those that stopped.
+  Feed Gather(const Sequences& running);
+  // Takes a step's logits (one per fed sequence) and samples; counts the step.
+  void Fed(Feed& feed, std::span<std::vector<float>> logits, double seconds, bool with_prefill);
+  // Ends the sequences that stopped.
+  void Retire(const std::vector<Sequence*>& finished, Sequences& running);
   void Step(Sequences& running, Sequences& parked);
+  // A job's prefill chunk with a step in its pass (the ChunkHook); adds the step's share of the
+  // time to `step_seconds`.
+  absl::StatusOr<model::PassOutputs> StepWithChunk(std::span<const model::BatchRows> chunk,
+                                                   const model::RunRows& run, Sequences& running,
+                                                   Sequences& parked, double& step_seconds);
   // Moves running `s` to `parked` through its Parking; an error (nothing changed) when it has none
   // or parking fails.
   absl::Status Park(Sequence& s, Sequences& running, Sequences& parked);
@@ -139,9 +160,10 @@ class Engine {
   std::thread thread_;
 };
 
-// Writes `s` as <prefix>_engine_{running, parked, queued_work} gauges and <prefix>_engine_{steps,
-// step_rows, step_seconds, work, work_seconds, work_waited_for_memory, preemptions, resumes,
-// failed_for_memory}_total counters (step_rows_total / steps_total is the mean batch).
+// Writes `s` as <prefix>_engine_{running, joining, parked, queued_work} gauges and
+// <prefix>_engine_{steps, step_rows, steps_with_prefill, step_seconds, work, work_seconds,
+// work_waited_for_memory, preemptions, resumes, failed_for_memory}_total counters (step_rows_total
+// / steps_total is the mean batch).
 void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::SampleWriter& w);
 
 }  // namespace glimpse::worker

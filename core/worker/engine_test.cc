@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/common/status_macros.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
@@ -212,9 +213,9 @@ TEST_F(EngineTest, AStepThatDoesNotFitMakesRoomFirstAndASequenceAloneTooBigFails
                                     (static_cast<int32_t>(a.size()) - 1) % kPage);
 }
 
-// A long prefill job lets the running decodes step between its chunks: they do not wait for the
+// A long prefill job carries the running decodes in its chunks' passes: they do not wait for the
 // whole prompt, and both give what they give alone.
-TEST_F(EngineTest, RunningSequencesStepBetweenTheChunksOfALongPrefill) {
+TEST_F(EngineTest, RunningSequencesStepInThePassesOfALongPrefillsChunks) {
   constexpr int32_t kChunk = 32;
   constexpr int32_t kMax = 120;
   Engine engine(*model_, model::testing::SharedPool());
@@ -258,16 +259,77 @@ TEST_F(EngineTest, RunningSequencesStepBetweenTheChunksOfALongPrefill) {
   int64_t steps_during = 0;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
-                    const int64_t before = engine.Stats().steps;
+                    const int64_t before = engine.Stats().steps_with_prefill;
                     lb = *sb.Forward(b);
-                    steps_during = engine.Stats().steps - before;
+                    steps_during = engine.Stats().steps_with_prefill - before;
                     return absl::OkStatus();
                   })
                   .ok());
   decode.join();
+  // Every chunk but one (the decode's consumer may lag for one) carried a step.
   EXPECT_GE(steps_during, chunks - 1);
   model::Session solo(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
   EXPECT_EQ(lb, *solo.Forward(b));
+}
+
+// When a chunk's pass with the running decodes does not fit the pool, the chunk runs alone and
+// the decodes take a step of their own, which makes room first: here the pool has one free page
+// per head, the chunk and the joining decode each need one, and an idle session holds one more.
+TEST_F(EngineTest, AChunkWhosePassWithTheDecodesDoesNotFitRunsAloneAndTheDecodesStepAfter) {
+  const model::ModelConfig& c = model_->config();
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  constexpr int32_t kMax = 12;
+  const std::vector<int32_t> a = Prompt(kTexts[2]);
+  const std::vector<int32_t> b = Prompt(kTexts[3]);
+  const int32_t page_tokens = static_cast<int32_t>(a.size());  // a's prompt fills one page
+  ASSERT_LE(b.size(), a.size());
+  model::KvPool probe({.page_tokens = page_tokens, .head_dim = c.head_dim});
+  const int64_t page = probe.PageBytes(kernels::KvDType::kF16);
+  model::KvPool pool(
+      {.budget_bytes = heads * 3 * page, .page_tokens = page_tokens, .head_dim = c.head_dim});
+  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  auto idle = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+  int made_room = 0;
+  Engine engine(*model_, model::testing::SharedPool(), {.make_room = [&](int64_t) {
+    ++made_room;
+    idle.reset();
+  }});
+  model::Session sa(*model_, model::testing::SharedPool(), f16);
+  std::vector<float> la;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    la = *sa.Forward(a);
+                    return idle->Forward(std::span(b).first(1)).status();
+                  })
+                  .ok());
+  ASSERT_EQ(pool.stats().used_bytes, heads * 2 * page);
+  const std::vector<int32_t> alone = Alone(a, kMax);  // before the threads, as above
+  model::Session solo(*model_, model::testing::SharedPool(),
+                      {.kv_pool = &probe, .kv_dtype = kernels::KvDType::kF16});
+  const std::vector<float> lb_alone = *solo.Forward(b);
+
+  std::thread decode;
+  model::Session sb(*model_, model::testing::SharedPool(), f16);
+  std::vector<float> lb;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    // a joins while this job holds the engine: its first step is b's pass.
+                    decode = std::thread([&] {
+                      auto sampler = model::Sampler::Create({});
+                      auto r = engine.Decode(sa, *sampler, la, kMax, {});
+                      ASSERT_TRUE(r.ok()) << r.status();
+                      EXPECT_EQ(r->tokens, alone);
+                    });
+                    while (engine.Stats().joining == 0) std::this_thread::yield();
+                    ASSIGN_OR_RETURN(lb, sb.Forward(b));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  decode.join();
+  EXPECT_EQ(lb, lb_alone);
+  EXPECT_EQ(made_room, 1);
+  EXPECT_EQ(idle, nullptr);
+  EXPECT_EQ(engine.Stats().steps_with_prefill, 0);
 }
 
 // A prefill job that needs more of the pool than is free waits while the running sequence holds
