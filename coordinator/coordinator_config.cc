@@ -46,6 +46,8 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
       {"membership.heartbeat_interval", T::kDuration, "1s", "Nodes heartbeat at least this often."},
       {"membership.missed_heartbeats", T::kInt, "3",
        "Missed intervals after which a node is declared dead."},
+      {"membership.forget_dead_after", T::kDuration, "10m",
+       "A node dead this long is forgotten (it may still register again)."},
       {"budgets.kv_bytes_per_token", T::kInt, "23850",
        "KV bytes per token on a decode worker (SmolLM2-135M: 30 layers x 3 kv-heads x 265 B "
        "fp16)."},
@@ -54,6 +56,8 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
       {"admission.default_wait", T::kDuration, "1s",
        "How long a turn waits for memory when the request names no wait."},
       {"admission.max_wait", T::kDuration, "30s", "The longest admission wait a request may ask."},
+      {"admission.max_queued", T::kInt, "256",
+       "Turns waiting for memory at most; one more is refused at once (RESOURCE_EXHAUSTED)."},
       {"admission.demote_under_pressure", T::kBool, "true",
        "Demote the least valuable leases to admit a turn that does not fit."},
       {"routing.prefill_on_decode_tokens", T::kInt, "128",
@@ -96,6 +100,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromConfig(const Config& c) {
   };
   o.membership.heartbeat_interval = c.GetDuration("membership.heartbeat_interval");
   o.membership.missed_heartbeats = static_cast<int>(c.GetInt("membership.missed_heartbeats"));
+  o.membership.forget_dead_after = c.GetDuration("membership.forget_dead_after");
   o.kv_bytes_per_token = c.GetInt("budgets.kv_bytes_per_token");
   o.tenant_budget_bytes = c.GetBytes("budgets.tenant_default");
   for (const std::string& item : c.GetStringList("budgets.tenants")) {
@@ -106,6 +111,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromConfig(const Config& c) {
   }
   o.admission_default_wait = c.GetDuration("admission.default_wait");
   o.admission_max_wait = c.GetDuration("admission.max_wait");
+  o.max_queued_turns = c.GetInt("admission.max_queued");
   o.turn_timeout = c.GetDuration("admission.turn_timeout");
   o.session_idle_ttl = c.GetDuration("sessions.idle_ttl");
   o.demote_under_pressure = c.GetBool("admission.demote_under_pressure");
@@ -122,6 +128,7 @@ absl::StatusOr<CoordinatorOptions> OptionsFromConfig(const Config& c) {
   int64_t bandwidth = c.GetInt("lease.reload_bandwidth");
   for (absl::Status s : {positive("membership.missed_heartbeats", o.membership.missed_heartbeats),
                          positive("budgets.kv_bytes_per_token", o.kv_bytes_per_token),
+                         positive("admission.max_queued", o.max_queued_turns),
                          positive("lease.min_samples", o.lease.min_samples),
                          positive("lease.max_samples", o.lease.max_samples),
                          positive("lease.queue_window", o.lease.queue_window),

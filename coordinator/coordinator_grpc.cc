@@ -217,6 +217,7 @@ grpc::Status CoordinatorGrpc::Stats(grpc::ServerContext*, const v1::StatsRequest
   resp->set_admission_queue(s.queued);
   for (const CoordinatorStats::Tool& t : s.tools) {
     v1::ToolStats* p = resp->add_tools();
+    p->set_tenant(t.tenant);
     p->set_tool_name(t.name);
     p->set_samples(t.samples);
     p->set_ttl_ms(Ms(t.ttl));

@@ -49,7 +49,8 @@ absl::Status CoordinatorService::ValidateRouteLocked(const RouteRequest& r) cons
 
 double CoordinatorService::LostValueLocked(const SessionState& s, absl::Time now) const {
   // P(reuse before the lease ends) × (Q·eta + R(n)): the expected seconds the hot copy saves.
-  double p = estimator_.ReuseProbability(s.tool, now - s.turn_ended, s.lease_expires - s.turn_ended,
+  double p = estimator_.ReuseProbability({s.tenant, s.tool}, now - s.turn_ended,
+                                         s.lease_expires - s.turn_ended,
                                          /*fallback=*/0.5);
   double gain = absl::ToDoubleSeconds(estimator_.QueueDelay()) * estimator_.Eta() +
                 absl::ToDoubleSeconds(estimator_.ReloadCostOf(s.kv_tokens));
@@ -76,8 +77,8 @@ std::vector<CoordinatorService::Victim> CoordinatorService::DemotableLocked(
     if (sid == session) continue;
     const SessionState& v = sessions_.at(sid);
     const double value = LostValueLocked(v, now);
-    const double hold_s = absl::ToDoubleSeconds(
-        estimator_.ExpectedHold(v.tool, now - v.turn_ended, v.lease_expires - v.turn_ended));
+    const double hold_s = absl::ToDoubleSeconds(estimator_.ExpectedHold(
+        {v.tenant, v.tool}, now - v.turn_ended, v.lease_expires - v.turn_ended));
     const double byte_seconds =
         static_cast<double>(std::max<int64_t>(1, v.reserved_bytes)) * std::max(hold_s, 1e-3);
     victims.push_back({&v, value, value / byte_seconds});
@@ -188,7 +189,8 @@ RouteResult CoordinatorService::ApplyRouteLocked(const RouteRequest& r, const Pl
   }
   // The pause since the last EndTurn is the tool's duration unless ToolCallEnded reported it.
   if (!s.tool_reported && s.turn_ended != absl::InfinitePast()) {
-    estimator_.ObserveToolDuration(r.tool.empty() ? s.tool : r.tool, first_attempt - s.turn_ended);
+    estimator_.ObserveToolDuration({s.tenant, r.tool.empty() ? s.tool : r.tool},
+                                   first_attempt - s.turn_ended);
     estimator_dirty_ = true;
   }
   if (!hot && s.turns > 0) {
@@ -261,7 +263,14 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
   absl::Time now = clock_->Now();
   SweepLocked(now);
   if (absl::Status s = ValidateRouteLocked(r); !s.ok()) return s;
-  absl::Time first = first_attempt_.try_emplace(r.session, now).first->second;
+  // A refused session's retries measure their wait from its first attempt; past the bound on
+  // remembered attempts, from this one.
+  absl::Time first = now;
+  if (auto it = first_attempt_.find(r.session); it != first_attempt_.end()) {
+    first = it->second;
+  } else if (first_attempt_.size() < kMaxFirstAttempts) {
+    first_attempt_.emplace(r.session, now);
+  }
   if (r.arrived.has_value() && *r.arrived < first && *r.arrived <= now) first = *r.arrived;
   absl::Duration wait =
       r.max_wait == absl::ZeroDuration() ? options_.admission_default_wait : r.max_wait;
@@ -318,6 +327,15 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
                                                           absl::FormatDuration(now - first)));
     }
     if (ticket == 0) {
+      if (static_cast<int64_t>(queue_.size()) >= options_.max_queued_turns) {
+        ++counters_.rejected;
+        ++counters_.refused_queue_full;
+        estimator_.ObserveAdmission(true);
+        first_attempt_.erase(r.session);
+        return absl::ResourceExhaustedError(
+            absl::StrFormat("%s; the admission queue is full (%d turns wait): try again later",
+                            last.message(), queue_.size()));
+      }
       ticket = next_ticket_++;
       queue_.push_back(ticket);
     }

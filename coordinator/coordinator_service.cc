@@ -220,6 +220,13 @@ void CoordinatorService::ReapLocked(absl::Time now) {
     if (store_failed_.ok()) NoteWriteLocked(store_->DeleteSession(id));
     ++counters_.sessions_forgotten;
   }
+  std::erase_if(first_attempt_,
+                [&](const auto& entry) { return now - entry.second > options_.turn_timeout; });
+  for (const std::string& id : membership_.Forget(now)) {
+    log::Info("dead node forgotten", {{"node", id}});
+    if (store_failed_.ok()) NoteWriteLocked(store_->DeleteNode(id));
+    ++counters_.nodes_forgotten;
+  }
 }
 
 void CoordinatorService::Tick() {
@@ -361,7 +368,7 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurnUnchecked(const EndTurnRe
     estimator_.ObservePrefillQueueDelay(*r.prefill_wait);  // a reload's share of Q
     estimator_dirty_ = true;
   }
-  TtlDecision d = estimator_.Choose(r.tool, r.kv_tokens, r.expected_duration);
+  TtlDecision d = estimator_.Choose({s.tenant, r.tool}, r.kv_tokens, r.expected_duration);
   LeaseResult out{d.ttl, absl::InfinitePast(), d.source, d.reuse_probability, 0};
   s.turn_ended = now;
   s.tool = r.tool;
@@ -427,7 +434,7 @@ absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEndedUnchecked(
         session));
   }
   absl::Duration d = observed.value_or(now - s.turn_ended);
-  estimator_.ObserveToolDuration(s.tool, d);
+  estimator_.ObserveToolDuration({s.tenant, s.tool}, d);
   estimator_dirty_ = true;
   s.tool_reported = true;
   PersistLocked(s);
@@ -501,8 +508,8 @@ CoordinatorStats CoordinatorService::Stats() const {
   st.eta = estimator_.Eta();
   st.pin_cost = estimator_.PinCostWeight();
   for (const LeaseEstimator::ToolSummary& t : estimator_.Tools()) {
-    st.tools.push_back(
-        {t.tool, t.samples, estimator_.Choose(t.tool, 1000, std::nullopt).ttl, t.median});
+    st.tools.push_back({t.tool.tenant, t.tool.tool, t.samples,
+                        estimator_.Choose(t.tool, 1000, std::nullopt).ttl, t.median});
   }
   return st;
 }

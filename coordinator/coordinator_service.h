@@ -65,13 +65,17 @@ struct CoordinatorOptions {
       128;  // new tokens up to this are prefilled on the decode worker
   absl::Duration admission_default_wait = absl::Seconds(1);
   absl::Duration admission_max_wait = absl::Seconds(30);
+  // Turns waiting in the admission queue at most; one more is RESOURCE_EXHAUSTED at once.
+  int64_t max_queued_turns = 256;
   int64_t max_tokens = int64_t{1} << 22;     // a turn or session over this is an absurd request
   absl::Duration max_hint = absl::Hours(1);  // longer tool-duration hints are rejected
   bool demote_under_pressure = true;
   absl::Duration estimator_save_interval = absl::Seconds(5);
   // Housekeeping in Tick, at most once per reap_interval: a turn routed but not ended after
   // turn_timeout (its frontend is gone) loses its reservation; a warm session idle for
-  // session_idle_ttl is forgotten (as if EndSession came, without counting its turns).
+  // session_idle_ttl is forgotten (as if EndSession came, without counting its turns); a node dead
+  // for membership.forget_dead_after is forgotten; a refused session's first attempt (the origin
+  // of its admission wait when it retries) is forgotten after turn_timeout.
   absl::Duration turn_timeout = absl::Minutes(10);
   absl::Duration session_idle_ttl = absl::Hours(24);
   absl::Duration reap_interval = absl::Seconds(10);
@@ -148,11 +152,13 @@ struct CoordinatorStats {
   int64_t routes = 0, hot_hits = 0, rejected = 0;
   int64_t queued = 0;  // turns waiting in the admission queue now
   int64_t demoted_expired = 0, demoted_pressure = 0, demoted_dead_node = 0;
-  int64_t turns_timed_out = 0, sessions_forgotten = 0;
+  int64_t turns_timed_out = 0, sessions_forgotten = 0, nodes_forgotten = 0;
+  int64_t refused_queue_full = 0;  // turns refused because the admission queue was full
   absl::Duration queue_delay;
   double eta = 0;
   double pin_cost = 1;  // the estimator's c
   struct Tool {
+    std::string tenant;
     std::string name;
     int64_t samples;
     absl::Duration ttl;  // for a 1,000-token session now
@@ -287,8 +293,10 @@ class CoordinatorService {
   std::set<std::pair<absl::Time, std::string>> leases_;      // GUARDED_BY(mu_) expiry order
   std::map<std::string, std::vector<std::string>> release_;  // GUARDED_BY(mu_) per node
   std::map<std::string, int64_t> routed_since_heartbeat_;    // GUARDED_BY(mu_)
-  std::map<std::string, absl::Time> first_attempt_;          // GUARDED_BY(mu_) rejected sessions
-  std::deque<uint64_t> queue_;                               // GUARDED_BY(mu_) admission tickets
+  static constexpr size_t kMaxFirstAttempts = size_t{1} << 16;
+  // GUARDED_BY(mu_): when refused sessions first asked (at most kMaxFirstAttempts).
+  std::map<std::string, absl::Time> first_attempt_;
+  std::deque<uint64_t> queue_;      // GUARDED_BY(mu_) admission tickets
   absl::Status store_failed_;       // GUARDED_BY(mu_): the first store write that failed
   uint64_t next_ticket_ = 1;        // GUARDED_BY(mu_)
   absl::Time last_estimator_save_;  // GUARDED_BY(mu_)

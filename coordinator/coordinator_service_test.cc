@@ -467,6 +467,95 @@ TEST_F(CoordinatorServiceTest, AdmissionQueueWaitsForRoomOrItsDeadline) {
   Invariants();
 }
 
+// The admission queue holds max_queued_turns: one more turn is refused at once instead of holding
+// a thread (and a caller) until its deadline; the queued one still gets in.
+TEST_F(CoordinatorServiceTest, AFullAdmissionQueueRefusesTheNextTurnAtOnce) {
+  CoordinatorOptions o = TestOptions();
+  o.max_queued_turns = 1;
+  Start(o);
+  ASSERT_TRUE(svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1000, 7001)).ok());
+  ASSERT_TRUE(svc_->RouteTurn(Turn("big", 0, 900, 0)).ok());
+  RouteRequest waiting = Turn("s1", 0, 500, 0);
+  waiting.no_wait = false;
+  waiting.max_wait = Seconds(30);
+  absl::StatusOr<RouteResult> got = absl::UnknownError("unset");
+  std::thread t([&] { got = svc_->RouteTurn(waiting); });
+  while (svc_->Stats().queued != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RouteRequest second = Turn("s2", 0, 500, 0);
+  second.no_wait = false;
+  second.max_wait = Seconds(30);
+  absl::StatusOr<RouteResult> refused = svc_->RouteTurn(second);  // returns without any wait
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("admission queue is full"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(svc_->Stats().refused_queue_full, 1);
+  EXPECT_EQ(svc_->Stats().queued, 1);
+  ASSERT_TRUE(svc_->EndSession("big").ok());
+  t.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  Invariants();
+}
+
+// A refused caller that queues by itself measures its wait from its first attempt; one that
+// never comes back is forgotten after turn_timeout (the map of first attempts does not grow).
+TEST_F(CoordinatorServiceTest, ARefusedSessionsFirstAttemptIsForgottenAfterTheTurnTimeout) {
+  CoordinatorOptions o = TestOptions();
+  o.turn_timeout = Seconds(5);
+  o.reap_interval = Seconds(1);
+  Start(o);
+  ASSERT_TRUE(svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1000, 7001)).ok());
+  ASSERT_TRUE(svc_->RouteTurn(Turn("big", 0, 900, 0)).ok());
+  EXPECT_EQ(svc_->RouteTurn(Turn("retry", 0, 500, 0)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(svc_->RouteTurn(Turn("gone", 0, 500, 0)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  Pass(Seconds(3));
+  ASSERT_TRUE(svc_->EndSession("big").ok());
+  absl::StatusOr<RouteResult> r = svc_->RouteTurn(Turn("retry", 0, 500, 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->queue_wait, Seconds(3));
+  ASSERT_TRUE(svc_->EndSession("retry").ok());
+  Pass(Seconds(4));  // "gone" asked 7 s ago: past the 5 s turn timeout
+  svc_->Tick();
+  r = svc_->RouteTurn(Turn("gone", 0, 500, 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->queue_wait, absl::ZeroDuration());
+  Invariants();
+}
+
+// A node that stays dead is forgotten after membership.forget_dead_after (and from the store), so
+// ids that never come back do not pile up; it may register again afterwards.
+TEST_F(CoordinatorServiceTest, ANodeDeadForLongIsForgotten) {
+  CoordinatorOptions o = TestOptions();
+  o.membership.forget_dead_after = Seconds(30);
+  o.reap_interval = Seconds(1);
+  Start(o);
+  AddCluster(10'000);
+  // d2 stops heartbeating: dead after 3 s, forgotten 30 s later.
+  auto beat = [&](absl::Duration d) {
+    for (absl::Duration done; done < d; done += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      ASSERT_TRUE(svc_->Heartbeat("d1", {}).ok());
+      ASSERT_TRUE(svc_->Heartbeat("p1", {}).ok());
+      svc_->Tick();
+    }
+  };
+  beat(Seconds(4));
+  EXPECT_EQ(svc_->Stats().nodes_dead, 1);
+  beat(Seconds(20));
+  EXPECT_EQ(svc_->ListNodes(NodeRole::kDecode, true).size(), 2u);  // dead, not yet forgotten
+  beat(Seconds(15));
+  EXPECT_EQ(svc_->ListNodes(NodeRole::kDecode, true).size(), 1u);
+  EXPECT_EQ(svc_->Stats().nodes_dead, 0);
+  EXPECT_EQ(svc_->Stats().nodes_forgotten, 1);
+  absl::StatusOr<StoredState> stored = store_.Load();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->nodes.size(), 2u);  // d1 and p1
+  EXPECT_EQ(svc_->Heartbeat("d2", {}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(svc_->RegisterNode(Node("d2", NodeRole::kDecode, 10'000, 7002)).ok());
+  Invariants();
+}
+
 TEST_F(CoordinatorServiceTest, BadInputIsAClearErrorAndChangesNothing) {
   AddCluster(10'000);
   ASSERT_TRUE(svc_->RouteTurn(Turn("s1", 0, 50, 10)).ok());

@@ -72,10 +72,37 @@ const std::vector<double>& LeaseEstimator::Samples::Sorted() const {
   return sorted;
 }
 
-void LeaseEstimator::ObserveToolDuration(const std::string& tool, absl::Duration d) {
+void LeaseEstimator::ObserveToolDuration(const ToolKey& tool, absl::Duration d) {
   double s = std::max(0.0, absl::ToDoubleSeconds(d));
-  tools_[tool].Add(s, options_.max_samples);
+  Samples& samples = SamplesOf(tool);
+  samples.Add(s, options_.max_samples);
+  samples.last_observed = ++observations_;
   pooled_.Add(s, options_.max_samples);
+}
+
+LeaseEstimator::Samples& LeaseEstimator::SamplesOf(const ToolKey& tool) {
+  if (auto it = tools_.find(tool); it != tools_.end()) return it->second;
+  // The least recently observed of the tenant's tools when it has its share, else of all tools
+  // when they are at the bound.
+  auto least_recent = [&](bool same_tenant) {
+    auto victim = tools_.end();
+    int count = 0;
+    for (auto it = tools_.begin(); it != tools_.end(); ++it) {
+      if (same_tenant && it->first.tenant != tool.tenant) continue;
+      ++count;
+      if (victim == tools_.end() || it->second.last_observed < victim->second.last_observed) {
+        victim = it;
+      }
+    }
+    return std::pair(victim, count);
+  };
+  if (auto [victim, count] = least_recent(true);
+      count >= options_.max_tools_per_tenant && victim != tools_.end()) {
+    tools_.erase(victim);
+  } else if (static_cast<int>(tools_.size()) >= options_.max_tools && !tools_.empty()) {
+    tools_.erase(least_recent(false).first);
+  }
+  return tools_[tool];
 }
 
 void LeaseEstimator::ObserveQueueDelay(absl::Duration d) {
@@ -140,7 +167,7 @@ double LeaseEstimator::Eta() const {
   return std::clamp(*eta, 0.0, 1.0);
 }
 
-const LeaseEstimator::Samples* LeaseEstimator::DistributionFor(const std::string& tool) const {
+const LeaseEstimator::Samples* LeaseEstimator::DistributionFor(const ToolKey& tool) const {
   auto it = tools_.find(tool);
   if (it != tools_.end() && static_cast<int>(it->second.recent.size()) >= options_.min_samples) {
     return &it->second;
@@ -149,7 +176,7 @@ const LeaseEstimator::Samples* LeaseEstimator::DistributionFor(const std::string
   return nullptr;
 }
 
-TtlDecision LeaseEstimator::Choose(const std::string& tool, int64_t kv_tokens,
+TtlDecision LeaseEstimator::Choose(const ToolKey& tool, int64_t kv_tokens,
                                    std::optional<absl::Duration> hint) const {
   TtlDecision d;
   d.gain_s =
@@ -200,7 +227,7 @@ TtlDecision LeaseEstimator::Choose(const std::string& tool, int64_t kv_tokens,
   return d;
 }
 
-double LeaseEstimator::ReuseProbability(const std::string& tool, absl::Duration elapsed,
+double LeaseEstimator::ReuseProbability(const ToolKey& tool, absl::Duration elapsed,
                                         absl::Duration lease_end, double fallback) const {
   const Samples* dist = DistributionFor(tool);
   if (dist == nullptr) return fallback;
@@ -214,7 +241,7 @@ double LeaseEstimator::ReuseProbability(const std::string& tool, absl::Duration 
   return std::clamp((f_end - f_elapsed) / (1.0 - f_elapsed), 0.0, 1.0);
 }
 
-absl::Duration LeaseEstimator::ExpectedHold(const std::string& tool, absl::Duration elapsed,
+absl::Duration LeaseEstimator::ExpectedHold(const ToolKey& tool, absl::Duration elapsed,
                                             absl::Duration lease_end) const {
   const absl::Duration rest = std::max(absl::ZeroDuration(), lease_end - elapsed);
   const Samples* dist = DistributionFor(tool);
@@ -283,10 +310,17 @@ ReloadFit FitReloads(const std::deque<std::pair<double, double>>& points) {
 
 std::string LeaseEstimator::SerializeToJson() const {
   nlohmann::json j;
-  j["version"] = 1;
-  nlohmann::json tools = nlohmann::json::object();
-  for (const auto& [name, samples] : tools_) {
-    tools[name] = std::vector<double>(samples.recent.begin(), samples.recent.end());
+  j["version"] = 2;
+  nlohmann::json tools = nlohmann::json::array();  // [tenant, tool, samples], oldest observed first
+  std::vector<const std::pair<const ToolKey, Samples>*> by_age;
+  for (const auto& entry : tools_) by_age.push_back(&entry);
+  std::sort(by_age.begin(), by_age.end(), [](const auto* x, const auto* y) {
+    return x->second.last_observed < y->second.last_observed;
+  });
+  for (const auto* entry : by_age) {
+    const Samples& samples = entry->second;
+    tools.push_back({entry->first.tenant, entry->first.tool,
+                     std::vector<double>(samples.recent.begin(), samples.recent.end())});
   }
   j["tools"] = tools;
   j["pooled"] = std::vector<double>(pooled_.recent.begin(), pooled_.recent.end());
@@ -303,13 +337,22 @@ std::string LeaseEstimator::SerializeToJson() const {
 
 absl::Status LeaseEstimator::RestoreFromJson(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || j.value("version", 0) != 1) {
-    return absl::DataLossError("estimator state: not a version-1 JSON object");
+  const int version = j.is_object() ? j.value("version", 0) : 0;
+  if (j.is_discarded() || (version != 1 && version != 2)) {
+    return absl::DataLossError("estimator state: not a version-1 or version-2 JSON object");
   }
   try {
-    std::map<std::string, Samples> tools;
-    for (const auto& [name, arr] : j.at("tools").items()) {
-      for (double s : arr.get<std::vector<double>>()) tools[name].Add(s, options_.max_samples);
+    // Version 1 named tools without tenants: they come back as the tools of tenant "".
+    std::vector<std::pair<ToolKey, std::vector<double>>> stored;
+    if (version == 1) {
+      for (const auto& [name, arr] : j.at("tools").items()) {
+        stored.push_back({{"", name}, arr.get<std::vector<double>>()});
+      }
+    } else {
+      for (const auto& t : j.at("tools")) {
+        stored.push_back({{t.at(0).get<std::string>(), t.at(1).get<std::string>()},
+                          t.at(2).get<std::vector<double>>()});
+      }
     }
     Samples pooled;
     for (double s : j.at("pooled").get<std::vector<double>>()) pooled.Add(s, options_.max_samples);
@@ -332,7 +375,13 @@ absl::Status LeaseEstimator::RestoreFromJson(const std::string& text) {
     for (const auto& p : j.value("reloads", nlohmann::json::array())) {
       reloads.emplace_back(p.at(0).get<double>(), p.at(1).get<double>());
     }
-    tools_ = std::move(tools);
+    tools_.clear();
+    observations_ = 0;
+    for (const auto& [key, samples] : stored) {  // oldest first: the bounds keep the newest
+      Samples& into = SamplesOf(key);
+      for (double s : samples) into.Add(s, options_.max_samples);
+      into.last_observed = ++observations_;
+    }
     pooled_ = std::move(pooled);
     queue_delays_s_ = std::move(q);
     queue_delay_sum_s_ = qsum;

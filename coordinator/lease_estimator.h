@@ -28,6 +28,11 @@
 //
 //     tau* = argmax over tau of  F(tau) · (Q·eta + R(n)) − c · tau
 //
+// Tools are scoped per tenant (one tenant's reports never shape another's leases; the pooled
+// distribution below is every tenant's) and bounded, since tenants name them: at most
+// `max_tools_per_tenant` per tenant and `max_tools` in all, the least recently observed going
+// first.
+//
 // Fallbacks, in order, while a tool has fewer than `min_samples` samples (Continuum uses 100): a
 // client hint (a point mass at hint · hint_slack: pin for it when the gain exceeds it, else 0);
 // the pooled distribution of all tools; then, with no distribution at all, `default_ttl`, except
@@ -67,9 +72,18 @@ struct ReloadCost {
 
 enum class PinCost { kContinuum, kPressure };
 
+// A tool as its tenant names it.
+struct ToolKey {
+  std::string tenant;
+  std::string tool;
+  auto operator<=>(const ToolKey&) const = default;
+};
+
 struct LeaseEstimatorOptions {
   int min_samples = 100;
   int max_samples = 1000;  // per tool (and pooled): the most recent are kept
+  int max_tools = 4096;
+  int max_tools_per_tenant = 64;
   absl::Duration default_ttl = absl::Seconds(2);
   absl::Duration max_ttl = absl::Minutes(10);
   double hint_slack = 1.2;
@@ -125,7 +139,7 @@ class LeaseEstimator {
  public:
   explicit LeaseEstimator(LeaseEstimatorOptions options) : options_(options) {}
 
-  void ObserveToolDuration(const std::string& tool, absl::Duration d);
+  void ObserveToolDuration(const ToolKey& tool, absl::Duration d);
   void ObserveQueueDelay(absl::Duration d);
   // How long a reload's prefill waited in its prefill worker's queue (reported at EndTurn).
   void ObservePrefillQueueDelay(absl::Duration d);
@@ -135,17 +149,17 @@ class LeaseEstimator {
   // What reloading `tokens` tokens of a session cost (measured by the worker that did it).
   void ObserveReload(int64_t tokens, absl::Duration took);
 
-  TtlDecision Choose(const std::string& tool, int64_t kv_tokens,
+  TtlDecision Choose(const ToolKey& tool, int64_t kv_tokens,
                      std::optional<absl::Duration> hint) const;
   // P(next turn arrives by `lease_end` | it has not arrived after `elapsed`), from the tool's
   // distribution (or pooled); `fallback` when neither has enough samples.
-  double ReuseProbability(const std::string& tool, absl::Duration elapsed, absl::Duration lease_end,
+  double ReuseProbability(const ToolKey& tool, absl::Duration elapsed, absl::Duration lease_end,
                           double fallback) const;
   // E[min(T, lease_end) − elapsed | T > elapsed] for the next turn's arrival T: how much longer
   // a lease `elapsed` into its pause is expected to hold its memory (until the turn comes or the
   // lease ends). lease_end − elapsed when the tool has no distribution (nor pooled) or no
   // sample exceeds `elapsed`.
-  absl::Duration ExpectedHold(const std::string& tool, absl::Duration elapsed,
+  absl::Duration ExpectedHold(const ToolKey& tool, absl::Duration elapsed,
                               absl::Duration lease_end) const;
 
   // Q = mean admission wait of reloads (default_queue_delay before any) + mean prefill-queue
@@ -159,7 +173,7 @@ class LeaseEstimator {
 
   // For Stats and persistence.
   struct ToolSummary {
-    std::string tool;
+    ToolKey tool;
     int samples;
     absl::Duration median;
   };
@@ -173,13 +187,17 @@ class LeaseEstimator {
     mutable std::vector<double> sorted;  // cache of `recent`, sorted
     mutable std::vector<double> prefix;  // prefix[i] = sorted[0] + ... + sorted[i - 1]
     mutable bool dirty = true;
+    uint64_t last_observed = 0;  // LeaseEstimator::observations_ when last added to
     void Add(double s, int max);
     const std::vector<double>& Sorted() const;
   };
-  const Samples* DistributionFor(const std::string& tool) const;
+  const Samples* DistributionFor(const ToolKey& tool) const;
+  // The samples of `tool`, made room for within the bounds when new.
+  Samples& SamplesOf(const ToolKey& tool);
 
   const LeaseEstimatorOptions options_;
-  std::map<std::string, Samples> tools_;
+  std::map<ToolKey, Samples> tools_;
+  uint64_t observations_ = 0;
   Samples pooled_;
   std::deque<double> queue_delays_s_;
   double queue_delay_sum_s_ = 0;

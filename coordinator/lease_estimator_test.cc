@@ -1,5 +1,9 @@
 #include "coordinator/lease_estimator.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace glimpse::coordinator {
@@ -63,26 +67,26 @@ LeaseEstimatorOptions TestOptions() {
 TEST(LeaseEstimatorTest, ChoosesFromSamplesHintPooledOrDefault) {
   LeaseEstimator e(TestOptions());
   // Nothing known: the default.
-  TtlDecision d = e.Choose("grep", 1000, std::nullopt);
+  TtlDecision d = e.Choose({"", "grep"}, 1000, std::nullopt);
   EXPECT_EQ(d.ttl, absl::Seconds(7));
   EXPECT_EQ(d.source, "default");
-  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
   // G = Q·eta + R = 2·1 + 3 = 5 → tau 3 (see ArgmaxTtlTest).
-  d = e.Choose("grep", 3000, std::nullopt);
+  d = e.Choose({"", "grep"}, 3000, std::nullopt);
   EXPECT_EQ(d.ttl, absl::Seconds(3));
   EXPECT_EQ(d.source, "estimator");
   EXPECT_DOUBLE_EQ(d.reuse_probability, 0.75);
   EXPECT_DOUBLE_EQ(d.gain_s, 5);
   // G = 2 + 1 = 3 → every J < 0 → 0.
-  EXPECT_EQ(e.Choose("grep", 1000, std::nullopt).ttl, absl::ZeroDuration());
+  EXPECT_EQ(e.Choose({"", "grep"}, 1000, std::nullopt).ttl, absl::ZeroDuration());
   // A tool with too few samples: a hint is a point mass at hint·1.2 → pinned when G > 1.2 s.
-  e.ObserveToolDuration("tests", absl::Seconds(30));
-  d = e.Choose("tests", 3000, absl::Seconds(1));
+  e.ObserveToolDuration({"", "tests"}, absl::Seconds(30));
+  d = e.Choose({"", "tests"}, 3000, absl::Seconds(1));
   EXPECT_EQ(d.source, "hint");
   EXPECT_EQ(d.ttl, absl::Milliseconds(1200));
-  EXPECT_EQ(e.Choose("tests", 3000, absl::Seconds(10)).ttl, absl::ZeroDuration());
+  EXPECT_EQ(e.Choose({"", "tests"}, 3000, absl::Seconds(10)).ttl, absl::ZeroDuration());
   // Without a hint: the pooled samples {1, 2, 3, 10, 30}, G = 5 + 5 = 10: J(3) = 3, J(10) = −2 → 3.
-  d = e.Choose("tests", 8000, std::nullopt);
+  d = e.Choose({"", "tests"}, 8000, std::nullopt);
   EXPECT_EQ(d.source, "pooled");
   EXPECT_EQ(d.ttl, absl::Seconds(3));
 }
@@ -105,40 +109,41 @@ TEST(LeaseEstimatorTest, QueueDelayEtaAndReuseProbability) {
   e.ObserveSessionEnd(1);
   e.ObserveSessionEnd(3);
   EXPECT_NEAR(e.Eta(), 0.3125 / 0.6875, 1e-12);
-  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
   // P(d <= 3 | d > 1.5) = (0.75 − 0.25) / 0.75.
-  EXPECT_NEAR(e.ReuseProbability("grep", absl::Milliseconds(1500), absl::Seconds(3), -1), 2.0 / 3,
-              1e-12);
-  EXPECT_DOUBLE_EQ(e.ReuseProbability("grep", absl::Seconds(11), absl::Seconds(20), -1), 0);
+  EXPECT_NEAR(e.ReuseProbability({"", "grep"}, absl::Milliseconds(1500), absl::Seconds(3), -1),
+              2.0 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(e.ReuseProbability({"", "grep"}, absl::Seconds(11), absl::Seconds(20), -1), 0);
   LeaseEstimator fresh(o);
-  EXPECT_DOUBLE_EQ(fresh.ReuseProbability("grep", absl::ZeroDuration(), absl::Seconds(3), 0.5),
-                   0.5);
+  EXPECT_DOUBLE_EQ(
+      fresh.ReuseProbability({"", "grep"}, absl::ZeroDuration(), absl::Seconds(3), 0.5), 0.5);
 }
 
 TEST(LeaseEstimatorTest, ExpectedHoldIsTheConditionalMeanTimeToTheTurnOrTheLeaseEnd) {
   LeaseEstimator e(TestOptions());
-  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
   // 1.5 s into a 3 s lease: the turn comes at 2 or 3 s, or after the lease (10 s) → held 0.5,
   // 1.5 and 1.5 s more: mean 3.5 / 3.
-  EXPECT_NEAR(
-      absl::ToDoubleSeconds(e.ExpectedHold("grep", absl::Milliseconds(1500), absl::Seconds(3))),
-      3.5 / 3, 1e-9);
+  EXPECT_NEAR(absl::ToDoubleSeconds(
+                  e.ExpectedHold({"", "grep"}, absl::Milliseconds(1500), absl::Seconds(3))),
+              3.5 / 3, 1e-9);
   // Every sample past the lease end: held to the end.
-  EXPECT_EQ(e.ExpectedHold("grep", absl::ZeroDuration(), absl::Milliseconds(500)),
+  EXPECT_EQ(e.ExpectedHold({"", "grep"}, absl::ZeroDuration(), absl::Milliseconds(500)),
             absl::Milliseconds(500));
   // Past every sample, or no distribution at all: what is left of the lease.
-  EXPECT_EQ(e.ExpectedHold("grep", absl::Seconds(11), absl::Seconds(20)), absl::Seconds(9));
+  EXPECT_EQ(e.ExpectedHold({"", "grep"}, absl::Seconds(11), absl::Seconds(20)), absl::Seconds(9));
   LeaseEstimator fresh(TestOptions());
-  EXPECT_EQ(fresh.ExpectedHold("grep", absl::Seconds(1), absl::Seconds(4)), absl::Seconds(3));
-  EXPECT_EQ(fresh.ExpectedHold("grep", absl::Seconds(5), absl::Seconds(4)), absl::ZeroDuration());
+  EXPECT_EQ(fresh.ExpectedHold({"", "grep"}, absl::Seconds(1), absl::Seconds(4)), absl::Seconds(3));
+  EXPECT_EQ(fresh.ExpectedHold({"", "grep"}, absl::Seconds(5), absl::Seconds(4)),
+            absl::ZeroDuration());
 }
 
 TEST(LeaseEstimatorTest, FixedTtlAndPressureWeightedPinCost) {
   LeaseEstimatorOptions o = TestOptions();
   o.fixed_ttl = absl::Seconds(4);
   LeaseEstimator fixed(o);
-  for (int s : {1, 2, 3, 10}) fixed.ObserveToolDuration("grep", absl::Seconds(s));
-  TtlDecision d = fixed.Choose("grep", 3000, absl::Seconds(1));
+  for (int s : {1, 2, 3, 10}) fixed.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
+  TtlDecision d = fixed.Choose({"", "grep"}, 3000, absl::Seconds(1));
   EXPECT_EQ(d.ttl, absl::Seconds(4));
   EXPECT_EQ(d.source, "fixed");
 
@@ -147,14 +152,14 @@ TEST(LeaseEstimatorTest, FixedTtlAndPressureWeightedPinCost) {
   o.reclaimable = false;  // leases that are never demoted: c is the measured share of waits
   o.pressure_window = 4;
   LeaseEstimator e(o);
-  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
   EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.01);  // no admissions seen: the floor
   // G = 2 + 3 = 5, c = 0.01: J(10) = 5 − 0.1 is the best → 10 (Continuum's c = 1 gives 3).
-  EXPECT_EQ(e.Choose("grep", 3000, std::nullopt).ttl, absl::Seconds(10));
+  EXPECT_EQ(e.Choose({"", "grep"}, 3000, std::nullopt).ttl, absl::Seconds(10));
   for (bool p : {true, true, true, true, false}) e.ObserveAdmission(p);  // window 4: 3 of 4
   EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.75);
   // c = 0.75: J = 0, 0.5, 1, 1.5, −2.5 → 3.
-  TtlDecision p = e.Choose("grep", 3000, std::nullopt);
+  TtlDecision p = e.Choose({"", "grep"}, 3000, std::nullopt);
   EXPECT_EQ(p.ttl, absl::Seconds(3));
   EXPECT_DOUBLE_EQ(p.pin_cost, 0.75);
   LeaseEstimator continuum(TestOptions());
@@ -175,9 +180,9 @@ TEST(LeaseEstimatorTest, ReclaimableLeasesPinCostIsJeffreysMeanOfZeroWaits) {
   EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.125);  // W = 3
   for (bool p : {true, true, true}) e.ObserveAdmission(p);
   EXPECT_DOUBLE_EQ(e.PinCostWeight(), 0.1);  // the window holds 4
-  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
   // G = 2 + 3 = 5, c = 0.1: J = 0, 1.15, 2.2, 3.45, 4 → 10.
-  TtlDecision d = e.Choose("grep", 3000, std::nullopt);
+  TtlDecision d = e.Choose({"", "grep"}, 3000, std::nullopt);
   EXPECT_EQ(d.ttl, absl::Seconds(10));
   EXPECT_DOUBLE_EQ(d.pin_cost, 0.1);
   EXPECT_EQ(d.source, "estimator");
@@ -191,43 +196,87 @@ TEST(LeaseEstimatorTest, NoDataFallbackIsBreakEvenOnlyForReclaimablePressureLeas
   o.pressure_window = 256;
   LeaseEstimator e(o);
   // G = Q·eta + R = 2·1 + 3 = 5 s, c = 0.5 (no admissions) → 10 s.
-  TtlDecision d = e.Choose("grep", 3000, std::nullopt);
+  TtlDecision d = e.Choose({"", "grep"}, 3000, std::nullopt);
   EXPECT_EQ(d.ttl, absl::Seconds(10));
   EXPECT_EQ(d.source, "break-even");
   EXPECT_DOUBLE_EQ(d.gain_s, 5);
   for (int i = 0; i < 9; ++i) e.ObserveAdmission(false);
   // c = 0.5 / 10 = 0.05 → G / c = 100 s, over max_ttl (60 s).
-  d = e.Choose("grep", 3000, std::nullopt);
+  d = e.Choose({"", "grep"}, 3000, std::nullopt);
   EXPECT_EQ(d.ttl, absl::Seconds(60));
   EXPECT_EQ(d.source, "break-even+capped");
   // G = 2 + 0.5 = 2.5 s → 50 s.
-  EXPECT_EQ(e.Choose("grep", 500, std::nullopt).ttl, absl::Seconds(50));
+  EXPECT_EQ(e.Choose({"", "grep"}, 500, std::nullopt).ttl, absl::Seconds(50));
   // A hint still comes first: a point mass at 1.2 s, worth it (5 − 0.05·1.2 > 0).
-  EXPECT_EQ(e.Choose("grep", 3000, absl::Seconds(1)).ttl, absl::Milliseconds(1200));
+  EXPECT_EQ(e.Choose({"", "grep"}, 3000, absl::Seconds(1)).ttl, absl::Milliseconds(1200));
 
   o.reclaimable = false;  // a commitment: the configured default
   LeaseEstimator committed(o);
-  d = committed.Choose("grep", 3000, std::nullopt);
+  d = committed.Choose({"", "grep"}, 3000, std::nullopt);
   EXPECT_EQ(d.ttl, absl::Seconds(7));
   EXPECT_EQ(d.source, "default");
   o = TestOptions();  // Continuum's c = 1 keeps its default as well
-  EXPECT_EQ(LeaseEstimator(o).Choose("grep", 3000, std::nullopt).ttl, absl::Seconds(7));
+  EXPECT_EQ(LeaseEstimator(o).Choose({"", "grep"}, 3000, std::nullopt).ttl, absl::Seconds(7));
 }
 
 TEST(LeaseEstimatorTest, JsonRoundTripKeepsDecisions) {
   LeaseEstimator e(TestOptions());
-  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration("grep", absl::Seconds(s));
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"", "grep"}, absl::Seconds(s));
   e.ObserveQueueDelay(absl::Seconds(4));
   e.ObservePrefillQueueDelay(absl::Seconds(1));
   e.ObserveSessionEnd(3);
   LeaseEstimator back(TestOptions());
   ASSERT_TRUE(back.RestoreFromJson(e.SerializeToJson()).ok());
-  EXPECT_EQ(back.Choose("grep", 1000, std::nullopt).ttl, e.Choose("grep", 1000, std::nullopt).ttl);
+  EXPECT_EQ(back.Choose({"", "grep"}, 1000, std::nullopt).ttl,
+            e.Choose({"", "grep"}, 1000, std::nullopt).ttl);
   EXPECT_EQ(back.QueueDelay(), absl::Seconds(5));
   EXPECT_EQ(back.Tools().size(), 1u);
   EXPECT_EQ(back.RestoreFromJson("{not json").code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(back.RestoreFromJson(R"({"version":1,"tools":3})").code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(back.RestoreFromJson(R"({"version":2,"tools":[["t"]]})").code(),
+            absl::StatusCode::kDataLoss);
   EXPECT_EQ(back.Tools().size(), 1u);  // a failed restore changes nothing
+}
+
+// Tools are per tenant: the same name means each tenant's own distribution.
+TEST(LeaseEstimatorTest, EachTenantsToolHasItsOwnDistribution) {
+  LeaseEstimator e(TestOptions());
+  for (int s : {1, 1, 1, 1}) e.ObserveToolDuration({"fast", "grep"}, absl::Seconds(s));
+  for (int s : {40, 40, 40, 40}) e.ObserveToolDuration({"slow", "grep"}, absl::Seconds(s));
+  EXPECT_EQ(e.Choose({"fast", "grep"}, 100'000, std::nullopt).ttl, absl::Seconds(1));
+  EXPECT_EQ(e.Choose({"slow", "grep"}, 100'000, std::nullopt).ttl, absl::Seconds(40));
+  EXPECT_EQ(e.Tools().size(), 2u);
+}
+
+// A tenant that names 10,000 tools keeps its newest max_tools_per_tenant; the others' tools stay,
+// and all tools together stay within max_tools.
+TEST(LeaseEstimatorTest, ToolsAreBoundedPerTenantAndInAll) {
+  LeaseEstimatorOptions o = TestOptions();
+  o.max_tools_per_tenant = 8;
+  o.max_tools = 12;
+  LeaseEstimator e(o);
+  for (int s : {1, 2, 3, 10}) e.ObserveToolDuration({"calm", "grep"}, absl::Seconds(s));
+  for (int i = 0; i < 10'000; ++i) {
+    e.ObserveToolDuration({"noisy", "tool" + std::to_string(i)}, absl::Seconds(1));
+  }
+  std::map<std::string, int> per_tenant;
+  for (const LeaseEstimator::ToolSummary& t : e.Tools()) ++per_tenant[t.tool.tenant];
+  EXPECT_EQ(per_tenant["noisy"], 8);
+  EXPECT_EQ(per_tenant["calm"], 1);
+  EXPECT_EQ(e.Choose({"calm", "grep"}, 1000, std::nullopt).source, "estimator");
+  for (const std::string tenant : {"a", "b", "c", "d"}) {
+    e.ObserveToolDuration({tenant, "x"}, absl::Seconds(1));
+  }
+  EXPECT_EQ(e.Tools().size(), 12u);  // calm's grep (least recent) went first
+  EXPECT_EQ(e.Choose({"calm", "grep"}, 1000, std::nullopt).source, "pooled");
+  // The bounds hold through persistence, and tenants come back.
+  LeaseEstimator back(o);
+  ASSERT_TRUE(back.RestoreFromJson(e.SerializeToJson()).ok());
+  EXPECT_EQ(back.Tools().size(), 12u);
+  const std::vector<LeaseEstimator::ToolSummary> tools = back.Tools();
+  EXPECT_TRUE(std::any_of(tools.begin(), tools.end(), [](const auto& t) {
+    return t.tool == ToolKey{"noisy", "tool9999"} && t.samples == 1;
+  }));
 }
 
 TEST(LeaseEstimatorTest, ReloadCostIsFittedToReportedReloads) {

@@ -83,6 +83,11 @@ void RegisterMetrics(CoordinatorService* service, metrics::MetricsRegistry& regi
               s.turns_timed_out);
     w.Counter("glimpse_coordinator_sessions_forgotten_total", "Idle warm sessions dropped.", {},
               s.sessions_forgotten);
+    w.Counter("glimpse_coordinator_nodes_forgotten_total",
+              "Nodes dead for membership.forget_dead_after, dropped.", {}, s.nodes_forgotten);
+    w.Counter("glimpse_coordinator_refused_queue_full_total",
+              "Turns refused at once because the admission queue was full.", {},
+              s.refused_queue_full);
     const char* kDemoted = "Hot copies demoted to warm, by reason.";
     w.Counter("glimpse_coordinator_demoted_total", kDemoted, {{"reason", "expired"}},
               s.demoted_expired);

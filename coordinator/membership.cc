@@ -159,6 +159,19 @@ std::vector<std::string> Membership::Sweep(absl::Time now) {
   return dead;
 }
 
+std::vector<std::string> Membership::Forget(absl::Time now) {
+  std::vector<std::string> gone;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (!it->second.alive && now - it->second.dead_since > options_.forget_dead_after) {
+      gone.push_back(it->first);
+      it = nodes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
 void Membership::Restore(const NodeSpec& spec, absl::Time now) {
   NodeState& node = nodes_[spec.id];
   node.spec = spec;

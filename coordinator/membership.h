@@ -2,7 +2,8 @@
 //
 // A node registers (id, role, addresses, capacity), then heartbeats at least every
 // `heartbeat_interval`; after `missed_heartbeats` intervals without one, Sweep declares it dead and
-// returns it, and routing stops using it. A dead node comes back only by registering again.
+// returns it, and routing stops using it. A dead node comes back only by registering again; one
+// dead for `forget_dead_after` is forgotten (Forget), so ids that never come back do not pile up.
 // Registering an id that is alive at another address or with another role is ALREADY_EXISTS (two
 // processes claiming one id); the same id at the same address is a re-registration (a restarted
 // worker) and keeps the node's state. Every failing call changes nothing.
@@ -24,6 +25,7 @@ namespace glimpse::coordinator {
 struct MembershipOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   int missed_heartbeats = 3;
+  absl::Duration forget_dead_after = absl::Minutes(10);
 };
 
 class Membership {
@@ -37,6 +39,8 @@ class Membership {
 
   // Declares dead every live node whose last heartbeat is older than the timeout; returns them.
   std::vector<std::string> Sweep(absl::Time now);
+  // Removes every node dead for longer than forget_dead_after; returns them.
+  std::vector<std::string> Forget(absl::Time now);
 
   // Restores a node (from the state store after a restart): alive, last heartbeat `now`, so it
   // has a full timeout to heartbeat or re-register.
