@@ -168,10 +168,10 @@ void Engine::Loop() {
   };
   // A job's prefill chunks carry the next token of every running sequence (and of those that
   // joined meanwhile); the decode rows' share of those passes is theirs, not the job's.
-  double chunk_step_seconds = 0.0;
+  JobSteps job_steps;
   const model::ChunkHook shared_passes(
       [&](std::span<const model::BatchRows> chunk, const model::RunRows& run) {
-        return StepWithChunk(chunk, run, running, parked, chunk_step_seconds);
+        return StepWithChunk(chunk, run, running, parked, job_steps);
       });
   bool held = false;  // the first job waits for room in the pool
   while (true) {
@@ -200,16 +200,19 @@ void Engine::Loop() {
         --stats_.queued_work;
       }
       const auto start = Clock::now();
-      chunk_step_seconds = 0.0;
+      job_steps = {};
       const absl::Status status = (*job->work)();
       std::lock_guard<std::mutex> lock(mu_);
       job->status = status;
       job->done = true;
       ++stats_.work_done;
-      stats_.work_seconds += SecondsSince(start) - chunk_step_seconds;
+      stats_.work_seconds += SecondsSince(start) - job_steps.seconds;
       job->cv.notify_all();
     }
-    if (!running.empty()) Step(running, parked);
+    // A job whose chunks carried steps gave the decodes their turn: the next job's chunks (or a
+    // step of their own, when no job is queued) come next, so prefills are not slowed to one per
+    // two steps.
+    if (!running.empty() && !(job && job_steps.count > 0)) Step(running, parked);
   }
   // Stopping: nothing more runs.
   Sequences left;
@@ -339,7 +342,7 @@ void Engine::Step(Sequences& running, Sequences& parked) {
 absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::BatchRows> chunk,
                                                          const model::RunRows& run,
                                                          Sequences& running, Sequences& parked,
-                                                         double& step_seconds) {
+                                                         JobSteps& steps) {
   const auto start = Clock::now();
   Admit(running);
   Feed feed = Gather(running);
@@ -357,8 +360,11 @@ absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::
     Retire(feed.finished, running);
     absl::StatusOr<model::PassOutputs> own = run(chunk);
     const auto step_start = Clock::now();
-    if (!running.empty()) Step(running, parked);
-    step_seconds += SecondsSince(step_start);
+    if (!running.empty()) {
+      Step(running, parked);
+      ++steps.count;
+    }
+    steps.seconds += SecondsSince(step_start);
     return own;
   }
   int64_t chunk_rows = 0;
@@ -370,7 +376,8 @@ absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::
   // The decode rows' share of the pass's time is the step's.
   const double share = SecondsSince(start) * static_cast<double>(decode_rows.size()) /
                        static_cast<double>(chunk_rows + decode_rows.size());
-  step_seconds += share;
+  steps.seconds += share;
+  ++steps.count;
   Fed(feed, std::span(*out).subspan(chunk.size()), share, /*with_prefill=*/true);
   Retire(feed.finished, running);
   out->resize(chunk.size());

@@ -6,9 +6,11 @@
 // A sequence joins at the next step and leaves when it stops. While a job runs, every chunk of its
 // prefill carries a step: the running sequences' rows (and those of sequences that joined
 // meanwhile) go in the same forward pass as the chunk (model::ChunkHook), so they go on during a
-// long prompt, one token per chunk, and each weight is read once for both. A pass the pool cannot
-// hold runs the chunk alone and then a step of its own. A turn's prefill waits for at most one
-// step (or, when the KV pool is short, until it has room: Run).
+// long prompt, one token per chunk, and each weight is read once for both; a job whose chunks
+// carried steps is followed by the next job rather than by a step of their own (as in a mixed
+// batch, every pass moves both). A pass the pool cannot hold runs the chunk alone and then a step
+// of its own. A turn's prefill waits for at most one step (or, when the KV pool is short, until
+// it has room: Run).
 //
 // Decode rows in a pass with more than a few rows (a chunk's) go through the blocked fp32 product
 // (model::ForwardPass): their logits agree with a step without a chunk to fp32 rounding, not bit
@@ -127,11 +129,15 @@ class Engine {
   // Ends the sequences that stopped.
   void Retire(const std::vector<Sequence*>& finished, Sequences& running);
   void Step(Sequences& running, Sequences& parked);
-  // A job's prefill chunk with a step in its pass (the ChunkHook); adds the step's share of the
-  // time to `step_seconds`.
+  // The steps that ran during one job, and their share of its time.
+  struct JobSteps {
+    double seconds = 0.0;
+    int64_t count = 0;
+  };
+  // A job's prefill chunk with a step in its pass (the ChunkHook); counts it in `steps`.
   absl::StatusOr<model::PassOutputs> StepWithChunk(std::span<const model::BatchRows> chunk,
                                                    const model::RunRows& run, Sequences& running,
-                                                   Sequences& parked, double& step_seconds);
+                                                   Sequences& parked, JobSteps& steps);
   // Moves running `s` to `parked` through its Parking; an error (nothing changed) when it has none
   // or parking fails.
   absl::Status Park(Sequence& s, Sequences& running, Sequences& parked);
