@@ -46,6 +46,9 @@ std::vector<ConfigKey> FrontendConfigKeys() {
        "Longest conversation a request may send, in tokens; 0: the model's context - 1."},
       {"limits.default_max_tokens", T::kInt, "256", "Tokens generated when a request says 0."},
       {"limits.max_output_tokens", T::kInt, "4096", "The most tokens a request may ask for."},
+      {"limits.max_calls_per_tenant", T::kInt, "64",
+       "Generate calls one tenant may have in flight; one more is RESOURCE_EXHAUSTED at once "
+       "(0: no limit)."},
       {"limits.max_tool_hint", T::kDuration, "1h",
        "Longest expected_tool_ms / observed_duration_ms accepted (the coordinator's "
        "lease.max_hint)."},
@@ -78,6 +81,11 @@ absl::StatusOr<FrontendOptions> OptionsFromConfig(const Config& c) {
   }
   ASSIGN_OR_RETURN(o.default_max_tokens, PositiveInt32(c, "limits.default_max_tokens"));
   ASSIGN_OR_RETURN(o.max_output_tokens, PositiveInt32(c, "limits.max_output_tokens"));
+  o.max_calls_per_tenant = c.GetInt("limits.max_calls_per_tenant");
+  if (o.max_calls_per_tenant < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("limits.max_calls_per_tenant: %d is negative", o.max_calls_per_tenant));
+  }
   o.default_policy.set_method(c.GetString("policy.method"));
   o.default_policy.set_budget_ratio(c.GetDouble("policy.budget_ratio"));
   o.default_policy.set_codec(c.GetString("policy.codec"));

@@ -56,6 +56,7 @@ absl::Status FrontendService::RunGenerate(grpc::ServerContext* ctx, const v1::Ge
                                           grpc::ServerWriter<v1::GenerateEvent>* writer) {
   Call call(ctx, writer, req);
   ASSIGN_OR_RETURN(call.tenant, Authenticate(*ctx));
+  ASSIGN_OR_RETURN(const TenantCalls::Slot slot, calls_.Enter(call.tenant));
   ASSIGN_OR_RETURN(call.turn, ResolveTurn(req, model_->tokenizer(), limits_));
   call.scoped = ScopedSessionId(call.tenant, req.session_id());
   call.ns = kvstate::MakeNamespaceKey(TenantSalt(salt_secret_, call.tenant), fingerprint_,

@@ -3,12 +3,15 @@
 // "registered" at an address nobody serves stands in for one that fails mid-turn; the streaming
 // path with a real decode worker is covered by the end-to-end tests in tests/.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator_grpc.h"
@@ -77,10 +80,12 @@ struct Coordinator {
 // A frontend served in-process for two tenants, acme and beta.
 struct Frontend {
   Frontend(const std::string& coordinator, const TlsFiles& client_tls = {},
-           const TlsFiles& serve_tls = {}, const TlsFiles& connect_tls = {})
+           const TlsFiles& serve_tls = {}, const TlsFiles& connect_tls = {},
+           int64_t max_calls_per_tenant = 64)
       : metrics(registry) {
     FrontendOptions o;
     o.coordinator_address = coordinator;
+    o.max_calls_per_tenant = max_calls_per_tenant;
     o.client_tls = client_tls;
     o.coordinator_timeout = absl::Seconds(5);
     auto auth = Authenticator::FromMap({{"tok-acme", "acme"}, {"tok-beta", "beta"}}).value();
@@ -160,6 +165,25 @@ std::string DeadAddress() {
   probe->Shutdown(absl::Now());
   return address;
 }
+
+// A port that takes connections (the kernel's listen backlog) and never answers: a decode worker
+// that hangs.
+struct HungAddress {
+  HungAddress() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(listen(fd, 16), 0);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    address = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
+  }
+  ~HungAddress() { close(fd); }
+  int fd;
+  std::string address;
+};
 
 class FrontendGrpcTest : public ::testing::Test {
  protected:
@@ -249,6 +273,41 @@ TEST_F(FrontendGrpcTest, WorkerFailingMidTurnEndsTheTurnAndIsUnavailable) {
   const std::string metrics = frontend_.registry.Render();
   EXPECT_THAT(metrics, HasSubstr("glimpse_frontend_worker_failures_total 2"));
   EXPECT_THAT(metrics, HasSubstr("method=\"Generate\",code=\"UNAVAILABLE\"} 2"));
+}
+
+// A tenant with limits.max_calls_per_tenant Generate calls in flight gets RESOURCE_EXHAUSTED for
+// one more at once; another tenant's call goes on.
+TEST_F(FrontendGrpcTest, ATenantPastItsCallsInFlightIsRefusedAndOthersAreNot) {
+  HungAddress hung;
+  coordinator_.RegisterDecode("d1", hung.address);
+  Frontend limited(coordinator_.address, {}, {}, {}, /*max_calls_per_tenant=*/1);
+  grpc::ClientContext held;
+  Frontend::Authorize(&held, "tok-acme");
+  auto reader = limited.stub->Generate(&held, Frontend::Request("s1"));
+  // Routed (so past the limit check) and hanging on the worker.
+  v1::SessionInfo info;
+  while (!coordinator_.Session(ScopedSessionId("acme", "s1"), &info).ok() ||
+         info.tier() != v1::SESSION_TIER_ACTIVE) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  grpc::Status refused = limited.Generate("tok-acme", Frontend::Request("s2"));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("tenant acme has 1 Generate calls in flight"));
+  EXPECT_FALSE(coordinator_.Session(ScopedSessionId("acme", "s2"), &info).ok());  // never routed
+  // beta is routed too (and hangs on the same worker until its deadline).
+  grpc::ClientContext beta_ctx;
+  Frontend::Authorize(&beta_ctx, "tok-beta");
+  beta_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(4));
+  auto beta = limited.stub->Generate(&beta_ctx, Frontend::Request("s1"));
+  v1::GenerateEvent event;
+  while (beta->Read(&event)) {
+  }
+  EXPECT_EQ(beta->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(coordinator_.Session(ScopedSessionId("beta", "s1"), &info).ok());
+  held.TryCancel();
+  while (reader->Read(&event)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(FrontendGrpcTest, AnotherTenantsSessionLooksUnknown) {

@@ -84,7 +84,8 @@ FrontendService::FrontendService(const FrontendOptions& options, const model::Mo
       metrics_(metrics),
       fingerprint_(fingerprint),
       limits_(std::move(limits)),
-      coordinator_(v1::Coordinator::NewStub(coordinator)) {}
+      coordinator_(v1::Coordinator::NewStub(coordinator)),
+      calls_(options.max_calls_per_tenant) {}
 
 absl::StatusOr<std::string> FrontendService::Authenticate(const grpc::ServerContext& ctx) const {
   const auto& metadata = ctx.client_metadata();

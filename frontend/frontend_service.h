@@ -29,6 +29,7 @@
 #include "core/model/model.h"
 #include "frontend/auth.h"
 #include "frontend/frontend_metrics.h"
+#include "frontend/tenant_calls.h"
 #include "frontend/turn_request.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/decode_worker.grpc.pb.h"
@@ -48,6 +49,7 @@ struct FrontendOptions {
   int32_t default_max_tokens = 256;
   int32_t max_output_tokens = 4096;
   absl::Duration max_tool_hint = absl::Hours(1);
+  int64_t max_calls_per_tenant = 64;  // Generate calls in flight per tenant (tenant_calls.h)
   v1::EvictionPolicy default_policy;  // method "none"/"" keeps everything; codec "" is fp16
 };
 
@@ -126,6 +128,8 @@ class FrontendService final : public v1::Frontend::Service {
   const kvstate::Fingerprint fingerprint_;
   const TurnLimits limits_;
   const std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+
+  TenantCalls calls_;
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // GUARDED_BY(mu_)
