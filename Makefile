@@ -145,6 +145,16 @@ bench-capacity: deps model
 	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_capacity
 	@$(BUILD_DIR)/bench/glimpse_bench_capacity $(BENCH_ARGS)
 
+# Concurrent multi-turn sessions through the cluster against llama.cpp's own server at the same N
+# (llama-server --parallel N --cont-batching, built once from the oracle venv's llama.cpp, ~10 min
+# the first time); tables and ratios on stdout, $(BUILD_DIR)/load_anchor.json; about 2 min a round
+# (BENCH_ARGS="--rounds 3" for medians).
+.PHONY: bench-load
+bench-load: deps model
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_cluster
+	@BUILD_DIR=$(BUILD_DIR) bash bench/run_load_anchor.sh $(BENCH_ARGS)
+
 # The four services through the Frontend API: TTFT by source (recompute / hot / warm) at a
 # ~2K-token history, bytes per turn against full fp16 KV, 8 concurrent sessions against 1; a table
 # on stdout and $(BUILD_DIR)/cluster_bench.json; about 3 min (BENCH_ARGS=--quick: CI size). Builds
