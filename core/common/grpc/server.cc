@@ -59,6 +59,15 @@ class ServiceNamesOption final : public grpc::ServerBuilderOption {
   std::vector<std::string>* names_;
 };
 
+// Leaves server reflection out of one server (the plugin that turns it on is process-wide).
+class NoReflectionOption final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const auto& p) { return p->name() == "proto_server_reflection"; });
+  }
+};
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsFiles& tls) {
   if (tls.cert_file.empty()) {
     if (!tls.key_file.empty() || !tls.ca_file.empty()) {
@@ -112,6 +121,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::vector<std::string> names;
   builder.SetOption(std::make_unique<ServiceNamesOption>(&names));
+  if (!options.reflection) builder.SetOption(std::make_unique<NoReflectionOption>());
 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

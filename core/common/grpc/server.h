@@ -1,7 +1,8 @@
 // GrpcServer: the one way a Glimpse service serves gRPC. Binds (loopback unless configured
 // otherwise), registers the given services plus the standard health service
 // (grpc.health.v1.Health; "" and every registered service name report SERVING until Shutdown)
-// and server reflection, with TLS when a certificate is configured (mutual TLS when a client CA is
+// and, unless turned off, server reflection (which lists every method to whoever connects: off on
+// a public endpoint), with TLS when a certificate is configured (mutual TLS when a client CA is
 // too). Start fails with a clear error on a port in use or an unreadable certificate file.
 //
 // ClientChannel makes the matching client side: plaintext, or TLS verifying the server against a
@@ -42,6 +43,7 @@ struct GrpcServerOptions {
   // connection (HTTP/2 SETTINGS; a client queues beyond it).
   int max_threads = 256;
   int max_concurrent_streams = 128;
+  bool reflection = true;
 };
 
 class GrpcServer {

@@ -40,6 +40,25 @@ TEST(GrpcServerTest, ServesServicesAndHealth) {
   EXPECT_EQ(CheckHealth(*channel, "no.such.Service").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A server without reflection (a public endpoint) does not list its methods, beside one with it in
+// the same process (the plugin that enables reflection is process-wide).
+TEST(GrpcServerTest, ReflectionCanBeLeftOutOfOneServer) {
+  grpctest::EchoService with_echo, without_echo;
+  auto with = GrpcServer::Start({}, {&with_echo});
+  ASSERT_TRUE(with.ok()) << with.status();
+  auto without = GrpcServer::Start({.reflection = false}, {&without_echo});
+  ASSERT_TRUE(without.ok()) << without.status();
+  auto channel = ClientChannel(Local((*without)->port()));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(CallEcho(*channel, "hi").value(), "hi");
+  EXPECT_EQ(CheckHealth(*channel, "grpc.reflection.v1alpha.ServerReflection").status().code(),
+            absl::StatusCode::kNotFound);
+  auto other = ClientChannel(Local((*with)->port()));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(CheckHealth(*other, "grpc.reflection.v1alpha.ServerReflection").value(),
+            HealthCheckResponse::SERVING);
+}
+
 // SetServing(false) (a service that cannot serve past a failure) marks every service NOT_SERVING
 // while calls still reach it; SetServing(true) undoes it.
 TEST(GrpcServerTest, SetServingChangesTheHealthOfEveryService) {

@@ -111,6 +111,8 @@ std::vector<ConfigKey> AllKeys(const ServiceSpec& spec) {
        "Threads serving gRPC calls; a call that finds none is RESOURCE_EXHAUSTED at once."},
       {"grpc.max_concurrent_streams", ConfigType::kInt, "128",
        "Concurrent calls per client connection (HTTP/2); a client queues beyond it."},
+      {"grpc.reflection", ConfigType::kBool, spec.reflection ? "true" : "false",
+       "Serve gRPC server reflection (lists every method to whoever connects)."},
   };
   keys.insert(keys.end(), common.begin(), common.end());
   return keys;
@@ -178,6 +180,7 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
   grpc_options.max_threads = static_cast<int>(config.GetInt("grpc.max_threads"));
   grpc_options.max_concurrent_streams =
       static_cast<int>(config.GetInt("grpc.max_concurrent_streams"));
+  grpc_options.reflection = config.GetBool("grpc.reflection");
   grpc_options.tls = {config.GetString("tls.cert"), config.GetString("tls.key"),
                       config.GetString("tls.client_ca")};
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =

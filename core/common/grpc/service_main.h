@@ -62,6 +62,7 @@ struct ServiceSpec {
   std::string program;  // e.g. "glimpse-cache-node"
   std::string summary;  // one paragraph for --help
   std::vector<ConfigKey> keys;
+  bool reflection = true;  // grpc.reflection's default (a public endpoint: false)
   std::function<absl::StatusOr<std::unique_ptr<RunningService>>(const Config&,
                                                                 metrics::MetricsRegistry&)>
       start;
