@@ -160,18 +160,23 @@ bool KvCache::SealPage(Head& head) {
     kernels::DequantizeKvPageRow(k.data() + r * head_dim_, v.data() + r * head_dim_, view, r,
                                  head_dim_);
   }
-  uint8_t* sealed = pool_->Allocate(dtype_);
-  if (sealed == nullptr) return false;
   const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(RowCodec(dtype_)));
   const int64_t key_bytes = KvGroupedSectionBytes(dtype_, true, page_tokens_, head_dim_);
+  thread_local std::vector<uint8_t> encoded;
+  encoded.resize(static_cast<size_t>(pool_->PageBytes(dtype_)));
   // fp16 rows are inside KIVI's range, so encoding cannot fail; if it did, the page stays fp16.
-  if (!codec.encode(kvpage::Role::kKeys, k.data(), page_tokens_, head_dim_, 0, sealed).ok() ||
-      !codec.encode(kvpage::Role::kValues, v.data(), page_tokens_, head_dim_, 0, sealed + key_bytes)
+  if (!codec.encode(kvpage::Role::kKeys, k.data(), page_tokens_, head_dim_, 0, encoded.data())
+           .ok() ||
+      !codec
+           .encode(kvpage::Role::kValues, v.data(), page_tokens_, head_dim_, 0,
+                   encoded.data() + key_bytes)
            .ok()) {
-    pool_->Free(dtype_, sealed);
     return false;
   }
-  pool_->Free(filling_, head.pages[p]);
+  // The fp16 page's bytes count as free for the sealed one, so a full pool still seals.
+  uint8_t* sealed = pool_->Exchange(filling_, head.pages[p], dtype_);
+  if (sealed == nullptr) return false;
+  std::memcpy(sealed, encoded.data(), encoded.size());
   head.pages[p] = sealed;
   ++head.sealed;
   return true;

@@ -319,6 +319,33 @@ TEST(KvCacheTest, ReencodeMovesEveryHeadIntoTheNewFormat) {
             absl::StatusCode::kFailedPrecondition);  // a private fp32 cache stays fp32
 }
 
+// A pool full of fp16 pages still seals: the full page's bytes pay for its (smaller) KIVI page.
+TEST(KvCacheTest, AFullPoolStillSealsAFullPage) {
+  constexpr int32_t kDim = 64;
+  constexpr int64_t n = 64;  // one full page
+  KvPool probe({.page_tokens = 64, .head_dim = kDim});
+  KvPool pool(
+      {.budget_bytes = probe.PageBytes(KvDType::kF16), .page_tokens = 64, .head_dim = kDim});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> k(n * kDim), v(n * kDim);
+  for (float& x : k) x = dist(rng);
+  for (float& x : v) x = dist(rng);
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+  KvCache cache(1, 1, kDim, &pool, KvDType::kKivi4);
+  ASSERT_TRUE(cache.Append(0, 0, k.data(), v.data(), pos.data(), n).ok());
+  ASSERT_EQ(pool.stats().used_bytes, pool.budget_bytes());
+  cache.Seal();
+  const KvPool::Stats s = pool.stats();
+  EXPECT_EQ(s.used_pages[static_cast<size_t>(KvDType::kKivi4)], 1);
+  EXPECT_EQ(s.used_pages[static_cast<size_t>(KvDType::kF16)], 0);
+  EXPECT_LE(s.held_bytes, s.budget_bytes);
+  const KvHead got = cache.Read(0, 0);
+  EXPECT_EQ(got.keys, KiviHeld(kvpage::Codec::kKivi4, kvpage::Role::kKeys, k, n, kDim));
+  EXPECT_EQ(got.values, KiviHeld(kvpage::Codec::kKivi4, kvpage::Role::kValues, v, n, kDim));
+}
+
 TEST(KvCacheTest, AFullPoolRefusesAnAppendAndTheHeadKeepsWhatItHad) {
   constexpr int32_t kDim = 8;
   KvPool pool({.page_tokens = 4, .head_dim = kDim});

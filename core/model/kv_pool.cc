@@ -121,6 +121,27 @@ uint8_t* KvPool::Allocate(kernels::KvDType dtype) {
   return page;
 }
 
+uint8_t* KvPool::Exchange(kernels::KvDType from, uint8_t* page, kernels::KvDType to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint8_t*>& list = free_lists_[Index(to)];
+  uint8_t* out = nullptr;
+  if (!list.empty()) {
+    out = list.back();
+    list.pop_back();
+    free_lists_[Index(from)].push_back(page);  // kept for reuse, as Free does
+  } else {
+    const int64_t from_bytes = PageBytes(from), to_bytes = PageBytes(to);
+    if (!MakeRoom(to_bytes - from_bytes, to)) return nullptr;
+    out = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, static_cast<size_t>(to_bytes)));
+    if (out == nullptr) return nullptr;
+    std::free(page);
+    held_bytes_ += to_bytes - from_bytes;
+  }
+  --used_[Index(from)];
+  ++used_[Index(to)];
+  return out;
+}
+
 void KvPool::Free(kernels::KvDType dtype, uint8_t* page) {
   if (page == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);

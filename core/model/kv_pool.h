@@ -52,6 +52,10 @@ class KvPool {
   uint8_t* Allocate(kernels::KvDType dtype);
   // Returns a page Allocate(dtype) gave.
   void Free(kernels::KvDType dtype, uint8_t* page);
+  // A page of `to` in place of `page` (of `from`), whose bytes count as free for it: a full pool
+  // can still turn a page into a smaller format. `page` is gone when this returns a page (its
+  // contents are not copied); on nullptr (no room even so) it is untouched and still in use.
+  uint8_t* Exchange(kernels::KvDType from, uint8_t* page, kernels::KvDType to);
 
   struct Stats {
     int64_t budget_bytes = 0;                     // 0: none
