@@ -9,9 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -131,13 +135,23 @@ class HttpServerImpl final : public HttpServer {
         wake_write_(std::move(wake_write)),
         port_(port),
         io_timeout_(io_timeout),
-        routes_(routes.begin(), routes.end()),
-        thread_([this] { AcceptLoop(); }) {}
+        routes_(routes.begin(), routes.end()) {
+    for (int i = 0; i < kHttpConnectionThreads; ++i) {
+      workers_.emplace_back([this] { ServeLoop(); });
+    }
+    thread_ = std::thread([this] { AcceptLoop(); });
+  }
 
   ~HttpServerImpl() override {
     const char c = 'x';
-    (void)!write(wake_write_.get(), &c, 1);  // wakes every poll in the server thread
+    (void)!write(wake_write_.get(), &c, 1);  // wakes every poll in the server's threads
     thread_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : workers_) t.join();
   }
 
   int port() const override { return port_; }
@@ -147,7 +161,25 @@ class HttpServerImpl final : public HttpServer {
     for (;;) {
       if (!WaitFor(listen_fd_.get(), POLLIN, absl::InfiniteFuture(), wake_read_.get())) return;
       Fd conn(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (conn.get() >= 0) Serve(conn.get());
+      if (conn.get() < 0) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queued_.size() >= kHttpMaxQueued) continue;  // closed: too many wait already
+      queued_.push_back(std::move(conn));
+      ready_.notify_one();
+    }
+  }
+
+  void ServeLoop() {
+    for (;;) {
+      Fd conn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return stopping_ || !queued_.empty(); });
+        if (stopping_) return;  // connections still queued are closed with the deque
+        conn = std::move(queued_.front());
+        queued_.pop_front();
+      }
+      Serve(conn.get());
     }
   }
 
@@ -181,7 +213,12 @@ class HttpServerImpl final : public HttpServer {
   const int port_;
   const absl::Duration io_timeout_;
   const std::map<std::string, Handler, std::less<>> routes_;
-  std::thread thread_;  // last: starts after everything above is set
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<Fd> queued_;  // GUARDED_BY(mu_): accepted, waiting for a connection thread
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::vector<std::thread> workers_;
+  std::thread thread_;  // accepts; started last
 };
 
 absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passive) {

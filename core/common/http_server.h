@@ -1,8 +1,11 @@
 // A minimal HTTP/1.1 server for operational endpoints: Prometheus /metrics, /healthz. Not for
-// data. One accept thread; each connection is served on that thread (requests are small and the
-// handlers quick), then closed (Connection: close). Only GET is served: any other method is 405,
-// an unknown path 404, a request line or header block over 8 KiB or malformed 400; a client that
-// stalls for more than 5 s is dropped. Binds to 127.0.0.1 unless told otherwise.
+// data. One accept thread hands connections to kHttpConnectionThreads threads, each serving one
+// connection at a time, then closing it (Connection: close), so a few stalled clients cannot keep
+// a health probe waiting; connections accepted beyond kHttpMaxQueued waiting ones are closed at
+// once. Only GET is served: any other method is 405, an unknown path 404, a request line or
+// header block over 8 KiB or malformed 400; a client that stalls for more than io_timeout (2 s)
+// is dropped. Handlers may run on several threads at once. Binds to 127.0.0.1 unless told
+// otherwise.
 #pragma once
 
 #include <functional>
@@ -26,12 +29,15 @@ struct HttpServerOptions {
   int port = 0;  // 0: an ephemeral port (see HttpServer::port())
   // A client that has not sent its whole request (or taken the response) by then is dropped;
   // the budget is per connection, so a client trickling bytes cannot hold the thread longer.
-  absl::Duration io_timeout = absl::Seconds(5);
+  absl::Duration io_timeout = absl::Seconds(2);
 };
+
+inline constexpr int kHttpConnectionThreads = 4;
+inline constexpr size_t kHttpMaxQueued = 64;
 
 class HttpServer {
  public:
-  using Handler = std::function<HttpResponse()>;  // called on the server thread
+  using Handler = std::function<HttpResponse()>;  // called on a connection thread
 
   // Binds and starts serving; errors name the address (e.g. port in use).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,

@@ -106,8 +106,22 @@ TEST(HttpServerTest, StalledClientIsDroppedAndOthersAreServedAfter) {
   EXPECT_EQ(HttpGet("127.0.0.1", server->port(), "/metrics").value(), "m 1\n");
 }
 
+// Stalled clients hold one connection thread each, not the server: with a budget far past
+// HttpGet's own 10 s deadline, a GET beside kHttpConnectionThreads - 1 stalled clients is served.
+TEST(HttpServerTest, StalledClientsDoNotHoldOthers) {
+  HttpServerOptions options;
+  options.io_timeout = absl::Minutes(5);
+  auto server = StartOrDie(options);
+  std::vector<int> stalled;
+  for (int i = 0; i + 1 < kHttpConnectionThreads; ++i) stalled.push_back(Connect(server->port()));
+  EXPECT_EQ(HttpGet("127.0.0.1", server->port(), "/metrics").value(), "m 1\n");
+  for (int fd : stalled) close(fd);
+}
+
 TEST(HttpServerTest, DestructorInterruptsAConnectedClient) {
-  auto server = StartOrDie();  // default 5 s budget: the destructor must not wait for it
+  HttpServerOptions options;
+  options.io_timeout = absl::Minutes(5);  // the destructor must not wait for it
+  auto server = StartOrDie(options);
   const int fd = Connect(server->port());
   const absl::Time start = absl::Now();
   server.reset();
