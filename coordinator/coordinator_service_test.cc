@@ -66,6 +66,18 @@ class CoordinatorServiceTest : public ::testing::Test {
       }
     }
   }
+  // Registers d1 (1,000 bytes), fills it with the turn "big" and starts a turn of `session` that
+  // waits up to 30 s for room (its result into `got`); returns once it is queued.
+  std::thread QueueBehindABigTurn(const std::string& session, absl::StatusOr<RouteResult>* got) {
+    EXPECT_TRUE(svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1000, 7001)).ok());
+    EXPECT_TRUE(svc_->RouteTurn(Turn("big", 0, 900, 0)).ok());
+    RouteRequest waiting = Turn(session, 0, 500, 0);
+    waiting.no_wait = false;
+    waiting.max_wait = Seconds(30);
+    std::thread t([this, waiting, got] { *got = svc_->RouteTurn(waiting); });
+    while (svc_->Stats().queued != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return t;
+  }
   void Invariants() {
     std::string why;
     EXPECT_TRUE(svc_->CheckInvariants(&why)) << why;
@@ -435,15 +447,9 @@ TEST_F(CoordinatorServiceTest, TenantBudgetIsEnforced) {
 }
 
 TEST_F(CoordinatorServiceTest, AdmissionQueueWaitsForRoomOrItsDeadline) {
-  ASSERT_TRUE(svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1000, 7001)).ok());
-  ASSERT_TRUE(svc_->RouteTurn(Turn("big", 0, 900, 0)).ok());
   // Admitted once "big" ends.
-  RouteRequest waiting = Turn("s1", 0, 500, 0);
-  waiting.no_wait = false;
-  waiting.max_wait = Seconds(30);
   absl::StatusOr<RouteResult> got = absl::UnknownError("unset");
-  std::thread t([&] { got = svc_->RouteTurn(waiting); });
-  while (svc_->Stats().queued != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread t = QueueBehindABigTurn("s1", &got);
   EXPECT_FALSE(svc_->GetSession("s1").ok());  // waiting
   ASSERT_TRUE(svc_->EndSession("big").ok());
   t.join();
@@ -473,14 +479,8 @@ TEST_F(CoordinatorServiceTest, AFullAdmissionQueueRefusesTheNextTurnAtOnce) {
   CoordinatorOptions o = TestOptions();
   o.max_queued_turns = 1;
   Start(o);
-  ASSERT_TRUE(svc_->RegisterNode(Node("d1", NodeRole::kDecode, 1000, 7001)).ok());
-  ASSERT_TRUE(svc_->RouteTurn(Turn("big", 0, 900, 0)).ok());
-  RouteRequest waiting = Turn("s1", 0, 500, 0);
-  waiting.no_wait = false;
-  waiting.max_wait = Seconds(30);
   absl::StatusOr<RouteResult> got = absl::UnknownError("unset");
-  std::thread t([&] { got = svc_->RouteTurn(waiting); });
-  while (svc_->Stats().queued != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread t = QueueBehindABigTurn("s1", &got);
   RouteRequest second = Turn("s2", 0, 500, 0);
   second.no_wait = false;
   second.max_wait = Seconds(30);
