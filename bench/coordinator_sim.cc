@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "coordinator/coordinator_service.h"
+#include "core/common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace glimpse::coordinator::sim {
@@ -344,7 +345,7 @@ absl::StatusOr<Result> Simulate(const std::vector<SessionSpec>& workload,
   Result result;
   result.policy = policy.name;
   Simulation sim(workload, cluster, figures, svc->get(), &clock, clock.Now());
-  if (absl::Status st = sim.Run(&result); !st.ok()) return st;
+  RETURN_IF_ERROR(sim.Run(&result));
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/common/status_macros.h"
 #include "core/kvstate/test_state.h"
 #include "core/kvstate/transfer_header.h"
 #include "core/transport/loopback/loopback_transport.h"
@@ -65,7 +66,7 @@ class CacheNodeServiceTest : public ::testing::Test {
     bufs.insert(bufs.end(), pages.begin(), pages.end());
     auto id = client_->Submit(*peer_, bufs);
     if (!id.ok()) return id.status();
-    if (absl::Status st = client_->Wait(*id, absl::InfiniteFuture()); !st.ok()) return st;
+    RETURN_IF_ERROR(client_->Wait(*id, absl::InfiniteFuture()));
     return node_->CommitPut(ticket->ticket, absl::Now() + absl::Seconds(10));
   }
 

@@ -6,11 +6,12 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/router.h"
 #include "core/common/log.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::coordinator {
 
 absl::Status CoordinatorService::ValidateRouteLocked(const RouteRequest& r) const {
-  if (absl::Status s = Membership::ValidateId("session_id", r.session); !s.ok()) return s;
+  RETURN_IF_ERROR(Membership::ValidateId("session_id", r.session));
   auto it = sessions_.find(r.session);
   if (it == sessions_.end() || !r.tenant.empty()) {
     if (absl::Status s = Membership::ValidateId("tenant", r.tenant); !s.ok()) {
@@ -120,9 +121,7 @@ absl::StatusOr<CoordinatorService::Plan> CoordinatorService::PlanAdmissionLocked
   const std::vector<Victim> victims = DemotableLocked(session, clock_->Now());
   Plan plan;
   std::map<std::string, int64_t> freed;  // per worker, by the tenant's victims and the session
-  if (absl::Status st = PlanTenantLocked(session, tenant, need, victims, &plan, &freed); !st.ok()) {
-    return st;
-  }
+  RETURN_IF_ERROR(PlanTenantLocked(session, tenant, need, victims, &plan, &freed));
   std::vector<DecodeCandidate> candidates = DecodeCandidatesLocked();
   if (only_worker != nullptr) {
     std::erase_if(candidates, [&](const DecodeCandidate& c) { return c.id != *only_worker; });
@@ -262,7 +261,7 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
   std::unique_lock<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
-  if (absl::Status s = ValidateRouteLocked(r); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateRouteLocked(r));
   // A refused session's retries measure their wait from its first attempt; past the bound on
   // remembered attempts, from this one.
   absl::Time first = now;

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
     return absl::InvalidArgumentError("heartbeat interval must be > 0 and missed heartbeats >= 1");
   }
   auto service = std::unique_ptr<CoordinatorService>(new CoordinatorService(options, clock, store));
-  if (absl::Status s = service->Restore(); !s.ok()) return s;
+  RETURN_IF_ERROR(service->Restore());
   return service;
 }
 
@@ -72,7 +72,7 @@ absl::Status CoordinatorService::Restore() {
     sessions_[s.id] = s;
   }
   if (!state->estimator_json.empty()) {
-    if (absl::Status st = estimator_.RestoreFromJson(state->estimator_json); !st.ok()) return st;
+    RETURN_IF_ERROR(estimator_.RestoreFromJson(state->estimator_json));
   }
   SweepLocked(now);  // leases that ended while the coordinator was down
   log::Info("coordinator state restored", {{"nodes", static_cast<long long>(state->nodes.size())},
@@ -278,7 +278,7 @@ absl::StatusOr<std::vector<std::string>> CoordinatorService::HeartbeatUnchecked(
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
-  if (absl::Status st = membership_.Heartbeat(node, load, now); !st.ok()) return st;
+  RETURN_IF_ERROR(membership_.Heartbeat(node, load, now));
   routed_since_heartbeat_.erase(node);
   std::vector<std::string> out;
   auto it = release_.find(node);
@@ -293,7 +293,7 @@ absl::StatusOr<int> CoordinatorService::DeregisterUnchecked(const std::string& n
   std::lock_guard<std::mutex> lock(mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
-  if (absl::Status st = membership_.Deregister(node); !st.ok()) return st;
+  RETURN_IF_ERROR(membership_.Deregister(node));
   int demoted = 0;
   for (auto& [sid, s] : sessions_) {
     if (s.decode_worker == node && s.tier != SessionTier::kWarm) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::coordinator {
 
@@ -70,7 +71,7 @@ absl::Status Membership::ValidateUcxAddresses(const NodeSpec& spec) {
 }
 
 absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
-  if (absl::Status s = ValidateId("node_id", spec.id); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateId("node_id", spec.id));
   if (spec.role != NodeRole::kPrefill && spec.role != NodeRole::kDecode &&
       spec.role != NodeRole::kCache) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -82,7 +83,7 @@ absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "node %s: grpc_address \"%s\" is not host:port", spec.id, spec.grpc_address));
   }
-  if (absl::Status s = ValidateUcxAddresses(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateUcxAddresses(spec));
   if (spec.capacity_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("node %s: capacity_bytes %d is negative", spec.id, spec.capacity_bytes));
@@ -95,7 +96,7 @@ absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
 }
 
 absl::StatusOr<bool> Membership::Register(const NodeSpec& spec, absl::Time now) {
-  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateSpec(spec));
   auto it = nodes_.find(spec.id);
   bool known = it != nodes_.end();
   if (known && it->second.alive &&

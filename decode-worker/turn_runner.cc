@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "core/common/stopwatch.h"
 #include "core/model/generator.h"
 #include "core/model/text_stream.h"
 #include "core/worker/cache_parking.h"
@@ -14,10 +15,6 @@ namespace glimpse::decode_worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 HotSession EmptySession(const model::Model& model, kernels::ThreadPool& pool,
                         const model::SessionOptions& options, const kvstate::NamespaceKey& ns) {

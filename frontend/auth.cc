@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "core/common/log.h"
+#include "core/common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace glimpse::frontend {
@@ -76,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::FromMap(
   auth->enabled_ = true;
   for (const auto& [token, tenant] : token_to_tenant) {
     if (token.empty()) return absl::InvalidArgumentError("a token is empty");
-    if (absl::Status s = ValidateTenant(tenant); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateTenant(tenant));
     auth->digest_to_tenant_[Sha256(token)] = tenant;
   }
   if (auth->digest_to_tenant_.empty()) return absl::InvalidArgumentError("no tokens configured");

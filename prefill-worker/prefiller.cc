@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "core/common/stopwatch.h"
 #include "core/model/forward_pass.h"
 #include "core/worker/prefill_delivery.h"
 
@@ -13,10 +14,6 @@ namespace glimpse::prefill_worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 }  // namespace
 

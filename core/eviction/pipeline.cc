@@ -37,6 +37,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/common/stopwatch.h"
 #include "core/eviction/lookahead_module.h"
 #include "core/eviction/lookahead_pass.h"
 #include "core/eviction/recall.h"
@@ -46,10 +47,6 @@ namespace glimpse::eviction {
 namespace {
 
 using HeadScores = std::vector<std::vector<std::vector<float>>>;  // [layer][kv_head][entry]
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Queries of the turn's last tokens that recall scores cold pages with when the scorer has no
 // window of its own (LookaheadKV): as many as the pipeline's default recent window.

@@ -3,15 +3,9 @@
 #include <chrono>
 
 #include "core/common/status_macros.h"
+#include "core/common/stopwatch.h"
 
 namespace glimpse::model {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
                                           std::span<const int32_t> prompt, int32_t max_tokens,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/common/stopwatch.h"
 
 namespace glimpse::worker {
 namespace {
@@ -17,10 +18,6 @@ constexpr auto kRoomRetry = std::chrono::milliseconds(20);
 // How long a job waits for room once no sequence runs: pages held outside the engine (a turn that
 // just ended storing its state, then an idle hot copy make_room drops) come back within it.
 constexpr auto kIdleRoomWait = std::chrono::seconds(5);
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Removes `s` from `from` (where it is).
 template <typename T>

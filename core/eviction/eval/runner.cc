@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/common/stopwatch.h"
 #include "core/eviction/eval/cache_contents.h"
 #include "core/eviction/eval/continuation.h"
 #include "core/eviction/eval/laq.h"
@@ -20,10 +21,6 @@ namespace glimpse::eviction::eval {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Arms share a scorer when their scorer configs are equal.
 std::string ScorerKey(const ScorerConfig& c) {
