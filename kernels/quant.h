@@ -6,8 +6,14 @@
 //   Q4_0: 32 elems = { fp16 d; uint8 qs[16] }                x = d·(nib − 8)      (18 bytes)
 //   Q4_1: 32 elems = { fp16 d; fp16 m; uint8 qs[16] }        x = d·nib + m        (20 bytes)
 // where element j < 16 is the low nibble of qs[j] and element j ≥ 16 the high nibble of qs[j−16].
+// K-quants (llama.cpp's "k" formats, super-blocks of 256 elements in 8 or 16 sub-blocks, each with
+// its own 6- or 8-bit scale; the layouts and decoding of ggml-quants.c's dequantize_row_q*_K):
+//   Q4_K: { fp16 d, dmin; uint8 scales[12]; uint8 qs[128] }     x = d·sc·q − dmin·m    (144 bytes)
+//   Q5_K: { fp16 d, dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128] }              (176 bytes)
+//   Q6_K: { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; fp16 d }   x = d·sc·(q − 32)  (210 bytes)
 // F32, F16 (IEEE half) and BF16 are plain arrays. Row lengths of block formats must be multiples
-// of 32. All functions are thread-compatible (no shared state) and never allocate.
+// of BlockElems (32; 256 for K-quants). All functions are thread-compatible (no shared state) and
+// never allocate.
 #pragma once
 
 #include <cstddef>
@@ -21,13 +27,16 @@ enum class DType : uint32_t {
   kQ4_0 = 2,
   kQ4_1 = 3,
   kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
   kBF16 = 30,
 };
 
 // True when `ggml_type` is one of the DType values above.
 bool IsSupportedDType(uint32_t ggml_type);
 const char* DTypeName(DType type);
-// Elements per block (1 for plain types, 32 for block formats).
+// Elements per block (1 for plain types, 32 for block formats, 256 for K-quants).
 int64_t BlockElems(DType type);
 // Bytes per block.
 int64_t BlockBytes(DType type);
@@ -48,6 +57,8 @@ void DequantizeRow(float* out, const void* in, DType type, int64_t n);
 // quantised (GGML's vec_dot rounds x to Q8_0, which moves logits by ~0.3 and flips greedy tokens
 // against the fp32 oracle); decode still reads only the quantised weight bytes. Block formats sum
 // per block and scale once: Q8_0 Σ_b d·Σ q·x, Q4_0 and Q4_1 Σ_b d·Σ nib·x + m·Σ x (Q4_0: m = −8·d).
+// K-quants decode each super-block to fp32 (as DequantizeRow) and sum w·x in index order; they run
+// the scalar reference on every CPU for now (no SIMD path yet).
 
 // Σ_i w[i]·x[i] for one weight row of `type` (n elements) and fp32 x[n].
 float DotRow(const void* w_row, DType type, const float* x, int64_t n);

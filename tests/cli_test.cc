@@ -72,17 +72,17 @@ TEST(CliTest, TruncatedModelIsRejected) {
 }
 
 TEST(CliTest, UnsupportedTensorTypeIsNamed) {
-  const std::string path = TempPath("q6k.gguf");
+  const std::string path = TempPath("q5_0.gguf");
   model::testing::GgufBuilder builder;
   builder.SetString("general.architecture", "llama");
-  builder.AddTensor("token_embd.weight", /*type=Q6_K*/ 14, {256, 4}, std::string(4 * 210, '\0'));
+  builder.AddTensor("token_embd.weight", /*type=Q5_0*/ 6, {256, 4}, std::string(4 * 8 * 22, '\0'));
   const std::string bytes = builder.Build().bytes;
   std::ofstream(path, std::ios::binary)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   const CliRun run = Glimpse("generate --model " + path + " --prompt hi");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("token_embd.weight"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("14"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("unsupported tensor type 6"), std::string::npos) << run.output;
   std::filesystem::remove(path);
 }
 

@@ -274,7 +274,8 @@ absl::Status ValidateShape(TensorInfo& t, const std::vector<uint64_t>& raw_dims,
                            uint64_t file_size) {
   if (!kernels::IsSupportedDType(t.type)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "unsupported tensor type %d (supported: F32=0, F16=1, Q4_0=2, Q4_1=3, Q8_0=8, BF16=30)",
+        "unsupported tensor type %d (supported: F32=0, F16=1, Q4_0=2, Q4_1=3, Q8_0=8, Q4_K=12, "
+        "Q5_K=13, Q6_K=14, BF16=30)",
         t.type));
   }
   const auto type = static_cast<kernels::DType>(t.type);

@@ -231,14 +231,35 @@ TEST(GgufTest, RejectsDuplicates) {
               HasSubstr("duplicate tensor name 't'"));
 }
 
+// K-quant tensors (what Q4_K_M / Q5_K_M / Q6_K files hold) load; a row must be whole
+// 256-element super-blocks.
+TEST(GgufTest, KQuantTensorsLoadInWholeSuperBlocks) {
+  GgufBuilder b;
+  b.AddTensor("a.weight", DType::kQ4_K, {512, 3})
+      .AddTensor("b.weight", DType::kQ5_K, {256, 2})
+      .AddTensor("c.weight", DType::kQ6_K, {768, 1});
+  GgufImage img = b.Build();
+  auto f = GgufFile::Parse(img.data(), img.size());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->FindTensor("a.weight")->bytes, 3u * 2 * 144);
+  EXPECT_EQ((*f)->FindTensor("b.weight")->bytes, 2u * 176);
+  EXPECT_EQ((*f)->FindTensor("c.weight")->type, DType::kQ6_K);
+  EXPECT_EQ((*f)->FindTensor("c.weight")->bytes, 3u * 210);
+  GgufBuilder partial;
+  partial.AddTensor("d.weight", /*Q6_K=*/14u, {576, 1}, std::string(3 * 210, '\0'));
+  img = partial.Build();
+  EXPECT_THAT(GgufFile::Parse(img.data(), img.size()).status().message(),
+              HasSubstr("ne[0] = 576 is not a multiple of Q6_K's block size 256"));
+}
+
 TEST(GgufTest, UnsupportedTensorTypeNamesTheTypeId) {
   GgufBuilder b;
-  b.AddTensor("blk.0.attn_q.weight", /*Q4_K=*/12u, {256, 2}, std::string(2 * 144, '\0'));
+  b.AddTensor("blk.0.attn_q.weight", /*Q5_0=*/6u, {256, 2}, std::string(2 * 8 * 22, '\0'));
   GgufImage img = b.Build();
   absl::Status s = GgufFile::Parse(img.data(), img.size()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("'blk.0.attn_q.weight'"));
-  EXPECT_THAT(s.message(), HasSubstr("unsupported tensor type 12"));
+  EXPECT_THAT(s.message(), HasSubstr("unsupported tensor type 6"));
 }
 
 TEST(GgufTest, RejectsBadShapes) {

@@ -187,8 +187,26 @@ std::string RandomTensorBytes(kernels::DType type, const std::vector<int64_t>& d
     default:
       break;
   }
-  // Block formats: a small finite fp16 scale (and min for Q4_1), then random quants.
   const int64_t block_bytes = kernels::BlockBytes(type);
+  if (kernels::BlockElems(type) == 256) {
+    // K-quants: random quants and sub-block scales, then small finite fp16 super-block scales
+    // (d and dmin first in Q4_K / Q5_K; Q6_K's d is its last two bytes).
+    for (int64_t b = 0; b < n / kernels::BlockElems(type); ++b) {
+      std::string block;
+      for (int64_t i = 0; i < block_bytes; ++i) block.push_back(static_cast<char>(rng()));
+      const uint16_t d = kernels::Fp32ToFp16(0.001f * (1 + rng() % 8));
+      const uint16_t dmin = kernels::Fp32ToFp16(0.01f);
+      if (type == kernels::DType::kQ6_K) {
+        std::memcpy(block.data() + block_bytes - 2, &d, 2);
+      } else {
+        std::memcpy(block.data(), &d, 2);
+        std::memcpy(block.data() + 2, &dmin, 2);
+      }
+      out += block;
+    }
+    return out;
+  }
+  // Block formats: a small finite fp16 scale (and min for Q4_1), then random quants.
   const int64_t header = type == kernels::DType::kQ4_1 ? 4 : 2;
   for (int64_t b = 0; b < n / kernels::BlockElems(type); ++b) {
     Put(out, kernels::Fp32ToFp16(0.01f * (1 + rng() % 8)));

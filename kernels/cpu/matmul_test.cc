@@ -18,8 +18,8 @@ namespace {
 using testing::AllClose;
 using testing::RandomFloats;
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kQ4_0,
-                               DType::kQ4_1, DType::kQ8_0, DType::kBF16};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kQ4_0, DType::kQ4_1,
+                               DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kBF16};
 
 // W[rows, cols] in `type`: dequantised from random fp32 values so every format holds similar
 // magnitudes (block formats through their scale, plain ones directly).
@@ -36,13 +36,16 @@ std::vector<uint8_t> RandomWeights(DType type, int64_t rows, int64_t cols, uint3
       std::memcpy(w.data() + 2 * i, &h, 2);
     }
   }
-  if (BlockElems(type) == 32) {
+  if (BlockElems(type) > 1) {
+    // K-quants: their sub-block scales multiply d, so d is smaller; Q6_K keeps d last.
+    const float d_base = BlockElems(type) == 32 ? 0.01f : 0.0005f;
     for (size_t b = 0; b < w.size(); b += BlockBytes(type)) {
       for (int64_t j = 0; j < BlockBytes(type); ++j) w[b + j] = static_cast<uint8_t>(rng());
-      const uint16_t d = Fp32ToFp16(0.01f + 0.01f * (rng() % 100) / 100.0f);
+      const uint16_t d = Fp32ToFp16(d_base + d_base * (rng() % 100) / 100.0f);
       const uint16_t m = Fp32ToFp16(-0.1f + 0.002f * (rng() % 100));
-      std::memcpy(&w[b], &d, 2);
+      std::memcpy(&w[type == DType::kQ6_K ? b + BlockBytes(type) - 2 : b], &d, 2);
       if (type == DType::kQ4_1) std::memcpy(&w[b + 2], &m, 2);
+      if (type == DType::kQ4_K) std::memcpy(&w[b + 2], &d, 2);  // dmin
     }
   }
   return w;
@@ -105,10 +108,10 @@ TEST(MatMulTest, OddSizesAllTypesBothPaths) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (DType type : kAllTypes) {
-      const bool blocks = BlockElems(type) == 32;
+      const int64_t block = BlockElems(type);
       for (int64_t rows : {1, 3, 7, 19, 37}) {
-        for (int64_t cols :
-             blocks ? std::vector<int64_t>{32, 96, 224} : std::vector<int64_t>{1, 3, 7, 19, 733}) {
+        for (int64_t cols : block > 1 ? std::vector<int64_t>{block, 3 * block, 7 * block}
+                                      : std::vector<int64_t>{1, 3, 7, 19, 733}) {
           for (int64_t m : {1, 2, 3, 5, 7, 19}) CheckCase({type, rows, cols, m}, pool);
         }
       }

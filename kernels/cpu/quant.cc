@@ -24,6 +24,9 @@ bool IsSupportedDType(uint32_t ggml_type) {
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kBF16:
       return true;
   }
@@ -42,6 +45,12 @@ const char* DTypeName(DType type) {
       return "Q4_1";
     case DType::kQ8_0:
       return "Q8_0";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ5_K:
+      return "Q5_K";
+    case DType::kQ6_K:
+      return "Q6_K";
     case DType::kBF16:
       return "BF16";
   }
@@ -54,6 +63,10 @@ int64_t BlockElems(DType type) {
     case DType::kQ4_1:
     case DType::kQ8_0:
       return 32;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return 256;
     default:
       return 1;
   }
@@ -72,6 +85,12 @@ int64_t BlockBytes(DType type) {
       return 20;
     case DType::kQ8_0:
       return 34;
+    case DType::kQ4_K:
+      return 144;
+    case DType::kQ5_K:
+      return 176;
+    case DType::kQ6_K:
+      return 210;
   }
   return 0;
 }
@@ -212,8 +231,78 @@ uint16_t Fp32ToFp16Ref(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
+namespace {
+
+// Sub-block j's 6-bit scale and minimum of a Q4_K / Q5_K super-block (ggml's get_scale_min_k4).
+void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// One K-quant super-block into y[256] (ggml's dequantize_row_q{4,5,6}_K).
+void DequantizeBlockK(float* y, const void* block, DType type) {
+  if (type == DType::kQ6_K) {
+    const BlockQ6_K& b = *static_cast<const BlockQ6_K*>(block);
+    const float d = Fp16ToFp32Ref(b.d);
+    const uint8_t* ql = b.ql;
+    const uint8_t* qh = b.qh;
+    const int8_t* sc = b.scales;
+    for (int half = 0; half < 2; ++half, y += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * sc[is] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+    }
+    return;
+  }
+  // Q4_K and Q5_K: 4 groups of 64 elements, each two 32-element sub-blocks (low nibbles, then
+  // high), Q5_K's fifth bit from qh.
+  const bool q5 = type == DType::kQ5_K;
+  const BlockQ4_K* b4 = static_cast<const BlockQ4_K*>(block);
+  const BlockQ5_K* b5 = static_cast<const BlockQ5_K*>(block);
+  const float d = Fp16ToFp32Ref(q5 ? b5->d : b4->d);
+  const float dmin = Fp16ToFp32Ref(q5 ? b5->dmin : b4->dmin);
+  const uint8_t* scales = q5 ? b5->scales : b4->scales;
+  const uint8_t* ql = q5 ? b5->qs : b4->qs;
+  for (int g = 0; g < 4; ++g, ql += 32, y += 64) {
+    uint8_t sc, m;
+    GetScaleMinK4(2 * g, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    GetScaleMinK4(2 * g + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) {
+      const int hi1 = q5 ? ((b5->qh[l] >> (2 * g)) & 1) << 4 : 0;
+      const int hi2 = q5 ? ((b5->qh[l] >> (2 * g + 1)) & 1) << 4 : 0;
+      y[l] = d1 * ((ql[l] & 0xF) + hi1) - m1;
+      y[l + 32] = d2 * ((ql[l] >> 4) + hi2) - m2;
+    }
+  }
+}
+
+}  // namespace
+
 void DequantizeRowRef(float* out, const void* in, DType type, int64_t n) {
   switch (type) {
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      for (int64_t b = 0; b < n / QK_K; ++b) {
+        DequantizeBlockK(out + b * QK_K, static_cast<const uint8_t*>(in) + b * BlockBytes(type),
+                         type);
+      }
+      return;
     case DType::kF32:
       std::memcpy(out, in, n * sizeof(float));
       return;
@@ -281,10 +370,25 @@ float DotPlainRef(const uint16_t* w, const float* x, int64_t n, Decode decode) {
   return sum;
 }
 
+// K-quants: each super-block decoded, then Σ w·x in index order.
+float DotKQuantRef(const void* w_row, DType type, const float* x, int64_t n) {
+  float w[QK_K];
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / QK_K; ++b) {
+    DequantizeBlockK(w, static_cast<const uint8_t*>(w_row) + b * BlockBytes(type), type);
+    for (int64_t j = 0; j < QK_K; ++j) sum += w[j] * x[b * QK_K + j];
+  }
+  return sum;
+}
+
 float DotRowRef(const void* w_row, DType type, const float* x, int64_t n) {
   const int64_t nb = n / QK;
   const auto no_min = [](const auto&) { return 0.0f; };
   switch (type) {
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return DotKQuantRef(w_row, type, x, n);
     case DType::kF32: {
       const float* w = static_cast<const float*>(w_row);
       float sum = 0.0f;

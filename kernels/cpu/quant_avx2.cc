@@ -262,6 +262,10 @@ void DotRowsFixed(float* out, const uint8_t* w, int64_t w_stride, DType type, co
       return DotBlockRows<Q4_0Format, R>(out, w, w_stride, x, n / QK);
     case DType::kQ4_1:
       return DotBlockRows<Q4_1Format, R>(out, w, w_stride, x, n / QK);
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return;  // DotRowsAvx2 sends them to the reference
   }
 }
 
@@ -308,6 +312,9 @@ void DequantizeRowAvx2(float* out, const void* in, DType type, int64_t n) {
       }
       return;
     case DType::kF32:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   DequantizeRowRef(out, in, type, n);
@@ -315,6 +322,7 @@ void DequantizeRowAvx2(float* out, const void* in, DType type, int64_t n) {
 
 void DotRowsAvx2(float* out, const void* w, int64_t w_stride, int64_t rows, DType type,
                  const float* x, int64_t n) {
+  if (IsKQuant(type)) return DotRowsRef(out, w, w_stride, rows, type, x, n);
   constexpr int kRows = 4;  // rows per pass
   const uint8_t* base = static_cast<const uint8_t*>(w);
   int64_t r = 0;
@@ -344,9 +352,13 @@ void DotRowsTokensAvx2(float* out, int64_t out_stride, const void* w, int64_t w_
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
-  // Plain types decode in one instruction: nothing to share between tokens.
+  // Plain types decode in one instruction: nothing to share between tokens (K-quants: the
+  // reference, token by token).
   for (int64_t t = 0; t < m; ++t)
     DotRowsAvx2(out + t * out_stride, w, w_stride, rows, type, x + t * n, n);
 }

@@ -197,6 +197,9 @@ void DotRowsAvx512(float* out, const void* w, int64_t w_stride, int64_t rows, DT
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   DotRowsAvx2(out, w, w_stride, rows, type, x, n);
@@ -215,6 +218,9 @@ void DotRowsTokensAvx512(float* out, int64_t out_stride, const void* w, int64_t 
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   DotRowsTokensAvx2(out, out_stride, w, w_stride, rows, type, x, m, n);

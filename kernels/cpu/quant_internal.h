@@ -34,7 +34,34 @@ struct BlockQ4_1 {
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
 
-constexpr int64_t QK = 32;  // elements per block of every block format
+constexpr int64_t QK = 32;     // elements per block of the 32-element block formats
+constexpr int64_t QK_K = 256;  // elements per K-quant super-block
+
+struct BlockQ4_K {
+  uint16_t d;          // fp16 super-block scale of the sub-block scales
+  uint16_t dmin;       // fp16 super-block scale of the sub-block minimums
+  uint8_t scales[12];  // 8 sub-blocks' 6-bit scales and minimums, packed (GetScaleMinK4)
+  uint8_t qs[128];     // 4-bit quants: 64-element groups, low nibbles then high nibbles
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];  // as BlockQ4_K
+  uint8_t qh[32];      // the quants' fifth bits: bit 2g of qh[l] for group g's low half, 2g+1 high
+  uint8_t qs[128];     // low 4 bits, as BlockQ4_K
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low 4 bits
+  uint8_t qh[64];     // high 2 bits
+  int8_t scales[16];  // 8-bit sub-block scales, one per 16 elements
+  uint16_t d;         // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+// True for the K-quants, which every path runs through the scalar reference.
+inline bool IsKQuant(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+}
 
 // Scalar references (bit-exact IEEE conversions, GGML's reference loops).
 float Fp16ToFp32Ref(uint16_t h);

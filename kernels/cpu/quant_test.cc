@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,8 +29,11 @@ using testing::AllClose;
 using testing::OddSizes;
 using testing::RandomFloats;
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kQ4_0,
-                               DType::kQ4_1, DType::kQ8_0, DType::kBF16};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kQ4_0, DType::kQ4_1, DType::kQ8_0,
+                               DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kBF16};
+
+// A row length of `size` blocks (plain types: elements).
+int64_t Elems(DType type, int64_t size) { return BlockElems(type) * size; }
 
 float Bits(uint32_t b) {
   float f;
@@ -54,7 +60,12 @@ std::vector<uint8_t> RandomRow(DType type, int64_t n, uint32_t seed) {
     float f = val(rng);
     switch (type) {
       case DType::kQ4_1:
+      case DType::kQ4_K:  // d, dmin
+      case DType::kQ5_K:
         std::memcpy(p, h, 4);
+        break;
+      case DType::kQ6_K:  // d is last
+        std::memcpy(p + BlockBytes(type) - 2, h, 2);
         break;
       case DType::kQ4_0:
       case DType::kQ8_0:
@@ -80,7 +91,14 @@ TEST(QuantTest, SizesAndNames) {
   EXPECT_TRUE(IsSupportedDType(0));
   EXPECT_TRUE(IsSupportedDType(30));
   EXPECT_FALSE(IsSupportedDType(6));   // Q5_0
-  EXPECT_FALSE(IsSupportedDType(12));  // Q4_K
+  EXPECT_FALSE(IsSupportedDType(15));  // Q8_K (activations only)
+  EXPECT_TRUE(IsSupportedDType(12));   // Q4_K
+  EXPECT_EQ(BlockBytes(DType::kQ4_K), 144);
+  EXPECT_EQ(BlockBytes(DType::kQ5_K), 176);
+  EXPECT_EQ(BlockBytes(DType::kQ6_K), 210);
+  EXPECT_EQ(BlockElems(DType::kQ6_K), 256);
+  EXPECT_EQ(RowBytes(DType::kQ6_K, 2048), 8 * 210);
+  EXPECT_STREQ(DTypeName(DType::kQ5_K), "Q5_K");
   EXPECT_EQ(BlockBytes(DType::kQ8_0), 34);
   EXPECT_EQ(BlockBytes(DType::kQ4_0), 18);
   EXPECT_EQ(BlockBytes(DType::kQ4_1), 20);
@@ -181,10 +199,50 @@ TEST(QuantTest, DequantizeHandEncodedBlocks) {
   }
 }
 
+// K-quant rows decode to what gguf-py (GGML's Python package) decodes them to
+// (tests/fixtures/kquants/, tools/oracle/make_kquant_fixture.py), on every path.
+TEST(QuantTest, KQuantsDecodeAsGgufPyDoes) {
+  std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tests/fixtures/kquants/kquants.txt");
+  ASSERT_TRUE(in.good()) << "missing tests/fixtures/kquants/kquants.txt";
+  std::string line;
+  int types = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream head(line);
+    std::string name;
+    int64_t rows = 0, n = 0;
+    head >> name >> rows >> n;
+    const DType type = name == "Q4_K" ? DType::kQ4_K : name == "Q5_K" ? DType::kQ5_K : DType::kQ6_K;
+    ASSERT_STREQ(DTypeName(type), name.c_str());
+    std::string hex, values;
+    ASSERT_TRUE(std::getline(in, hex) && std::getline(in, values)) << name;
+    ASSERT_EQ(static_cast<int64_t>(hex.size()), 2 * rows * RowBytes(type, n)) << name;
+    std::vector<uint8_t> bytes(hex.size() / 2);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    }
+    std::vector<float> want;
+    std::istringstream vs(values);
+    for (float v; vs >> v;) want.push_back(v);
+    ASSERT_EQ(static_cast<int64_t>(want.size()), rows * n) << name;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> got(n), ref(n);
+      DequantizeRow(got.data(), bytes.data() + r * RowBytes(type, n), type, n);
+      internal::DequantizeRowRef(ref.data(), bytes.data() + r * RowBytes(type, n), type, n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(ref[i], want[r * n + i]) << name << " row " << r << " element " << i;
+        ASSERT_EQ(got[i], ref[i]) << name << " row " << r << " element " << i;
+      }
+    }
+    ++types;
+  }
+  EXPECT_EQ(types, 3);
+}
+
 TEST(QuantTest, DequantizeFastMatchesReference) {
   for (DType type : kAllTypes) {
     for (int64_t size : OddSizes()) {
-      const int64_t n = BlockElems(type) == 1 ? size : 32 * size;
+      const int64_t n = Elems(type, size);
       const std::vector<uint8_t> row = RandomRow(type, n, static_cast<uint32_t>(n));
       std::vector<float> got(n), ref(n);
       DequantizeRow(got.data(), row.data(), type, n);
@@ -240,11 +298,11 @@ TEST(QuantTest, DotRowsMatchDequantisedDot) {
   if (internal::UseAvx512()) paths.push_back({"avx512", internal::DotRowsAvx512});
 #endif
   std::vector<int64_t> sizes = OddSizes();
-  for (int64_t s : {2, 18, 48}) sizes.push_back(s);  // 64, 576, 1536 elements of block formats
+  for (int64_t s : {2, 18, 48}) sizes.push_back(s);  // 64, 576, 1536 elements of 32-blocks
   constexpr int64_t kRows = 7;
   for (DType type : kAllTypes) {
     for (int64_t size : sizes) {
-      const int64_t n = BlockElems(type) == 1 ? size : 32 * size;
+      const int64_t n = Elems(type, size);
       const int64_t stride = RowBytes(type, n) + BlockBytes(type);
       const std::vector<uint8_t> w =
           RandomRow(type, n * kRows + BlockElems(type) * kRows, static_cast<uint32_t>(3 * n + 1));
@@ -300,7 +358,7 @@ TEST(QuantTest, DotRowsTokensEqualsDotRowsPerTokenBitForBit) {
   constexpr int64_t kMaxTokens = 17;
   for (const Path& path : paths) {
     for (DType type : kAllTypes) {
-      const int64_t n = BlockElems(type) == 1 ? 72 : 32 * 18;
+      const int64_t n = BlockElems(type) == 1 ? 72 : BlockElems(type) == 32 ? 32 * 18 : 256 * 3;
       const int64_t stride = RowBytes(type, n) + BlockBytes(type);
       const std::vector<uint8_t> w = RandomRow(type, n * kRows + BlockElems(type) * kRows, 7);
       const std::vector<float> x = RandomFloats(n * kMaxTokens, 11);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's own server (llama-server) from the llama.cpp sources vendored in the pinned
-# llama-cpp-python sdist the oracle venv uses (tools/oracle/setup_venv.sh), so the serving
-# benchmark's anchor is the same llama.cpp as `make bench`'s. Prints the binary's path on stdout;
-# progress on stderr.
+# Builds llama.cpp's own server (llama-server), and llama-quantize beside it, from the llama.cpp
+# sources vendored in the pinned llama-cpp-python sdist the oracle venv uses
+# (tools/oracle/setup_venv.sh), so the serving benchmark's anchor is the same llama.cpp as `make
+# bench`'s (llama-quantize makes the K-quant files of tools/oracle/check_kquants.py). Prints the
+# server's path on stdout (llama-quantize is in the same directory); progress on stderr.
 #
 #   tools/oracle/build_llama_server.sh
 #
@@ -20,7 +21,7 @@ out="$cache_dir/llama-server-$version"
 binary="$out/build/bin/llama-server"
 log() { echo "build_llama_server: $*" >&2; }
 
-if [[ -x "$binary" ]]; then
+if [[ -x "$binary" && -x "$(dirname "$binary")/llama-quantize" ]]; then
   echo "$binary"
   exit 0
 fi
@@ -40,6 +41,6 @@ cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_CURL=OFF \
   -DLLAMA_OPENSSL=OFF >&2
-cmake --build "$out/build" -j "$(nproc)" --target llama-server >&2
+cmake --build "$out/build" -j "$(nproc)" --target llama-server llama-quantize >&2
 [[ -x "$binary" ]] || { log "the build did not produce $binary"; exit 1; }
 echo "$binary"
