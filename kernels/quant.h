@@ -57,8 +57,8 @@ void DequantizeRow(float* out, const void* in, DType type, int64_t n);
 // quantised (GGML's vec_dot rounds x to Q8_0, which moves logits by ~0.3 and flips greedy tokens
 // against the fp32 oracle); decode still reads only the quantised weight bytes. Block formats sum
 // per block and scale once: Q8_0 Σ_b d·Σ q·x, Q4_0 and Q4_1 Σ_b d·Σ nib·x + m·Σ x (Q4_0: m = −8·d).
-// K-quants decode each super-block to fp32 (as DequantizeRow) and sum w·x in index order; they run
-// the scalar reference on every CPU for now (no SIMD path yet).
+// K-quants decode each weight as DequantizeRow does and sum w·x (the reference in index order, AVX2
+// 8 lanes at a time; no multi-token sharing or AVX-512 path yet).
 
 // Σ_i w[i]·x[i] for one weight row of `type` (n elements) and fp32 x[n].
 float DotRow(const void* w_row, DType type, const float* x, int64_t n);

@@ -233,17 +233,6 @@ uint16_t Fp32ToFp16Ref(float f) {
 
 namespace {
 
-// Sub-block j's 6-bit scale and minimum of a Q4_K / Q5_K super-block (ggml's get_scale_min_k4).
-void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // One K-quant super-block into y[256] (ggml's dequantize_row_q{4,5,6}_K).
 void DequantizeBlockK(float* y, const void* block, DType type) {
   if (type == DType::kQ6_K) {

@@ -58,9 +58,19 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
-// True for the K-quants, which every path runs through the scalar reference.
 inline bool IsKQuant(DType type) {
   return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+}
+
+// Sub-block j's 6-bit scale and minimum of a Q4_K / Q5_K super-block (ggml's get_scale_min_k4).
+inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
 }
 
 // Scalar references (bit-exact IEEE conversions, GGML's reference loops).
