@@ -274,16 +274,18 @@ __m256i UBytes(const uint8_t* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Σ over one Q4_K / Q5_K super-block of w·x into acc: each weight d·sc·q − dmin·m computed as the
-// reference computes it (so only the summation order differs), 8 lanes at a time.
-__m256 DotQ45KBlock(const void* block, bool q5, const float* x, __m256 acc) {
+// Calls sink(i, w) for i = 0, 8, …, 248 with the super-block's weights i … i + 7 of a Q4_K / Q5_K
+// block, each computed as the reference computes it (d·sc·q − dmin·m: a product, then a
+// difference, never fused), so a sink that stores them gives DequantizeRowRef's values bit for bit.
+template <typename Sink>
+void Q45KWeights(const void* block, bool q5, Sink sink) {
   const BlockQ4_K* b4 = static_cast<const BlockQ4_K*>(block);
   const BlockQ5_K* b5 = static_cast<const BlockQ5_K*>(block);
   const float d = Half(q5 ? b5->d : b4->d), dmin = Half(q5 ? b5->dmin : b4->dmin);
   const uint8_t* scales = q5 ? b5->scales : b4->scales;
   const uint8_t* ql = q5 ? b5->qs : b4->qs;
   const __m256i low = _mm256_set1_epi32(0x0F), one = _mm256_set1_epi32(1);
-  for (int g = 0; g < 4; ++g, ql += 32, x += 64) {
+  for (int g = 0; g < 4; ++g, ql += 32) {
     uint8_t sc, m;
     GetScaleMinK4(2 * g, scales, &sc, &m);
     const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
@@ -299,45 +301,46 @@ __m256 DotQ45KBlock(const void* block, bool q5, const float* x, __m256 acc) {
         hi = _mm256_add_epi32(
             hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * g + 1), one), 4));
       }
-      const __m256 wlo = _mm256_sub_ps(_mm256_mul_ps(d1, _mm256_cvtepi32_ps(lo)), m1);
-      const __m256 whi = _mm256_sub_ps(_mm256_mul_ps(d2, _mm256_cvtepi32_ps(hi)), m2);
-      acc = _mm256_fmadd_ps(wlo, _mm256_loadu_ps(x + 8 * c), acc);
-      acc = _mm256_fmadd_ps(whi, _mm256_loadu_ps(x + 32 + 8 * c), acc);
+      sink(64 * g + 8 * c, _mm256_sub_ps(_mm256_mul_ps(d1, _mm256_cvtepi32_ps(lo)), m1));
+      sink(64 * g + 32 + 8 * c, _mm256_sub_ps(_mm256_mul_ps(d2, _mm256_cvtepi32_ps(hi)), m2));
     }
   }
-  return acc;
 }
 
-// As DotQ45KBlock for Q6_K: weights (d·sc)·(q − 32).
-__m256 DotQ6KBlock(const BlockQ6_K& b, const float* x, __m256 acc) {
+// As Q45KWeights for Q6_K: weights (d·sc)·(q − 32).
+template <typename Sink>
+void Q6KWeights(const BlockQ6_K& b, Sink sink) {
   const float d = Half(b.d);
   const __m256i low = _mm256_set1_epi32(0x0F), three = _mm256_set1_epi32(3);
   const __m256i bias = _mm256_set1_epi32(32);
   const uint8_t* ql = b.ql;
   const uint8_t* qh = b.qh;
   const int8_t* sc = b.scales;
-  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, x += 128) {
+  for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8) {
     for (int c = 0; c < 4; ++c) {
-      const int is = c / 2;  // elements 8c.. share the scale of l / 16
-      const __m256i a = UBytes(ql + 8 * c), b32 = UBytes(ql + 32 + 8 * c), h = UBytes(qh + 8 * c);
+      const int is = c / 2;  // elements 8c … 8c + 7 share the scale of l / 16
+      const __m256i a = UBytes(ql + 8 * c), a32 = UBytes(ql + 32 + 8 * c), h = UBytes(qh + 8 * c);
       auto high = [&](int shift) {
         return _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, shift), three), 4);
       };
-      const __m256i q1 = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(a, low), high(0)), bias);
-      const __m256i q2 =
-          _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(b32, low), high(2)), bias);
-      const __m256i q3 = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(a, 4), high(4)), bias);
-      const __m256i q4 =
-          _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(b32, 4), high(6)), bias);
-      const __m256i qs[4] = {q1, q2, q3, q4};
+      const __m256i qs[4] = {
+          _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(a, low), high(0)), bias),
+          _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(a32, low), high(2)), bias),
+          _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(a, 4), high(4)), bias),
+          _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(a32, 4), high(6)), bias)};
       for (int k = 0; k < 4; ++k) {
-        const __m256 w =
-            _mm256_mul_ps(_mm256_set1_ps(d * sc[is + 2 * k]), _mm256_cvtepi32_ps(qs[k]));
-        acc = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + 32 * k + 8 * c), acc);
+        sink(128 * half + 32 * k + 8 * c,
+             _mm256_mul_ps(_mm256_set1_ps(d * sc[is + 2 * k]), _mm256_cvtepi32_ps(qs[k])));
       }
     }
   }
-  return acc;
+}
+
+// Calls sink(i, w) over a K-quant super-block of `type` (see Q45KWeights).
+template <typename Sink>
+void KWeights(const uint8_t* block, DType type, Sink sink) {
+  if (type == DType::kQ6_K) return Q6KWeights(*reinterpret_cast<const BlockQ6_K*>(block), sink);
+  Q45KWeights(block, type == DType::kQ5_K, sink);
 }
 
 void DotKQuantRowsAvx2(float* out, const uint8_t* w, int64_t w_stride, int64_t rows, DType type,
@@ -347,10 +350,9 @@ void DotKQuantRowsAvx2(float* out, const uint8_t* w, int64_t w_stride, int64_t r
     const uint8_t* row = w + r * w_stride;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * block_bytes;
-      acc = type == DType::kQ6_K
-                ? DotQ6KBlock(*reinterpret_cast<const BlockQ6_K*>(blk), x + b * QK_K, acc)
-                : DotQ45KBlock(blk, type == DType::kQ5_K, x + b * QK_K, acc);
+      const float* xb = x + b * QK_K;
+      KWeights(row + b * block_bytes, type,
+               [&](int i, __m256 wv) { acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xb + i), acc); });
     }
     out[r] = HorizontalSum(acc);
   }
@@ -398,10 +400,16 @@ void DequantizeRowAvx2(float* out, const void* in, DType type, int64_t n) {
         DequantNibbles(out + b * QK, blk.qs, Half(blk.d), Half(blk.m));
       }
       return;
-    case DType::kF32:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+      for (int64_t b = 0; b < n / QK_K; ++b) {
+        float* y = out + b * QK_K;
+        KWeights(static_cast<const uint8_t*>(in) + b * BlockBytes(type), type,
+                 [y](int i, __m256 w) { _mm256_storeu_ps(y + i, w); });
+      }
+      return;
+    case DType::kF32:
       break;
   }
   DequantizeRowRef(out, in, type, n);
