@@ -28,6 +28,13 @@ add_test(NAME glimpse_python_client_test
 set_tests_properties(glimpse_python_client_test PROPERTIES
   ENVIRONMENT "PYTHONPATH=${GLIMPSE_PYTHON_CLIENT_DIR};PYTHONDONTWRITEBYTECODE=1"
   LABELS "integration" TIMEOUT 240)
+# The same tests against `pip install ./clients/python` in a fresh venv of PATH's python3 (PyPI's
+# grpcio and protobuf, the stubs built into the wheel; needs PyPI).
+find_program(GLIMPSE_VENV_PYTHON3 python3 REQUIRED)
+add_test(NAME glimpse_python_client_pip_test
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/python_client_pip.sh
+    ${CMAKE_BINARY_DIR}/python-client-pip $<TARGET_FILE:glimpse> ${GLIMPSE_VENV_PYTHON3})
+set_tests_properties(glimpse_python_client_pip_test PROPERTIES LABELS "integration" TIMEOUT 400)
 # `glimpse up` runs the service binaries of this build tree (ctest builds nothing; `make test`
 # builds all first). Only what the test needs: cmake --build B --target glimpse_python_client_deps.
 add_custom_target(glimpse_python_client_deps)

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # glimpse_client beside examples/
+try:  # an installed glimpse_client (pip install ./clients/python) ...
+    import glimpse_client  # noqa: F401
+except ImportError:  # ... else the one beside examples/ in a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from glimpse_client import GlimpseClient, GlimpseError, Session, TurnResult  # noqa: E402
 

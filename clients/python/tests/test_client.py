@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import List, Optional
 
 PYTHON_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PYTHON_DIR))
+# GLIMPSE_CLIENT_INSTALLED=1: test the glimpse_client pip installed (its own stubs and PyPI's grpcio;
+# tests/python_client_pip.sh), not the checkout's.
+INSTALLED = os.environ.get("GLIMPSE_CLIENT_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, str(PYTHON_DIR))
 
 try:
     import grpc  # noqa: F401
@@ -29,11 +33,17 @@ except ImportError as e:
     sys.exit(f"test_client: {e} under {sys.executable}: install python3-grpcio "
              "(tools/setup/install_deps.sh)")
 
-import build_protos  # noqa: E402
+if not INSTALLED:
+    import build_protos  # noqa: E402
 
-build_protos.main(["--quiet"])
+    build_protos.main(["--quiet"])
 
+import glimpse_client  # noqa: E402
 from glimpse_client import GlimpseClient, GlimpseError  # noqa: E402
+
+if INSTALLED and Path(glimpse_client.__file__).resolve().is_relative_to(PYTHON_DIR):
+    sys.exit(f"test_client: glimpse_client came from the checkout ({glimpse_client.__file__}), "
+             "not from the installed package")
 
 GLIMPSE_BINARY = os.environ.get("GLIMPSE_BINARY", "")
 START_TIMEOUT_S = 90.0
