@@ -335,6 +335,7 @@ absl::Status CacheNodeService::Pin(const StateKey& key) {
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
     RETURN_IF_ERROR(PinnedIfStored(key).status());
+    RETURN_IF_ERROR(WithinPinQuota(key));
     RETURN_IF_ERROR(store_->SetPinned(key, true));
     {
       std::unique_lock lock(mu_);
@@ -351,6 +352,19 @@ absl::Status CacheNodeService::Pin(const StateKey& key) {
   }();
   Record(Method::kPin, s);
   return s;
+}
+
+absl::Status CacheNodeService::WithinPinQuota(const StateKey& key) const {
+  const uint64_t limit = options_.max_pinned_bytes_per_namespace;
+  std::shared_lock lock(mu_);
+  const StateInfo* info = index_.Find(key);
+  if (limit == 0 || info == nullptr || info->pinned) return absl::OkStatus();
+  const uint64_t pinned = index_.pinned_bytes(info->ns);
+  if (pinned + info->bytes <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("pinning state ", kvpage::ToHex(key), " (", info->bytes, " bytes) would put ",
+                   pinned + info->bytes, " pinned bytes in its namespace, past the limit of ",
+                   limit, " (pin.max_bytes_per_namespace); unpin others first"));
 }
 
 absl::Status CacheNodeService::Unpin(const StateKey& key) {

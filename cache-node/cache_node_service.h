@@ -85,6 +85,10 @@ struct CacheNodeOptions {
   std::shared_ptr<transport::PeerAllowlist> peers;
   absl::Duration transfer_timeout = absl::Seconds(30);  // shipping a Get reply
   size_t max_pending_puts = 4096;
+  // Pinned page bytes per namespace (a tenant's states under one model and policy) at most; a
+  // Pin past it is ResourceExhausted, so no caller can pin retention away from the others.
+  // Zero: no limit.
+  uint64_t max_pinned_bytes_per_namespace = uint64_t{1} << 30;
 };
 
 struct PutTicket {
@@ -195,6 +199,9 @@ class CacheNodeService {
   absl::Status Load();
   // Whether the state under `key` is pinned; NotFound naming the key when none is stored.
   absl::StatusOr<bool> PinnedIfStored(const StateKey& key) const;
+  // ResourceExhausted when pinning `key` would take its namespace past
+  // max_pinned_bytes_per_namespace (OK for an unknown or pinned state).
+  absl::Status WithinPinQuota(const StateKey& key) const;
   void ReceiveLoop();
   void RetentionLoop();
   absl::StatusOr<transport::ReceivedBatch> AwaitBatch(uint64_t ticket, absl::Time deadline,

@@ -475,6 +475,31 @@ TEST_F(CacheNodeServiceTest, PinDeleteAndRetention) {
   ExpectState(a);
 }
 
+// Pins have a quota per namespace (a tenant's states under one model and policy): one namespace
+// pinning up to it does not stop another from pinning; unpinning makes room again; re-pinning a
+// pinned state is free.
+TEST_F(CacheNodeServiceTest, PinsStayWithinTheirNamespacesQuota) {
+  TestState a = State(1), b = State(2);
+  auto other = MakeTestState(TestNamespace(7), TestModel(), {}, 3);
+  ASSERT_TRUE(other.ok()) << other.status();
+  options_.max_pinned_bytes_per_namespace = a.manifest.total_page_bytes() + 10;  // one state
+  Start();
+  ASSERT_TRUE(Put(a).ok());
+  ASSERT_TRUE(Put(b).ok());
+  ASSERT_TRUE(Put(*other).ok());
+  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());  // already pinned: nothing more counted
+  const absl::Status over = node_->Pin(b.manifest.state_key);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("pin.max_bytes_per_namespace"), std::string::npos) << over;
+  EXPECT_TRUE(node_->Pin(other->manifest.state_key).ok());  // another namespace's quota
+  EXPECT_EQ(node_->Stats().pinned_states, 2u);
+  ASSERT_TRUE(node_->Unpin(a.manifest.state_key).ok());
+  EXPECT_TRUE(node_->Pin(b.manifest.state_key).ok());
+  Start();  // the counts come back with the pins after a restart
+  EXPECT_EQ(node_->Pin(a.manifest.state_key).code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(CacheNodeServiceTest, WarmTierHonoursBudget) {
   TestState a = State(1);
   options_.warm_bytes = a.manifest.total_page_bytes() - 1;  // nothing fits

@@ -36,6 +36,9 @@ std::vector<ConfigKey> Keys() {
       {"retention.max_bytes", ConfigType::kBytes, "0",
        "Cold tier limit, page bytes; oldest unpinned states make room (0: no limit)."},
       {"retention.sweep_interval", ConfigType::kDuration, "10s", "How often max_age is applied."},
+      {"pin.max_bytes_per_namespace", ConfigType::kBytes, "1GiB",
+       "Pinned page bytes per namespace (a tenant's states under one model and policy) at most; "
+       "a Pin past it is RESOURCE_EXHAUSTED. 0: no limit."},
       {"put.max_state_bytes", ConfigType::kBytes, "4GiB", "Largest state one put may carry."},
       {"put.max_pages", ConfigType::kInt, "1048576", "Most pages one put may carry."},
       {"put.max_tokens", ConfigType::kInt, "4194304", "Most tokens in one put or lookup."},
@@ -102,6 +105,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.retention.max_age = c.GetDuration("retention.max_age");
   o.retention.max_bytes = c.GetBytes("retention.max_bytes");
   o.retention_sweep_interval = c.GetDuration("retention.sweep_interval");
+  o.max_pinned_bytes_per_namespace = c.GetBytes("pin.max_bytes_per_namespace");
   o.limits.max_state_bytes = c.GetBytes("put.max_state_bytes");
   o.limits.max_pages = c.GetInt("put.max_pages");
   o.max_tokens = c.GetInt("put.max_tokens");

@@ -11,11 +11,26 @@ bool StateIndex::Add(const StateKey& key, const StateInfo& info) {
   prefixes_[info.ns][info.token_count].push_back(key);
   by_age_.emplace(info.created, key);
   bytes_ += info.bytes;
-  if (info.pinned) {
+  if (info.pinned) CountPin(info, +1);
+  return true;
+}
+
+void StateIndex::CountPin(const StateInfo& info, int sign) {
+  if (sign > 0) {
     pinned_bytes_ += info.bytes;
     ++pinned_count_;
+    pinned_by_ns_[info.ns] += info.bytes;
+    return;
   }
-  return true;
+  pinned_bytes_ -= info.bytes;
+  --pinned_count_;
+  auto it = pinned_by_ns_.find(info.ns);
+  if ((it->second -= info.bytes) == 0) pinned_by_ns_.erase(it);
+}
+
+uint64_t StateIndex::pinned_bytes(const NamespaceKey& ns) const {
+  auto it = pinned_by_ns_.find(ns);
+  return it == pinned_by_ns_.end() ? 0 : it->second;
 }
 
 bool StateIndex::Remove(const StateKey& key) {
@@ -29,10 +44,7 @@ bool StateIndex::Remove(const StateKey& key) {
   if (ns->second.empty()) prefixes_.erase(ns);
   by_age_.erase({info.created, key});
   bytes_ -= info.bytes;
-  if (info.pinned) {
-    pinned_bytes_ -= info.bytes;
-    --pinned_count_;
-  }
+  if (info.pinned) CountPin(info, -1);
   states_.erase(it);
   return true;
 }
@@ -47,13 +59,7 @@ bool StateIndex::SetPinned(const StateKey& key, bool pinned) {
   if (it == states_.end()) return false;
   if (it->second.pinned != pinned) {
     it->second.pinned = pinned;
-    if (pinned) {
-      pinned_bytes_ += it->second.bytes;
-      ++pinned_count_;
-    } else {
-      pinned_bytes_ -= it->second.bytes;
-      --pinned_count_;
-    }
+    CountPin(it->second, pinned ? +1 : -1);
   }
   return true;
 }

@@ -69,6 +69,7 @@ class StateIndex {
   size_t size() const { return states_.size(); }
   uint64_t bytes() const { return bytes_; }
   uint64_t pinned_bytes() const { return pinned_bytes_; }
+  uint64_t pinned_bytes(const NamespaceKey& ns) const;  // of the namespace's pinned states
   size_t pinned_count() const { return pinned_count_; }
 
  private:
@@ -76,8 +77,11 @@ class StateIndex {
   std::map<NamespaceKey, std::map<uint32_t, std::vector<StateKey>>> prefixes_;
   std::set<std::pair<absl::Time, StateKey>> by_age_;  // unpinned and pinned alike
   uint64_t bytes_ = 0;
+  // Adds (+1) or removes (−1) a pinned state from the pin totals.
+  void CountPin(const StateInfo& info, int sign);
   uint64_t pinned_bytes_ = 0;
   size_t pinned_count_ = 0;
+  std::map<NamespaceKey, uint64_t> pinned_by_ns_;  // namespaces with pinned states only
 };
 
 }  // namespace glimpse::cache_node
