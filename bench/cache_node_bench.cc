@@ -448,7 +448,8 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
   const auto warmup = [&](cache_client::CacheClient& cl, int t) {
-    return cl.Get(w.warmup[t].manifest.state_key, w.model).status();
+    return cl.Get(w.warmup[t].manifest.namespace_key, w.warmup[t].manifest.state_key, w.model)
+        .status();
   };
   const auto check = [&](const cache_client::State& got, const TestState& s, bool want_warm) {
     if (got.pages.size() != s.pages.size()) return absl::DataLossError("short get");
@@ -462,12 +463,14 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
     return [&, want_warm](cache_client::CacheClient& cl, size_t i) -> absl::Status {
       if (batch == 1) {
         const TestState& s = w.states[order[i]];
-        ASSIGN_OR_RETURN(cache_client::State got, cl.Get(s.manifest.state_key, w.model));
+        ASSIGN_OR_RETURN(cache_client::State got,
+                         cl.Get(s.manifest.namespace_key, s.manifest.state_key, w.model));
         return check(got, s, want_warm);
       }
       std::vector<cache_client::GetSpec> specs;
       for (size_t k = i * batch; k < std::min(w.states.size(), (i + 1) * batch); ++k) {
-        specs.push_back({w.states[order[k]].manifest.state_key, w.model, {}});
+        const kvstate::Manifest& m = w.states[order[k]].manifest;
+        specs.push_back({m.namespace_key, m.state_key, w.model, {}});
       }
       ASSIGN_OR_RETURN(std::vector<cache_client::State> got, cl.GetMany(specs));
       for (size_t k = 0; k < got.size(); ++k) {
@@ -492,8 +495,9 @@ absl::Status RunNodePhases(const Config& c, const Workload& w, Results* r) {
                    RunPhase("get (warm, one state per Get)", *client, c.clients, w.states.size(),
                             warmup, [&](cache_client::CacheClient& cl, size_t i) -> absl::Status {
                               const TestState& s = w.states[order[i]];
-                              ASSIGN_OR_RETURN(cache_client::State got,
-                                               cl.Get(s.manifest.state_key, w.model));
+                              ASSIGN_OR_RETURN(
+                                  cache_client::State got,
+                                  cl.Get(s.manifest.namespace_key, s.manifest.state_key, w.model));
                               return check(got, s, true);
                             }));
   r->lookup = LookupPhase(c, node, w, &r->lookup_errors);

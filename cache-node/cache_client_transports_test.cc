@@ -92,7 +92,7 @@ TEST(CacheClientTransportsTest, AGetTakesTheTransportWithFewerCallsInFlight) {
   std::atomic<bool> a_done{false};
   absl::StatusOr<cache_client::State> got_a;
   std::thread getter([&] {
-    got_a = (*client)->Get(a.manifest.state_key, a.manifest.model);
+    got_a = (*client)->Get(a.manifest.namespace_key, a.manifest.state_key, a.manifest.model);
     a_done.store(true);
   });
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
@@ -100,7 +100,7 @@ TEST(CacheClientTransportsTest, AGetTakesTheTransportWithFewerCallsInFlight) {
   ASSERT_EQ(held_ptr->chosen(), 3);
 
   // With one call on the first transport, Get(b) goes through the second and is not held.
-  ExpectPages((*client)->Get(b.manifest.state_key, b.manifest.model), b);
+  ExpectPages((*client)->Get(b.manifest.namespace_key, b.manifest.state_key, b.manifest.model), b);
   EXPECT_EQ(held_ptr->chosen(), 3);
   EXPECT_FALSE(a_done.load());
 

@@ -56,6 +56,7 @@ template <typename Msg>
 absl::StatusOr<GetItem> ItemFromProto(const Msg& m, const std::string& field) {
   GetItem item;
   ASSIGN_OR_RETURN(item.key, Key16FromBytes(m.state_key(), field + "state_key"));
+  ASSIGN_OR_RETURN(item.ns, Key16FromBytes(m.namespace_key(), field + "namespace_key"));
   ASSIGN_OR_RETURN(item.expected_model,
                    Key16FromBytes(m.expected_model().digest(), field + "expected_model.digest"));
   for (const v1::CachePageSelector& p : m.pages()) {
@@ -75,7 +76,11 @@ grpc::Status CacheNodeGrpc::Get(grpc::ServerContext* ctx, const v1::CacheGetRequ
                                 v1::CacheGetResponse* resp) {
   absl::StatusOr<GetItem> item = ItemFromProto(*req, "");
   if (!item.ok()) return Fail(item);
-  GetRequest g{item->key, item->expected_model, std::move(item->pages), req->reply_address(),
+  GetRequest g{item->key,
+               item->ns,
+               item->expected_model,
+               std::move(item->pages),
+               req->reply_address(),
                req->request_id()};
   absl::StatusOr<GetResult> r = service_->Get(g, Deadline(ctx));
   if (!r.ok()) return Fail(r);
@@ -120,21 +125,27 @@ grpc::Status CacheNodeGrpc::Pin(grpc::ServerContext*, const v1::CacheStateKeyReq
                                 v1::CacheEmpty*) {
   absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
   if (!key.ok()) return Fail(key);
-  return ToGrpcStatus(service_->Pin(*key));
+  absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
+  if (!ns.ok()) return Fail(ns);
+  return ToGrpcStatus(service_->Pin(*ns, *key));
 }
 
 grpc::Status CacheNodeGrpc::Unpin(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
                                   v1::CacheEmpty*) {
   absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
   if (!key.ok()) return Fail(key);
-  return ToGrpcStatus(service_->Unpin(*key));
+  absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
+  if (!ns.ok()) return Fail(ns);
+  return ToGrpcStatus(service_->Unpin(*ns, *key));
 }
 
 grpc::Status CacheNodeGrpc::Delete(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
                                    v1::CacheEmpty*) {
   absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
   if (!key.ok()) return Fail(key);
-  return ToGrpcStatus(service_->Delete(*key));
+  absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
+  if (!ns.ok()) return Fail(ns);
+  return ToGrpcStatus(service_->Delete(*ns, *key));
 }
 
 grpc::Status CacheNodeGrpc::Stats(grpc::ServerContext*, const v1::CacheStatsRequest*,

@@ -88,7 +88,7 @@ class CacheNodeGrpcTest : public ::testing::Test {
     EXPECT_EQ(stats->states(), 1u);
     EXPECT_EQ(stats->stored_bytes(), a_.manifest.total_page_bytes());
     EXPECT_EQ(stats->pinned_states(), 0u);
-    auto got = client_->Get(a_.manifest.state_key, a_.manifest.model);
+    auto got = client_->Get(a_.manifest.namespace_key, a_.manifest.state_key, a_.manifest.model);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(got->manifest.SameContent(a_.manifest));
     ASSERT_EQ(got->pages.size(), a_.pages.size());
@@ -132,7 +132,8 @@ TEST_F(CacheNodeGrpcTest, ClientRoundTripAndHealth) {
   auto again = client_->Put(a_.manifest, a_.tokens, a_.spans());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->already_stored);
-  auto sel = client_->Get(a_.manifest.state_key, a_.manifest.model, {{1, 0, 1}});
+  auto sel = client_->Get(a_.manifest.namespace_key, a_.manifest.state_key, a_.manifest.model,
+                          {{1, 0, 1}});
   ASSERT_TRUE(sel.ok()) << sel.status();
   ASSERT_EQ(sel->pages.size(), 1u);
   EXPECT_EQ(sel->manifest.pages[0], a_.manifest.pages[5]);
@@ -145,10 +146,11 @@ TEST_F(CacheNodeGrpcTest, ClientRoundTripAndHealth) {
   EXPECT_EQ(m->key, a_.manifest.state_key);
   EXPECT_EQ(m->token_count, a_.tokens.size());
   EXPECT_TRUE(m->warm);
-  ASSERT_TRUE(client_->Pin(a_.manifest.state_key).ok());
-  EXPECT_EQ(client_->Delete(a_.manifest.state_key).code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(client_->Unpin(a_.manifest.state_key).ok());
-  ASSERT_TRUE(client_->Delete(a_.manifest.state_key).ok());
+  ASSERT_TRUE(client_->Pin(a_.manifest.namespace_key, a_.manifest.state_key).ok());
+  EXPECT_EQ(client_->Delete(a_.manifest.namespace_key, a_.manifest.state_key).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(client_->Unpin(a_.manifest.namespace_key, a_.manifest.state_key).ok());
+  ASSERT_TRUE(client_->Delete(a_.manifest.namespace_key, a_.manifest.state_key).ok());
   EXPECT_FALSE(client_->Lookup(TestNamespace(), query)->found);
 }
 
@@ -156,9 +158,9 @@ TEST_F(CacheNodeGrpcTest, GetManyThroughTheClient) {
   const TestState b = State(2);
   ASSERT_TRUE(client_->Put(b.manifest, b.tokens, b.spans()).ok());
   const std::vector<cache_client::GetSpec> specs = {
-      {a_.manifest.state_key, a_.manifest.model, {}},
-      {b.manifest.state_key, b.manifest.model, {{1, 0, 1}}},
-      {a_.manifest.state_key, a_.manifest.model, {}}};
+      {a_.manifest.namespace_key, a_.manifest.state_key, a_.manifest.model, {}},
+      {b.manifest.namespace_key, b.manifest.state_key, b.manifest.model, {{1, 0, 1}}},
+      {a_.manifest.namespace_key, a_.manifest.state_key, a_.manifest.model, {}}};
   auto got = client_->GetMany(specs);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 3u);
@@ -176,15 +178,15 @@ TEST_F(CacheNodeGrpcTest, GetManyThroughTheClient) {
   EXPECT_TRUE(std::equal((*got)[1].pages[0].begin(), (*got)[1].pages[0].end(), b.pages[5].begin(),
                          b.pages[5].end()));
   EXPECT_EQ((*got)[0].batch, (*got)[1].batch);  // one transfer
-  ASSERT_TRUE(client_->Delete(b.manifest.state_key).ok());
+  ASSERT_TRUE(client_->Delete(b.manifest.namespace_key, b.manifest.state_key).ok());
   ExpectUnchanged();
 }
 
 TEST_F(CacheNodeGrpcTest, BadGetManyIsRefusedAndChangesNothing) {
   const TestState b = State(2);
-  auto got = client_->GetMany(
-      std::vector<cache_client::GetSpec>{{a_.manifest.state_key, a_.manifest.model, {}},
-                                         {b.manifest.state_key, b.manifest.model, {}}});
+  auto got = client_->GetMany(std::vector<cache_client::GetSpec>{
+      {a_.manifest.namespace_key, a_.manifest.state_key, a_.manifest.model, {}},
+      {b.manifest.namespace_key, b.manifest.state_key, b.manifest.model, {}}});
   ASSERT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
   EXPECT_NE(got.status().message().find("get item 1: no state stored under key " +
                                         kvpage::ToHex(b.manifest.state_key)),
@@ -195,6 +197,7 @@ TEST_F(CacheNodeGrpcTest, BadGetManyIsRefusedAndChangesNothing) {
   v1::CacheGetManyRequest req;
   v1::CacheGetItem* good = req.add_items();
   good->set_state_key(cache_client::BytesOf(a_.manifest.state_key));
+  good->set_namespace_key(cache_client::BytesOf(a_.manifest.namespace_key));
   good->mutable_expected_model()->set_digest(cache_client::BytesOf(a_.manifest.model));
   *req.add_items() = *good;
   req.mutable_items(1)->mutable_state_key()->pop_back();
@@ -238,25 +241,29 @@ TEST_F(CacheNodeGrpcTest, CorruptStoredPageIsDataLossAtTheClient) {
   }
   StartServer();
   for (int round = 0; round < 2; ++round) {  // cold, then from the warm tier
-    absl::Status s = client_->Get(b.manifest.state_key, b.manifest.model).status();
+    absl::Status s =
+        client_->Get(b.manifest.namespace_key, b.manifest.state_key, b.manifest.model).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     EXPECT_NE(s.message().find("CRC32C mismatch"), std::string::npos) << s;
     s = client_
-            ->GetMany(
-                std::vector<cache_client::GetSpec>{{a_.manifest.state_key, a_.manifest.model, {}},
-                                                   {b.manifest.state_key, b.manifest.model, {}}})
+            ->GetMany(std::vector<cache_client::GetSpec>{
+                {a_.manifest.namespace_key, a_.manifest.state_key, a_.manifest.model, {}},
+                {b.manifest.namespace_key, b.manifest.state_key, b.manifest.model, {}}})
             .status();
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   }
-  auto other_pages = client_->Get(b.manifest.state_key, b.manifest.model, {{0, 0, 0}});
+  auto other_pages =
+      client_->Get(b.manifest.namespace_key, b.manifest.state_key, b.manifest.model, {{0, 0, 0}});
   EXPECT_TRUE(other_pages.ok()) << other_pages.status();
 }
 
 TEST_F(CacheNodeGrpcTest, UnknownStateIsNotFound) {
   TestState b = State(2);
-  for (absl::Status s : {client_->Get(b.manifest.state_key, b.manifest.model).status(),
-                         client_->Pin(b.manifest.state_key), client_->Unpin(b.manifest.state_key),
-                         client_->Delete(b.manifest.state_key)}) {
+  for (absl::Status s :
+       {client_->Get(b.manifest.namespace_key, b.manifest.state_key, b.manifest.model).status(),
+        client_->Pin(b.manifest.namespace_key, b.manifest.state_key),
+        client_->Unpin(b.manifest.namespace_key, b.manifest.state_key),
+        client_->Delete(b.manifest.namespace_key, b.manifest.state_key)}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
     EXPECT_NE(s.message().find(kvpage::ToHex(b.manifest.state_key)), std::string::npos) << s;
   }
@@ -264,7 +271,7 @@ TEST_F(CacheNodeGrpcTest, UnknownStateIsNotFound) {
 }
 
 TEST_F(CacheNodeGrpcTest, WrongFingerprintIsFailedPreconditionNamingBoth) {
-  auto got = client_->Get(a_.manifest.state_key, TestModel(7));
+  auto got = client_->Get(a_.manifest.namespace_key, a_.manifest.state_key, TestModel(7));
   ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
   EXPECT_NE(got.status().message().find(kvpage::ToHex(TestModel(7))), std::string::npos);
   EXPECT_NE(got.status().message().find(kvpage::ToHex(TestModel(1))), std::string::npos);
@@ -336,6 +343,26 @@ TEST_F(CacheNodeGrpcTest, MalformedManifestIsInvalidArgument) {
   v1::CacheGetResponse resp;
   EXPECT_EQ(stub_->Get(grpctest::WithDeadline(ctx), get, &resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  // A key without its namespace: refused, naming the field.
+  for (int call = 0; call < 2; ++call) {
+    grpc::ClientContext c;
+    grpc::Status g;
+    if (call == 0) {
+      v1::CacheGetRequest bare;
+      bare.set_state_key(std::string(a_.manifest.state_key.begin(), a_.manifest.state_key.end()));
+      bare.mutable_expected_model()->set_digest(
+          std::string(a_.manifest.model.begin(), a_.manifest.model.end()));
+      bare.set_reply_address("x");
+      g = stub_->Get(grpctest::WithDeadline(c), bare, &resp);
+    } else {
+      v1::CacheStateKeyRequest bare;
+      bare.set_state_key(std::string(a_.manifest.state_key.begin(), a_.manifest.state_key.end()));
+      v1::CacheEmpty empty;
+      g = stub_->Delete(grpctest::WithDeadline(c), bare, &empty);
+    }
+    EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << g.error_message();
+    EXPECT_NE(g.error_message().find("namespace_key"), std::string::npos) << g.error_message();
+  }
   ExpectUnchanged();
 }
 

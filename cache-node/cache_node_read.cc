@@ -42,6 +42,16 @@ absl::StatusOr<std::vector<size_t>> Select(const Manifest& m, const std::vector<
   return out;
 }
 
+// What a get, pin or delete of a key that is not stored, or not in the caller's namespace, gets:
+// the two look the same, so a key reveals nothing to another namespace.
+absl::Status NotStored(const StateKey& key) {
+  return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
+}
+
+absl::Status CheckNamespace(const Manifest& m, const NamespaceKey& ns) {
+  return m.namespace_key == ns ? absl::OkStatus() : NotStored(m.state_key);
+}
+
 absl::Status CheckModel(const Manifest& m, const kvstate::Fingerprint& expected) {
   if (m.model == expected) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
@@ -172,6 +182,7 @@ absl::StatusOr<CacheNodeService::Served> CacheNodeService::Serve(const GetItem& 
                                                                  uint64_t* budget) {
   std::shared_ptr<const WarmState> w = warm_.Get(item.key);
   if (w == nullptr) return ServeCold(item, budget);
+  RETURN_IF_ERROR(CheckNamespace(w->manifest, item.ns));
   RETURN_IF_ERROR(CheckModel(w->manifest, item.expected_model));
   ASSIGN_OR_RETURN(std::vector<size_t> sel, Select(w->manifest, item.pages));
   RETURN_IF_ERROR(Charge(w->manifest, sel, options_.limits.max_state_bytes, budget));
@@ -196,6 +207,7 @@ absl::StatusOr<CacheNodeService::Served> CacheNodeService::ServeCold(const GetIt
       store_->Read(
           item.key,
           [&](const Manifest& m) -> absl::StatusOr<std::vector<size_t>> {
+            RETURN_IF_ERROR(CheckNamespace(m, item.ns));
             RETURN_IF_ERROR(CheckModel(m, item.expected_model));
             ASSIGN_OR_RETURN(std::vector<size_t> sel, Select(m, item.pages));
             RETURN_IF_ERROR(Charge(m, sel, options_.limits.max_state_bytes, budget));
@@ -267,7 +279,7 @@ absl::StatusOr<GetResult> CacheNodeService::Get(const GetRequest& req, absl::Tim
   absl::StatusOr<GetResult> result = [&]() -> absl::StatusOr<GetResult> {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
-    const GetItem item{req.key, req.expected_model, req.pages};
+    const GetItem item{req.key, req.ns, req.expected_model, req.pages};
     ASSIGN_OR_RETURN(std::vector<GetResult> out,
                      GetItems({&item, 1}, req.reply_address, req.request_id, deadline));
     return std::move(out[0]);
@@ -320,21 +332,20 @@ absl::StatusOr<LookupResult> CacheNodeService::Lookup(const NamespaceKey& ns,
   return result;
 }
 
-absl::StatusOr<bool> CacheNodeService::PinnedIfStored(const StateKey& key) const {
+absl::StatusOr<bool> CacheNodeService::PinnedIfStored(const NamespaceKey& ns,
+                                                      const StateKey& key) const {
   std::shared_lock lock(mu_);
   const StateInfo* info = index_.Find(key);
-  if (info == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no state stored under key ", kvpage::ToHex(key)));
-  }
+  if (info == nullptr || info->ns != ns) return NotStored(key);
   return info->pinned;
 }
 
-absl::Status CacheNodeService::Pin(const StateKey& key) {
+absl::Status CacheNodeService::Pin(const NamespaceKey& ns, const StateKey& key) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
-    RETURN_IF_ERROR(PinnedIfStored(key).status());
+    RETURN_IF_ERROR(PinnedIfStored(ns, key).status());
     RETURN_IF_ERROR(WithinPinQuota(key));
     RETURN_IF_ERROR(store_->SetPinned(key, true));
     {
@@ -367,12 +378,12 @@ absl::Status CacheNodeService::WithinPinQuota(const StateKey& key) const {
                    limit, " (pin.max_bytes_per_namespace); unpin others first"));
 }
 
-absl::Status CacheNodeService::Unpin(const StateKey& key) {
+absl::Status CacheNodeService::Unpin(const NamespaceKey& ns, const StateKey& key) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
-    RETURN_IF_ERROR(PinnedIfStored(key).status());
+    RETURN_IF_ERROR(PinnedIfStored(ns, key).status());
     RETURN_IF_ERROR(store_->SetPinned(key, false));
     std::unique_lock lock(mu_);
     index_.SetPinned(key, false);
@@ -391,12 +402,12 @@ void CacheNodeService::DeleteFromIndexes(const std::vector<Manifest>& states) {
   }
 }
 
-absl::Status CacheNodeService::Delete(const StateKey& key) {
+absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& key) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     std::lock_guard<std::mutex> admin(admin_mu_);
-    ASSIGN_OR_RETURN(const bool pinned, PinnedIfStored(key));
+    ASSIGN_OR_RETURN(const bool pinned, PinnedIfStored(ns, key));
     if (pinned) {
       return absl::FailedPreconditionError(
           absl::StrCat("state ", kvpage::ToHex(key), " is pinned; unpin it first"));

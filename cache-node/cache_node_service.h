@@ -105,6 +105,7 @@ using kvstate::PageId;
 
 struct GetRequest {
   StateKey key{};
+  NamespaceKey ns{};  // the state's namespace: another namespace's state is NotFound
   kvstate::Fingerprint expected_model{};
   std::vector<PageId> pages;  // empty: all pages
   std::string reply_address;  // the client's transport address
@@ -119,6 +120,7 @@ struct GetResult {
 // One state of a batched get.
 struct GetItem {
   StateKey key{};
+  NamespaceKey ns{};
   kvstate::Fingerprint expected_model{};
   std::vector<PageId> pages;  // empty: all pages
 };
@@ -176,9 +178,11 @@ class CacheNodeService {
   absl::StatusOr<std::vector<GetResult>> GetMany(const GetManyRequest& request,
                                                  absl::Time deadline);
   absl::StatusOr<LookupResult> Lookup(const NamespaceKey& ns, std::span<const int32_t> tokens);
-  absl::Status Pin(const StateKey& key);
-  absl::Status Unpin(const StateKey& key);
-  absl::Status Delete(const StateKey& key);
+  // A state is named by its key and its namespace; another namespace's state is NotFound, with
+  // the message of an unknown key.
+  absl::Status Pin(const NamespaceKey& ns, const StateKey& key);
+  absl::Status Unpin(const NamespaceKey& ns, const StateKey& key);
+  absl::Status Delete(const NamespaceKey& ns, const StateKey& key);
   CacheNodeStats Stats();
   // One retention pass (age limit); the background thread runs it every sweep interval.
   absl::Status RunRetention();
@@ -198,7 +202,7 @@ class CacheNodeService {
                    Clock* clock);
   absl::Status Load();
   // Whether the state under `key` is pinned; NotFound naming the key when none is stored.
-  absl::StatusOr<bool> PinnedIfStored(const StateKey& key) const;
+  absl::StatusOr<bool> PinnedIfStored(const NamespaceKey& ns, const StateKey& key) const;
   // ResourceExhausted when pinning `key` would take its namespace past
   // max_pinned_bytes_per_namespace (OK for an unknown or pinned state).
   absl::Status WithinPinQuota(const StateKey& key) const;

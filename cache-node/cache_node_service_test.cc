@@ -74,9 +74,11 @@ class CacheNodeServiceTest : public ::testing::Test {
     GetResult result;
     std::vector<std::vector<uint8_t>> pages;
   };
+  // A Get of `key` in `ns` (the test states' namespace unless told).
   absl::StatusOr<Fetched> Get(const kvstate::StateKey& key, const kvstate::Fingerprint& model,
-                              std::vector<PageId> pages = {}) {
-    GetRequest req{key, model, std::move(pages), client_->LocalAddress(), ++request_id_};
+                              std::vector<PageId> pages = {},
+                              const NamespaceKey& ns = TestNamespace()) {
+    GetRequest req{key, ns, model, std::move(pages), client_->LocalAddress(), ++request_id_};
     auto r = node_->Get(req, absl::Now() + absl::Seconds(10));
     if (!r.ok()) return r.status();
     auto batch = client_->Receive(absl::Now() + absl::Seconds(10));
@@ -177,7 +179,9 @@ TEST_F(CacheNodeServiceTest, UnregisteredPeersAreRefusedBeforeAnythingMoves) {
   EXPECT_EQ(node_->Stats().pending_puts, 0u);
 
   ASSERT_TRUE(Put(s).ok());
-  GetRequest req{s.manifest.state_key, s.manifest.model, {}, outsider->LocalAddress(), 7};
+  GetRequest req{s.manifest.state_key,     s.manifest.namespace_key,
+                 s.manifest.model,         {},
+                 outsider->LocalAddress(), 7};
   EXPECT_EQ(node_->Get(req, absl::Now() + absl::Seconds(10)).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(outsider->Receive(absl::Now() + absl::Milliseconds(50)).status().code(),
@@ -264,10 +268,11 @@ TEST_F(CacheNodeServiceTest, GetManyShipsEveryStateInOneBatch) {
   for (const TestState* s : {&a, &b, &c}) ASSERT_TRUE(Put(*s).ok());
   Start();         // all cold
   ExpectState(b);  // b warm
-  auto f = GetMany({{a.manifest.state_key, a.manifest.model, {}},
-                    {b.manifest.state_key, b.manifest.model, {}},
-                    {a.manifest.state_key, a.manifest.model, {{1, 1, 1}, {0, 0, 1}}},
-                    {c.manifest.state_key, c.manifest.model, {}}});
+  auto f = GetMany(
+      {{a.manifest.state_key, a.manifest.namespace_key, a.manifest.model, {}},
+       {b.manifest.state_key, b.manifest.namespace_key, b.manifest.model, {}},
+       {a.manifest.state_key, a.manifest.namespace_key, a.manifest.model, {{1, 1, 1}, {0, 0, 1}}},
+       {c.manifest.state_key, c.manifest.namespace_key, c.manifest.model, {}}});
   ASSERT_TRUE(f.ok()) << f.status();
   ASSERT_EQ(f->results.size(), 4u);
   EXPECT_EQ(f->buffers, 4u);
@@ -289,8 +294,8 @@ TEST_F(CacheNodeServiceTest, GetManyShipsEveryStateInOneBatch) {
   EXPECT_EQ(st.bytes_got, a.manifest.total_page_bytes() + 2 * b.manifest.total_page_bytes() +
                               c.manifest.total_page_bytes() + a.pages[1].size() +
                               a.pages[7].size());
-  f = GetMany(
-      {{c.manifest.state_key, c.manifest.model, {}}, {a.manifest.state_key, a.manifest.model, {}}});
+  f = GetMany({{c.manifest.state_key, c.manifest.namespace_key, c.manifest.model, {}},
+               {a.manifest.state_key, a.manifest.namespace_key, a.manifest.model, {}}});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE(f->results[0].warm_hit);
   EXPECT_TRUE(f->results[1].warm_hit);
@@ -307,8 +312,8 @@ TEST_F(CacheNodeServiceTest, BadGetManyShipsNothing) {
   ASSERT_TRUE(Put(a).ok());
   ASSERT_TRUE(Put(b).ok());
   Start();  // cold: a failed request must not admit anything
-  const GetItem ga{a.manifest.state_key, a.manifest.model, {}};
-  const GetItem gb{b.manifest.state_key, b.manifest.model, {}};
+  const GetItem ga{a.manifest.state_key, a.manifest.namespace_key, a.manifest.model, {}};
+  const GetItem gb{b.manifest.state_key, b.manifest.namespace_key, b.manifest.model, {}};
   struct Case {
     std::vector<GetItem> items;
     absl::StatusCode code;
@@ -317,13 +322,13 @@ TEST_F(CacheNodeServiceTest, BadGetManyShipsNothing) {
   const std::vector<Case> cases = {
       {{}, absl::StatusCode::kInvalidArgument, "1 to 1024 states, not 0"},
       {std::vector<GetItem>(kMaxGetItems + 1, ga), absl::StatusCode::kInvalidArgument, "not 1025"},
-      {{ga, {unknown.manifest.state_key, a.manifest.model, {}}},
+      {{ga, {unknown.manifest.state_key, unknown.manifest.namespace_key, a.manifest.model, {}}},
        absl::StatusCode::kNotFound,
        "get item 1: no state stored under key " + kvpage::ToHex(unknown.manifest.state_key)},
-      {{gb, {b.manifest.state_key, TestModel(3), {}}},
+      {{gb, {b.manifest.state_key, b.manifest.namespace_key, TestModel(3), {}}},
        absl::StatusCode::kFailedPrecondition,
        "get item 1: state " + kvpage::ToHex(b.manifest.state_key)},
-      {{{a.manifest.state_key, a.manifest.model, {{5, 0, 0}}}, gb},
+      {{{a.manifest.state_key, a.manifest.namespace_key, a.manifest.model, {{5, 0, 0}}}, gb},
        absl::StatusCode::kInvalidArgument,
        "get item 0: state"},
       {{ga, ga}, absl::StatusCode::kInvalidArgument, "split the request"},
@@ -451,28 +456,54 @@ TEST_F(CacheNodeServiceTest, PinDeleteAndRetention) {
   ASSERT_TRUE(Put(a).ok());
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(Put(b).ok());
-  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());
-  EXPECT_EQ(node_->Delete(a.manifest.state_key).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(node_->Pin(a.manifest.namespace_key, a.manifest.state_key).ok());
+  EXPECT_EQ(node_->Delete(a.manifest.namespace_key, a.manifest.state_key).code(),
+            absl::StatusCode::kFailedPrecondition);
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(Put(c).ok());  // displaces b, the oldest unpinned
   EXPECT_EQ(Get(b.manifest.state_key, b.manifest.model).status().code(),
             absl::StatusCode::kNotFound);
-  ASSERT_TRUE(node_->Pin(c.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Pin(c.manifest.namespace_key, c.manifest.state_key).ok());
   Start();  // pins survive a restart
   auto full = Put(b);
   ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(full.status().message().find("pinned"), std::string::npos) << full.status();
   ExpectState(a);
   ExpectState(c);
-  ASSERT_TRUE(node_->Unpin(c.manifest.state_key).ok());
-  ASSERT_TRUE(node_->Delete(c.manifest.state_key).ok());
-  EXPECT_EQ(node_->Delete(c.manifest.state_key).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(node_->Unpin(c.manifest.namespace_key, c.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Delete(c.manifest.namespace_key, c.manifest.state_key).ok());
+  EXPECT_EQ(node_->Delete(c.manifest.namespace_key, c.manifest.state_key).code(),
+            absl::StatusCode::kNotFound);
   ASSERT_TRUE(Put(b).ok());
   // Age: two hours later b is dropped, pinned a stays.
   clock_.Advance(absl::Hours(2));
   ASSERT_TRUE(node_->RunRetention().ok());
   EXPECT_EQ(node_->Stats().states, 1u);
   ExpectState(a);
+}
+
+// A state is named by its key and its namespace: under another namespace a stored key answers
+// exactly as an unknown key does, for every read, pin and delete, warm or cold.
+TEST_F(CacheNodeServiceTest, AKeyAloneIsNotEnough) {
+  TestState a = State(1);
+  Start();
+  ASSERT_TRUE(Put(a).ok());
+  const NamespaceKey other = TestNamespace(9);
+  const std::string unknown = "no state stored under key " + kvpage::ToHex(a.manifest.state_key);
+  auto expect_unknown = [&](const absl::Status& s, const char* what) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << what << ": " << s;
+    EXPECT_NE(s.message().find(unknown), std::string::npos) << what << ": " << s;
+  };
+  for (int round = 0; round < 2; ++round) {  // cold, then warm (the first good Get admits it)
+    expect_unknown(Get(a.manifest.state_key, a.manifest.model, {}, other).status(), "get");
+    expect_unknown(GetMany({{a.manifest.state_key, other, a.manifest.model, {}}}).status(),
+                   "get many");
+    expect_unknown(node_->Pin(other, a.manifest.state_key), "pin");
+    expect_unknown(node_->Unpin(other, a.manifest.state_key), "unpin");
+    expect_unknown(node_->Delete(other, a.manifest.state_key), "delete");
+    ExpectState(a);  // its own namespace reads it, and nothing above changed it
+  }
+  EXPECT_EQ(node_->Stats().pinned_states, 0u);
 }
 
 // Pins have a quota per namespace (a tenant's states under one model and policy): one namespace
@@ -487,17 +518,20 @@ TEST_F(CacheNodeServiceTest, PinsStayWithinTheirNamespacesQuota) {
   ASSERT_TRUE(Put(a).ok());
   ASSERT_TRUE(Put(b).ok());
   ASSERT_TRUE(Put(*other).ok());
-  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());
-  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());  // already pinned: nothing more counted
-  const absl::Status over = node_->Pin(b.manifest.state_key);
+  ASSERT_TRUE(node_->Pin(a.manifest.namespace_key, a.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Pin(a.manifest.namespace_key, a.manifest.state_key)
+                  .ok());  // already pinned: nothing more counted
+  const absl::Status over = node_->Pin(b.manifest.namespace_key, b.manifest.state_key);
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(over.message().find("pin.max_bytes_per_namespace"), std::string::npos) << over;
-  EXPECT_TRUE(node_->Pin(other->manifest.state_key).ok());  // another namespace's quota
+  EXPECT_TRUE(node_->Pin(other->manifest.namespace_key, other->manifest.state_key)
+                  .ok());  // another namespace's quota
   EXPECT_EQ(node_->Stats().pinned_states, 2u);
-  ASSERT_TRUE(node_->Unpin(a.manifest.state_key).ok());
-  EXPECT_TRUE(node_->Pin(b.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Unpin(a.manifest.namespace_key, a.manifest.state_key).ok());
+  EXPECT_TRUE(node_->Pin(b.manifest.namespace_key, b.manifest.state_key).ok());
   Start();  // the counts come back with the pins after a restart
-  EXPECT_EQ(node_->Pin(a.manifest.state_key).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(node_->Pin(a.manifest.namespace_key, a.manifest.state_key).code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(CacheNodeServiceTest, WarmTierHonoursBudget) {
@@ -516,7 +550,7 @@ TEST_F(CacheNodeServiceTest, PinnedStateStaysWarm) {
   options_.warm_bytes = a.manifest.total_page_bytes() + 10;  // room for one state
   Start();
   ASSERT_TRUE(Put(a).ok());
-  ASSERT_TRUE(node_->Pin(a.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Pin(a.manifest.namespace_key, a.manifest.state_key).ok());
   clock_.Advance(absl::Hours(1));  // a's recency score has decayed to nothing
   ASSERT_TRUE(Put(b).ok());        // would displace an unpinned a
   ExpectState(b);                  // cold read, not admitted over the pinned a
@@ -525,7 +559,7 @@ TEST_F(CacheNodeServiceTest, PinnedStateStaysWarm) {
   EXPECT_EQ(st.warm.hits, 1u);
   EXPECT_EQ(st.warm.misses, 1u);
   EXPECT_EQ(st.warm.pinned_entries, 1u);
-  ASSERT_TRUE(node_->Unpin(a.manifest.state_key).ok());
+  ASSERT_TRUE(node_->Unpin(a.manifest.namespace_key, a.manifest.state_key).ok());
   ExpectState(b);  // now b (fresh) displaces the idle a
   ExpectState(b);
   EXPECT_EQ(node_->Stats().warm.hits, 2u);
@@ -568,9 +602,13 @@ TEST_F(CacheNodeServiceTest, ConcurrentClients) {
         auto commit = node_->CommitPut(ticket->ticket, absl::Now() + absl::Seconds(10));
         check(commit.ok(), commit.status().ToString());
         const uint64_t rid = (static_cast<uint64_t>(t) << 32) | static_cast<uint64_t>(i);
-        auto got =
-            node_->Get({s.manifest.state_key, s.manifest.model, {}, (*tr)->LocalAddress(), rid},
-                       absl::Now() + absl::Seconds(10));
+        auto got = node_->Get({s.manifest.state_key,
+                               s.manifest.namespace_key,
+                               s.manifest.model,
+                               {},
+                               (*tr)->LocalAddress(),
+                               rid},
+                              absl::Now() + absl::Seconds(10));
         check(got.ok(), got.status().ToString());
         auto batch = (*tr)->Receive(absl::Now() + absl::Seconds(10));
         check(batch.ok(), "reply batch");
@@ -590,7 +628,7 @@ TEST_F(CacheNodeServiceTest, ConcurrentClients) {
         auto found = node_->Lookup(TestNamespace(), s.tokens);
         check(found.ok() && found->found && found->key == s.manifest.state_key, "lookup");
         if (i % 3 == 0) {
-          check(node_->Delete(s.manifest.state_key).ok(), "delete");
+          check(node_->Delete(s.manifest.namespace_key, s.manifest.state_key).ok(), "delete");
         } else {
           kept[t].push_back(seed);
         }

@@ -138,7 +138,8 @@ TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
   std::string long_text;
   for (int i = 0; i < 12; ++i) long_text += "Paris is the capital of France and a city of art. ";
   const auto prompt = Chat(long_text + "Summarise.");
-  auto turn = Run(Request(prompt, "streamingllm", 0.3, "int8"));
+  const TurnRequest request = Request(prompt, "streamingllm", 0.3, "int8");
+  auto turn = Run(request);
   ASSERT_TRUE(turn.ok()) << turn.status();
   const int64_t heads = int64_t{model_->config().n_layers} * model_->config().n_kv_heads;
   // Budget max(ceil(0.3 · T), sinks 4 + window 32) per head.
@@ -147,8 +148,17 @@ TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
   EXPECT_EQ(turn->start.total_entries, static_cast<int64_t>(prompt.size()) * heads);
   EXPECT_EQ(turn->kv_entries, turn->start.kept_entries + (turn->generated_tokens - 1) * heads);
   ASSERT_TRUE(turn->state_key.has_value());
-  auto stored = cache_->Get(*turn->state_key, *kvstate::FingerprintFromHex(model_->fingerprint()));
+  auto stored = cache_->Get(request.namespace_key, *turn->state_key,
+                            *kvstate::FingerprintFromHex(model_->fingerprint()));
   ASSERT_TRUE(stored.ok()) << stored.status();
+  // The key alone is not enough: under another namespace the state is unknown.
+  const kvstate::NamespaceKey other = kvstate::MakeNamespaceKey(
+      "another tenant", *kvstate::FingerprintFromHex(model_->fingerprint()), "streamingllmint8");
+  EXPECT_EQ(
+      cache_->Get(other, *turn->state_key, *kvstate::FingerprintFromHex(model_->fingerprint()))
+          .status()
+          .code(),
+      absl::StatusCode::kNotFound);
   int64_t retained = 0, evicted = 0;
   for (const kvstate::PageRef& p : stored->manifest.pages) {
     (p.tier == kvstate::Tier::kRetained ? retained : evicted) += p.n_tokens;

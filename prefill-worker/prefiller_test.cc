@@ -142,7 +142,8 @@ TEST_F(PrefillerTest, TheDecodeWorkerContinuesFromTheDeliveryAsFromTheSameStateL
   auto match = decode_cache_->Lookup(Namespace(), std::span(prompt.data(), n - 1));
   ASSERT_TRUE(match.ok() && match->found) << match.status();
   EXPECT_EQ(match->token_count, static_cast<uint32_t>(n - 1));
-  auto stored = decode_cache_->Get(match->key, *kvstate::FingerprintFromHex(model_->fingerprint()));
+  auto stored = decode_cache_->Get(Namespace(), match->key,
+                                   *kvstate::FingerprintFromHex(model_->fingerprint()));
   ASSERT_TRUE(stored.ok()) << stored.status();
   int evicted_pages = 0;
   for (const kvstate::PageRef& ref : stored->manifest.pages) {

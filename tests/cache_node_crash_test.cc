@@ -90,7 +90,7 @@ class CacheNodeCrashTest : public ::testing::Test {
 
   // Get `s` through the node and check every byte and every page (full decode).
   static void ExpectReadable(CacheClient& c, const TestState& s) {
-    auto got = c.Get(s.manifest.state_key, s.manifest.model);
+    auto got = c.Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(got->manifest.SameContent(s.manifest));
     ASSERT_EQ(got->pages.size(), s.pages.size());
@@ -189,7 +189,7 @@ TEST_F(CacheNodeCrashTest, SigkillMidStreamLosesNoAcknowledgedState) {
   for (uint64_t seed : attempted) {
     if (std::find(acked.begin(), acked.end(), seed) != acked.end()) continue;
     const TestState s = StateFor(seed);
-    auto got = c->Get(s.manifest.state_key, s.manifest.model);
+    auto got = c->Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model);
     if (got.ok()) {
       ExpectReadable(*c, s);
       ++found;

@@ -225,11 +225,13 @@ absl::StatusOr<std::vector<State>> CacheClient::FinishGet(
   return out;
 }
 
-absl::StatusOr<State> CacheClient::Get(const kvstate::StateKey& key,
+absl::StatusOr<State> CacheClient::Get(const kvstate::NamespaceKey& ns,
+                                       const kvstate::StateKey& key,
                                        const kvstate::Fingerprint& model,
                                        const std::vector<kvstate::PageId>& pages) {
   v1::CacheGetRequest req;
   req.set_state_key(BytesOf(key));
+  req.set_namespace_key(BytesOf(ns));
   req.mutable_expected_model()->set_digest(BytesOf(model));
   AddSelectors(pages, req.mutable_pages());
   Lane& lane = AcquireLane();
@@ -256,6 +258,7 @@ absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec>
   for (const GetSpec& spec : states) {
     v1::CacheGetItem* item = req.add_items();
     item->set_state_key(BytesOf(spec.key));
+    item->set_namespace_key(BytesOf(spec.ns));
     item->mutable_expected_model()->set_digest(BytesOf(spec.model));
     AddSelectors(spec.pages, item->mutable_pages());
   }
@@ -306,23 +309,24 @@ absl::StatusOr<LookupMatch> CacheClient::Lookup(const kvstate::NamespaceKey& ns,
 absl::Status CacheClient::KeyCall(
     grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
                                                 const v1::CacheStateKeyRequest&, v1::CacheEmpty*),
-    const kvstate::StateKey& key) {
+    const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
   v1::CacheStateKeyRequest req;
   req.set_state_key(BytesOf(key));
+  req.set_namespace_key(BytesOf(ns));
   v1::CacheEmpty resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   return FromGrpcStatus((stub_.get()->*method)(&ctx, req, &resp));
 }
 
-absl::Status CacheClient::Pin(const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Pin, key);
+absl::Status CacheClient::Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
+  return KeyCall(&v1::CacheNode::Stub::Pin, ns, key);
 }
-absl::Status CacheClient::Unpin(const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Unpin, key);
+absl::Status CacheClient::Unpin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
+  return KeyCall(&v1::CacheNode::Stub::Unpin, ns, key);
 }
-absl::Status CacheClient::Delete(const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Delete, key);
+absl::Status CacheClient::Delete(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
+  return KeyCall(&v1::CacheNode::Stub::Delete, ns, key);
 }
 
 absl::StatusOr<v1::CacheStatsResponse> CacheClient::Stats() {

@@ -67,6 +67,7 @@ struct State {
 
 // One state of a GetMany.
 struct GetSpec {
+  kvstate::NamespaceKey ns{};  // the state's namespace
   kvstate::StateKey key{};
   kvstate::Fingerprint model{};        // the model the caller expects the state to be made by
   std::vector<kvstate::PageId> pages;  // empty: every page
@@ -91,15 +92,18 @@ class CacheClient {
 
   absl::StatusOr<PutResult> Put(const kvstate::Manifest& manifest, std::span<const int32_t> tokens,
                                 std::span<const std::span<const uint8_t>> pages);
-  absl::StatusOr<State> Get(const kvstate::StateKey& key, const kvstate::Fingerprint& model,
+  // A state is named by its namespace and its key (the node answers NotFound for a state of
+  // another namespace, as for an unknown key).
+  absl::StatusOr<State> Get(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key,
+                            const kvstate::Fingerprint& model,
                             const std::vector<kvstate::PageId>& pages = {});
   // Results in the order of `states` (1 to 1024 of them; a state may repeat).
   absl::StatusOr<std::vector<State>> GetMany(std::span<const GetSpec> states);
   absl::StatusOr<LookupMatch> Lookup(const kvstate::NamespaceKey& ns,
                                      std::span<const int32_t> tokens);
-  absl::Status Pin(const kvstate::StateKey& key);
-  absl::Status Unpin(const kvstate::StateKey& key);
-  absl::Status Delete(const kvstate::StateKey& key);
+  absl::Status Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
+  absl::Status Unpin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
+  absl::Status Delete(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
   absl::StatusOr<v1::CacheStatsResponse> Stats();
 
   // Each transport's counters, in the order given to Create.
@@ -131,7 +135,7 @@ class CacheClient {
   absl::Status KeyCall(grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
                                                                    const v1::CacheStateKeyRequest&,
                                                                    v1::CacheEmpty*),
-                       const kvstate::StateKey& key);
+                       const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
   void SetDeadline(grpc::ClientContext* ctx) const;
 
   const CacheClientOptions options_;  // Constant after construction.

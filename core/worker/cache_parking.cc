@@ -32,7 +32,7 @@ CacheParking::CacheParking(cache_client::CacheClient& cache, const model::Model&
 
 CacheParking::~CacheParking() {
   if (!stored_) return;
-  if (absl::Status st = cache_.Delete(*stored_); !st.ok()) {
+  if (absl::Status st = cache_.Delete(namespace_key_, *stored_); !st.ok()) {
     log::Warning("deleting a parked state failed; the cache node's retention will drop it",
                  {{"session", session_id_}, {"error", st.ToString()}});
   }
@@ -66,7 +66,7 @@ absl::Status CacheParking::Park(std::span<const int32_t> generated) {
 
 absl::Status CacheParking::Unpark() {
   if (!stored_) return absl::FailedPreconditionError("nothing is parked");
-  ASSIGN_OR_RETURN(cache_client::State state, cache_.Get(*stored_, FingerprintOf(model_)));
+  ASSIGN_OR_RETURN(cache_client::State state, cache_.Get(namespace_key_, *stored_, FingerprintOf(model_)));
   absl::Status loaded = kvstate::LoadPages(state.manifest, state.pages,
                                            kvstate::LoadTiers::kRetained, &session_.cache());
   if (loaded.ok()) loaded = session_.Resume(position_);
@@ -74,7 +74,7 @@ absl::Status CacheParking::Unpark() {
     session_.Reset();  // all or nothing: a partial load would be a different sequence
     return loaded;
   }
-  if (absl::Status st = cache_.Delete(*stored_); !st.ok()) {
+  if (absl::Status st = cache_.Delete(namespace_key_, *stored_); !st.ok()) {
     log::Warning("deleting a parked state failed; the cache node's retention will drop it",
                  {{"session", session_id_}, {"error", st.ToString()}});
   }

@@ -100,7 +100,7 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
     return std::nullopt;
   }
   if (!match->found || match->token_count == 0) return std::nullopt;
-  absl::StatusOr<cache_client::State> state = cache.Get(match->key, FingerprintOf(model));
+  absl::StatusOr<cache_client::State> state = cache.Get(ns, match->key, FingerprintOf(model));
   if (!state.ok()) {
     log::Warning("cache get failed; recomputing",
                  {{"session", session}, {"error", state.status().ToString()}});
@@ -170,7 +170,7 @@ std::vector<model::KvHead> GatherColdEntries(cache_client::CacheClient& cache,
       break;
     }
     if (!match->found || match->token_count == 0) break;
-    states.push_back({.key = match->key, .model = FingerprintOf(model), .pages = {}});
+    states.push_back({.ns = ns, .key = match->key, .model = FingerprintOf(model), .pages = {}});
     n = match->token_count - 1;
   }
   if (states.empty()) return cold;
