@@ -13,6 +13,8 @@ python="${3:-python3}"
 rm -rf "$work"
 mkdir -p "$work"
 "$python" -m venv "$work/venv"
+# pip builds in the checkout: setuptools' build/ from an earlier install must not leak into this one.
+rm -rf "$repo/clients/python/build"
 "$work/venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q \
   "$repo/clients/python"
 cd "$work"

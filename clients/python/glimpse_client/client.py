@@ -20,7 +20,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import grpc
 
 from glimpse_client import results
-from glimpse_client._stubs import (coordinator_pb2, decode_worker_pb2, frontend_pb2,
+from glimpse_client._stubs import (coordinator_pb2, turn_pb2, frontend_pb2,
                                    frontend_pb2_grpc, model_pb2)
 from glimpse_client.errors import GlimpseError, from_rpc_error
 from glimpse_client.results import SessionEnded, SessionInfo, ToolCallRecorded, TurnResult
@@ -60,7 +60,7 @@ class GlimpseClient:
                                             seed=seed, max_tokens=max_tokens)
         eviction = None
         if policy is not None or budget is not None or codec is not None:
-            eviction = decode_worker_pb2.EvictionPolicy(method=policy or "",
+            eviction = turn_pb2.EvictionPolicy(method=policy or "",
                                                         budget_ratio=budget or 0.0,
                                                         codec=codec or "")
         return Session(self, session_id, sampling, eviction)
@@ -121,7 +121,7 @@ class Turn:
         self._pieces: List[str] = []
         self._ids: List[int] = []
         self._started = frontend_pb2.GenerateEvent()
-        self._done: Optional[decode_worker_pb2.TurnDone] = None
+        self._done: Optional[turn_pb2.TurnDone] = None
         self._lease = frontend_pb2.TurnLease()
         self._result: Optional[TurnResult] = None
         self._error: Optional[GlimpseError] = None
@@ -195,7 +195,7 @@ class Session:
 
     def __init__(self, client: GlimpseClient, session_id: str,
                  sampling: model_pb2.SamplingParams,
-                 policy: Optional[decode_worker_pb2.EvictionPolicy]) -> None:
+                 policy: Optional[turn_pb2.EvictionPolicy]) -> None:
         self.client = client
         self.session_id = session_id
         self.sampling = sampling

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from glimpse_client._stubs import coordinator_pb2, decode_worker_pb2, frontend_pb2
+from glimpse_client._stubs import coordinator_pb2, turn_pb2, frontend_pb2
 
 _SOURCES = {
-    decode_worker_pb2.STATE_SOURCE_HOT: "hot",
-    decode_worker_pb2.STATE_SOURCE_WARM: "warm",
-    decode_worker_pb2.STATE_SOURCE_RECOMPUTE: "recompute",
+    turn_pb2.STATE_SOURCE_HOT: "hot",
+    turn_pb2.STATE_SOURCE_WARM: "warm",
+    turn_pb2.STATE_SOURCE_RECOMPUTE: "recompute",
 }
 _TIERS = {
     coordinator_pb2.SESSION_TIER_ACTIVE: "active",
@@ -109,7 +109,7 @@ def session_ended(resp: coordinator_pb2.EndSessionResponse) -> SessionEnded:
 
 
 def turn_result(text: str, token_ids: Tuple[int, ...], ttft_s: float,
-                started: frontend_pb2.GenerateEvent, done: decode_worker_pb2.TurnDone,
+                started: frontend_pb2.GenerateEvent, done: turn_pb2.TurnDone,
                 lease: frontend_pb2.TurnLease) -> TurnResult:
     """Assembles a TurnResult from the started event (with its worker), done and lease."""
     return TurnResult(
