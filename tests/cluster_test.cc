@@ -192,7 +192,7 @@ TEST_F(ClusterTest, TurnsAreRecomputedThenHotThenWarmAndReplaysReuseState) {
   EXPECT_EQ(t1.started.source(), v1::STATE_SOURCE_RECOMPUTE);
   EXPECT_EQ(t1.worker, "d1");
   EXPECT_FALSE(t1.text.empty());
-  EXPECT_GT(t1.done.state_bytes(), 0u);       // stored before "done"
+  EXPECT_GT(t1.done.state_bytes(), 0u);      // stored before "done"
   EXPECT_TRUE(t1.done.state_key().empty());  // the key stays inside the cluster
   EXPECT_GT(t1.lease.ttl_ms(), 0);
 

@@ -66,7 +66,8 @@ absl::Status CacheParking::Park(std::span<const int32_t> generated) {
 
 absl::Status CacheParking::Unpark() {
   if (!stored_) return absl::FailedPreconditionError("nothing is parked");
-  ASSIGN_OR_RETURN(cache_client::State state, cache_.Get(namespace_key_, *stored_, FingerprintOf(model_)));
+  ASSIGN_OR_RETURN(cache_client::State state,
+                   cache_.Get(namespace_key_, *stored_, FingerprintOf(model_)));
   absl::Status loaded = kvstate::LoadPages(state.manifest, state.pages,
                                            kvstate::LoadTiers::kRetained, &session_.cache());
   if (loaded.ok()) loaded = session_.Resume(position_);

@@ -47,6 +47,21 @@ class EngineTest : public ::testing::Test {
     EXPECT_TRUE(r.ok());
     return r.ok() ? r->tokens : std::vector<int32_t>{};
   }
+  // From inside a job (the engine thread is held): starts decoding `session` from `logits` on a
+  // thread of its own, expecting `want`, and returns once the sequence waits to join, so that
+  // its first step is in the job's next pass.
+  static std::thread JoinWhileHeld(Engine& engine, model::Session& session,
+                                   const std::vector<float>& logits, int32_t max_tokens,
+                                   const std::vector<int32_t>& want) {
+    std::thread decode([&engine, &session, &logits, max_tokens, &want] {
+      auto sampler = model::Sampler::Create({});
+      auto r = engine.Decode(session, *sampler, logits, max_tokens, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->tokens, want);
+    });
+    while (engine.Stats().joining == 0) std::this_thread::yield();
+    return decode;
+  }
   static const model::Model* model_;
 };
 
@@ -244,13 +259,7 @@ TEST_F(EngineTest, RunningSequencesStepInThePassesOfALongPrefillsChunks) {
                   .Run([&]() -> absl::Status {
                     // a joins while this job holds the engine: it cannot finish before b's
                     // prefill starts, and steps first in b's first chunk.
-                    decode = std::thread([&] {
-                      auto sampler = model::Sampler::Create({});
-                      auto r = engine.Decode(sa, *sampler, la, kMax, {});
-                      ASSERT_TRUE(r.ok()) << r.status();
-                      EXPECT_EQ(r->tokens, alone);
-                    });
-                    while (engine.Stats().joining == 0) std::this_thread::yield();
+                    decode = JoinWhileHeld(engine, sa, la, kMax, alone);
                     const int64_t before = engine.Stats().steps_with_prefill;
                     ASSIGN_OR_RETURN(lb, sb.Forward(b));
                     steps_during = engine.Stats().steps_with_prefill - before;
@@ -307,13 +316,7 @@ TEST_F(EngineTest, AChunkWhosePassWithTheDecodesDoesNotFitRunsAloneAndTheDecodes
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
                     // a joins while this job holds the engine: its first step is b's pass.
-                    decode = std::thread([&] {
-                      auto sampler = model::Sampler::Create({});
-                      auto r = engine.Decode(sa, *sampler, la, kMax, {});
-                      ASSERT_TRUE(r.ok()) << r.status();
-                      EXPECT_EQ(r->tokens, alone);
-                    });
-                    while (engine.Stats().joining == 0) std::this_thread::yield();
+                    decode = JoinWhileHeld(engine, sa, la, kMax, alone);
                     ASSIGN_OR_RETURN(lb, sb.Forward(b));
                     return absl::OkStatus();
                   })
