@@ -71,7 +71,6 @@ v1::DecodeEvent DoneEvent(const TurnResult& r) {
   d->set_kv_entries(r.kv_entries);
   d->set_state_bytes(r.state_bytes);
   d->set_full_fp16_bytes(r.full_fp16_bytes);
-  if (r.state_key) d->set_state_key(r.state_key->data(), r.state_key->size());
   d->set_ttft_seconds(r.start.ttft_seconds);
   d->set_decode_tokens_per_second(r.decode_tokens_per_second);
   d->set_hot_tokens(r.hot_tokens);

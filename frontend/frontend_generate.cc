@@ -195,8 +195,6 @@ absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& ev
     }
   } else if (event.has_done()) {
     *out.mutable_done() = event.done();
-    // A state key names stored KV on the cache nodes: it stays inside the cluster.
-    out.mutable_done()->clear_state_key();
   } else {
     return absl::OkStatus();  // an event this frontend does not know: not forwarded
   }
