@@ -63,27 +63,6 @@ constexpr Holding kHoldings[] = {
     {"session", std::nullopt, 1e-5},  // last: it continues in the evicting session itself
 };
 
-int32_t Argmax(const std::vector<float>& x) {
-  return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
-}
-
-double LogSumExp(const std::vector<float>& x) {
-  const double m = x[Argmax(x)];
-  double sum = 0.0;
-  for (float v : x) sum += std::exp(v - m);
-  return m + std::log(sum);
-}
-
-// max |ours − kvpress| over kvpress's top logits and the log-sum-exp, as a share of the range.
-double LogitsError(const std::vector<float>& ours, const json& theirs) {
-  const auto ids = theirs["top_ids"].get<std::vector<int32_t>>();
-  const auto values = theirs["top_logits"].get<std::vector<double>>();
-  double worst = std::fabs(LogSumExp(ours) - theirs["logsumexp"].get<double>());
-  for (size_t i = 0; i < ids.size(); ++i)
-    worst = std::max(worst, std::fabs(ours[ids[i]] - values[i]));
-  return worst / theirs["range"].get<double>();
-}
-
 // A fresh session over the evicted cache encoded to pages in `codec` and loaded back.
 std::unique_ptr<model::Session> Reload(const model::Session& evicted, kvpage::Codec codec,
                                        int32_t n_context) {
@@ -114,11 +93,11 @@ Outcome RunAndCompare(model::Session& session, int32_t last, const json& fc, con
   auto logits = session.Forward(token);
   EXPECT_TRUE(logits.ok()) << logits.status();
   if (!logits.ok()) return out;
-  out.logits_error = LogitsError(*logits, fc["logits"]);
+  out.logits_error = testing::LogitsError(*logits, fc["logits"]);
   EXPECT_LE(out.logits_error, how.tol) << how.name;
   const double range = fc["logits"]["range"].get<double>();
   for (const json& step : fc["greedy"]) {
-    const int32_t ours = Argmax(*logits);
+    const int32_t ours = testing::Argmax(*logits);
     if (ours != step["token"].get<int32_t>()) {
       const double gap = step["top2"][0].get<double>() - step["top2"][1].get<double>();
       out.parted_at_tie = gap <= 2.0 * how.tol * range;

@@ -1,5 +1,7 @@
 #include "tests/kvpress_fixtures.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -59,6 +61,23 @@ eviction::SelectionOptions KvpressSelection(const std::string& method, double ra
   }
   if (method == "adakv_snapkv") o.granularity = eviction::Granularity::kPerLayer;
   return o;
+}
+
+int32_t Argmax(const std::vector<float>& logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+double LogitsError(const std::vector<float>& ours, const nlohmann::json& theirs) {
+  const double m = ours[Argmax(ours)];
+  double sum = 0.0;
+  for (float v : ours) sum += std::exp(v - m);
+  const auto ids = theirs["top_ids"].get<std::vector<int32_t>>();
+  const auto values = theirs["top_logits"].get<std::vector<double>>();
+  double worst = std::fabs(m + std::log(sum) - theirs["logsumexp"].get<double>());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    worst = std::max(worst, std::fabs(ours[ids[i]] - values[i]));
+  }
+  return worst / theirs["range"].get<double>();
 }
 
 }  // namespace glimpse::testing

@@ -36,4 +36,12 @@ std::vector<int32_t> KvpressPromptTokens(const nlohmann::json& prompts, const st
 eviction::ScorerConfig KvpressScorer(const std::string& method, const nlohmann::json& settings);
 eviction::SelectionOptions KvpressSelection(const std::string& method, double ratio, int64_t T);
 
+// The index of the largest logit (lowest on ties).
+int32_t Argmax(const std::vector<float>& logits);
+
+// max |ours − kvpress| over a fixture's recorded logits ({top_ids, top_logits, logsumexp,
+// range}: kvpress's largest logits and the log-sum-exp over the vocabulary), as a share of the
+// range of kvpress's logits.
+double LogitsError(const std::vector<float>& ours, const nlohmann::json& theirs);
+
 }  // namespace glimpse::testing

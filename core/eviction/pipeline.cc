@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/common/stopwatch.h"
+#include "core/eviction/head_eviction.h"
 #include "core/eviction/lookahead_module.h"
 #include "core/eviction/lookahead_pass.h"
 #include "core/eviction/recall.h"
@@ -45,8 +46,6 @@
 
 namespace glimpse::eviction {
 namespace {
-
-using HeadScores = std::vector<std::vector<std::vector<float>>>;  // [layer][kv_head][entry]
 
 // Queries of the turn's last tokens that recall scores cold pages with when the scorer has no
 // window of its own (LookaheadKV): as many as the pipeline's default recent window.
@@ -177,26 +176,6 @@ void GatherCache(const model::KvCache& cache, int32_t layer, bool keys, std::vec
   }
 }
 
-LayerView BaseView(const model::Session& session, const Scorer& scorer, int32_t layer) {
-  const model::ModelConfig& c = session.model().config();
-  return LayerView{.layer = layer,
-                   .n_layers = c.n_layers,
-                   .n_heads = c.n_heads,
-                   .n_kv_heads = c.n_kv_heads,
-                   .head_dim = c.head_dim,
-                   .hidden = c.hidden,
-                   .window = scorer.window(),
-                   .rope_inv_freq = session.rope_inv_freq().data(),
-                   .rope_style = c.rope_style};
-}
-
-absl::Status Annotate(const absl::Status& status, const Scorer& scorer, std::string_view where) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat("scorer '", std::string(scorer.name()), "' at ",
-                                   std::string(where), ": ", std::string(status.message())));
-}
-
 // Empty session: scores one layer into `scores` ([Hkv, T]); `preference` is set for CAKE (may be
 // null). `lookahead` is [layer][Hkv · T] when the scorer needs kLookaheadAttention, else empty.
 absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& capture,
@@ -230,40 +209,28 @@ absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& ca
   return Annotate(status, scorer, absl::StrCat("layer ", layer));
 }
 
-// History: scores one (layer, kv-head) alone into `scores` ([T_h]). `lookahead` is
+// History: scores one (layer, kv-head) from what the prefill captured. `lookahead` is
 // [layer][Hkv · P] by position (P = next_position()) when needed.
-absl::Status ScoreHead(const model::Session& session, const CaptureObserver& capture,
-                       const Scorer& scorer, int32_t layer, int32_t kv_head,
-                       const std::vector<std::vector<float>>& lookahead,
-                       std::vector<float>& scores) {
+absl::Status ScoreCapturedHead(const model::Session& session, const CaptureObserver& capture,
+                               const Scorer& scorer, int32_t layer, int32_t kv_head,
+                               const std::vector<std::vector<float>>& lookahead,
+                               std::vector<float>& scores) {
   const uint32_t needs = scorer.needs();
   const LayerCapture& l = capture.layer(layer);
-  const model::KvHead kv = session.cache().Read(layer, kv_head);
-  LayerView view = BaseView(session, scorer, layer);
-  const int32_t group = view.n_heads / view.n_kv_heads;
-  view.n_heads = group;
-  view.n_kv_heads = 1;
-  view.n_tokens = kv.size();
-  view.positions = kv.positions.data();
-  if (needs & kKeys) view.keys = kv.keys.data();
-  if (needs & kValues) view.values = kv.values.data();
+  const model::ModelConfig& c = session.model().config();
+  const int64_t group = c.n_heads / c.n_kv_heads;
+  HeadInputs inputs;
   if (needs & kWindowQueries) {
-    view.window_queries =
-        l.window_q.data() + int64_t{kv_head} * group * view.window * view.head_dim;
+    inputs.window_queries = l.window_q.data() + kv_head * group * scorer.window() * c.head_dim;
   }
   if (needs & kAccumulatedAttention) {
-    view.accumulated_attention = l.attention.data() + l.row[int64_t{kv_head} * group];
+    inputs.accumulated_attention = l.attention.data() + l.row[kv_head * group];
   }
-  std::vector<float> by_entry;  // [T_h]
   if (needs & kLookaheadAttention) {
-    const float* by_position = lookahead[layer].data() + int64_t{kv_head} * session.next_position();
-    by_entry.resize(kv.size());
-    for (int64_t j = 0; j < kv.size(); ++j) by_entry[j] = by_position[kv.positions[j]];
-    view.lookahead_attention = by_entry.data();
+    inputs.lookahead_by_position =
+        lookahead[layer].data() + int64_t{kv_head} * session.next_position();
   }
-  scores.assign(kv.size(), 0.0f);
-  return Annotate(scorer.Score(view, scores.data()), scorer,
-                  absl::StrCat("layer ", layer, " kv-head ", kv_head));
+  return ScoreHead(session, scorer, layer, kv_head, inputs, scores);
 }
 
 // Scores every entry, layers (empty session) or heads (history) in parallel on the session's pool:
@@ -285,7 +252,8 @@ absl::StatusOr<HeadScores> ScoreAll(const model::Session& session, const Capture
       if (turn.history()) {
         const int32_t layer = static_cast<int32_t>(task / Hkv),
                       h = static_cast<int32_t>(task % Hkv);
-        statuses[task] = ScoreHead(session, capture, scorer, layer, h, lookahead, scores[layer][h]);
+        statuses[task] =
+            ScoreCapturedHead(session, capture, scorer, layer, h, lookahead, scores[layer][h]);
         continue;
       }
       const int32_t layer = static_cast<int32_t>(task);
@@ -300,82 +268,6 @@ absl::StatusOr<HeadScores> ScoreAll(const model::Session& session, const Capture
   });
   for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   return scores;
-}
-
-// Select() over heads of different lengths: each head's row is padded to the longest head with the
-// lowest float, placed after its first `sinks` entries (so its own sinks and window stay forced);
-// kept padding is dropped. Heads of equal length (an empty session) are passed through as they are.
-absl::StatusOr<KeptEntries> SelectRagged(const HeadScores& scores, const SelectionOptions& options,
-                                         const std::vector<double>& preferences) {
-  const int32_t Hkv = static_cast<int32_t>(scores[0].size());
-  int64_t T = 0;
-  for (const auto& layer : scores) {
-    for (const std::vector<float>& head : layer) T = std::max<int64_t>(T, head.size());
-  }
-  auto split = [&](int64_t size) { return std::clamp<int64_t>(options.sinks, 0, size); };
-  std::vector<std::vector<float>> padded(scores.size());  // [layer][Hkv · T]
-  for (size_t l = 0; l < scores.size(); ++l) {
-    padded[l].assign(Hkv * T, std::numeric_limits<float>::lowest());
-    for (int32_t h = 0; h < Hkv; ++h) {
-      const std::vector<float>& s = scores[l][h];
-      const int64_t head = split(s.size()), pad = T - static_cast<int64_t>(s.size());
-      float* row = padded[l].data() + h * T;
-      std::copy(s.begin(), s.begin() + head, row);
-      std::copy(s.begin() + head, s.end(), row + head + pad);
-    }
-  }
-  ASSIGN_OR_RETURN(KeptEntries kept, Select(padded, T, Hkv, options, preferences));
-  for (size_t l = 0; l < scores.size(); ++l) {
-    for (int32_t h = 0; h < Hkv; ++h) {
-      const int64_t head = split(scores[l][h].size());
-      const int64_t pad = T - static_cast<int64_t>(scores[l][h].size());
-      std::vector<int64_t>& k = kept[l][h];
-      k.erase(std::remove_if(k.begin(), k.end(),
-                             [&](int64_t i) { return i >= head && i < head + pad; }),
-              k.end());
-      for (int64_t& i : k) i = i < head ? i : i - pad;
-    }
-  }
-  return kept;
-}
-
-// Copies the evicted entries of every (layer, kv-head) and their scores out of the cache, then
-// drops them there.
-absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
-  const int64_t hd = cache.head_dim();
-  const int32_t L = cache.n_layers(), Hkv = cache.n_kv_heads();
-  result.kept_positions.assign(L, std::vector<std::vector<int32_t>>(Hkv));
-  result.evicted.assign(L, std::vector<model::KvHead>(Hkv));
-  result.evicted_scores.assign(L, std::vector<std::vector<float>>(Hkv));
-  for (int32_t layer = 0; layer < L; ++layer) {
-    for (int32_t h = 0; h < Hkv; ++h) {
-      const model::KvHead kv = cache.Read(layer, h);
-      const std::vector<int64_t>& keep = result.kept[layer][h];
-      const std::vector<float>& scores = result.scores[layer][h];
-      model::KvHead& out = result.evicted[layer][h];
-      std::vector<float>& out_scores = result.evicted_scores[layer][h];
-      const int64_t n_out = kv.size() - static_cast<int64_t>(keep.size());
-      out.keys.reserve(n_out * hd);
-      out.values.reserve(n_out * hd);
-      out.positions.reserve(n_out);
-      size_t next = 0;  // the next kept index
-      for (int64_t j = 0; j < kv.size(); ++j) {
-        if (next < keep.size() && keep[next] == j) {
-          ++next;
-          continue;
-        }
-        out.keys.insert(out.keys.end(), kv.keys.begin() + j * hd, kv.keys.begin() + (j + 1) * hd);
-        out.values.insert(out.values.end(), kv.values.begin() + j * hd,
-                          kv.values.begin() + (j + 1) * hd);
-        out.positions.push_back(kv.positions[j]);
-        out_scores.push_back(scores[j]);
-      }
-      RETURN_IF_ERROR(cache.Retain(layer, h, keep));
-      const std::span<const int32_t> kept = cache.positions(layer, h);
-      result.kept_positions[layer][h].assign(kept.begin(), kept.end());
-    }
-  }
-  return absl::OkStatus();
 }
 
 // The scorer's lookahead module, checked against the session's model; null when not needed.

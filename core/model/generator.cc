@@ -53,12 +53,14 @@ std::optional<int32_t> DecodeState::Next(std::span<const float> logits,
 
 absl::StatusOr<GenerationResult> DecodeFrom(Session& session, Sampler& sampler,
                                             std::vector<float> logits, int32_t max_tokens,
-                                            const std::function<bool(int32_t)>& on_token) {
+                                            const std::function<bool(int32_t)>& on_token,
+                                            DecodeObserver* observer) {
   const auto start = std::chrono::steady_clock::now();
   DecodeState state(session, sampler, max_tokens);
   while (std::optional<int32_t> token = state.Next(logits, on_token)) {
     const int32_t next[] = {*token};
-    ASSIGN_OR_RETURN(logits, session.Forward(next));
+    ASSIGN_OR_RETURN(logits, session.Forward(next, /*all_logits=*/false, observer));
+    if (observer != nullptr) RETURN_IF_ERROR(observer->AfterToken(session));
   }
   GenerationResult result = std::move(state.result());
   result.decode_seconds = SecondsSince(start);

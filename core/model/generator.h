@@ -56,12 +56,24 @@ class DecodeState {
   bool done_ = false;
 };
 
+// What runs beside one sequence's decoding (decode-time eviction,
+// core/eviction/decode_eviction.h): as a LayerObserver it sees every layer of each fed token's
+// pass; AfterToken then acts on the session before the next token's pass.
+class DecodeObserver : public LayerObserver {
+ public:
+  // After a fed token's pass (its K/V are in the cache), before the token sampled from its
+  // logits is fed. An error stops the sequence with that error.
+  virtual absl::Status AfterToken(Session& session) = 0;
+};
+
 // The decode half of Generate, for a caller that ran the prompt itself (e.g. prefill with
 // eviction): samples from `logits` (the prompt's last-token logits) onwards. `on_token` returning
 // false stops the loop after that token (StopReason::kCancelled); like the last token of any
-// result it is in `tokens` and not yet fed (unfed_token).
+// result it is in `tokens` and not yet fed (unfed_token). `observer` (may be null, not owned)
+// sees each fed token.
 absl::StatusOr<GenerationResult> DecodeFrom(Session& session, Sampler& sampler,
                                             std::vector<float> logits, int32_t max_tokens,
-                                            const std::function<bool(int32_t)>& on_token);
+                                            const std::function<bool(int32_t)>& on_token,
+                                            DecodeObserver* observer = nullptr);
 
 }  // namespace glimpse::model

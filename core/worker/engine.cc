@@ -47,22 +47,25 @@ struct Engine::Job {
 // A decoding sequence. The engine thread owns `state`, `logits` and `unfed` while it runs; the
 // rest is shared with the consumer under Engine::mu_.
 struct Engine::Sequence {
-  Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens, Parking p)
+  Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens, Parking p,
+           model::DecodeObserver* o)
       : session(&s),
         state(s, sampler, max_tokens),
         parking(std::move(p)),
+        observer(o),
         start_position(s.next_position()) {}
   model::Session* session;
   model::DecodeState state;
   const Parking parking;
-  const int32_t start_position;  // generated tokens are fed from here
-  bool parked = false;           // out of the pool, waiting (the engine thread's)
-  int64_t parked_bytes = 0;      // pool bytes its pages took when it was parked
-  std::vector<float> logits;     // of the last fed token
-  std::optional<int32_t> unfed;  // sampled, to be fed at the next step
-  uint64_t order = 0;            // join order: the youngest yields when memory is short
-  std::deque<int32_t> pending;   // sampled tokens the consumer has not taken
-  bool stop_requested = false;   // the consumer stopped
+  model::DecodeObserver* const observer;  // may be null
+  const int32_t start_position;           // generated tokens are fed from here
+  bool parked = false;                    // out of the pool, waiting (the engine thread's)
+  int64_t parked_bytes = 0;               // pool bytes its pages took when it was parked
+  std::vector<float> logits;              // of the last fed token
+  std::optional<int32_t> unfed;           // sampled, to be fed at the next step
+  uint64_t order = 0;                     // join order: the youngest yields when memory is short
+  std::deque<int32_t> pending;            // sampled tokens the consumer has not taken
+  bool stop_requested = false;            // the consumer stopped
   bool finished = false;
   absl::Status status;
   std::condition_variable cv;
@@ -95,9 +98,10 @@ absl::Status Engine::Run(const std::function<absl::Status()>& work, int64_t pool
 
 absl::StatusOr<model::GenerationResult> Engine::Decode(
     model::Session& session, model::Sampler& sampler, std::vector<float> logits, int32_t max_tokens,
-    const std::function<bool(int32_t)>& on_token, Parking parking) {
+    const std::function<bool(int32_t)>& on_token, Parking parking,
+    model::DecodeObserver* observer) {
   const auto start = Clock::now();
-  auto seq = std::make_shared<Sequence>(session, sampler, max_tokens, std::move(parking));
+  auto seq = std::make_shared<Sequence>(session, sampler, max_tokens, std::move(parking), observer);
   seq->logits = std::move(logits);
   std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
@@ -244,12 +248,14 @@ struct Engine::Feed {
   std::vector<Sequence*> feeding;  // each feeds its unfed token
   std::vector<int32_t> tokens;     // their tokens, in that order
   std::vector<Sequence*> finished;
+  std::vector<std::pair<Sequence*, absl::Status>> failed;  // their observer failed
   std::vector<model::BatchRows> Rows() const {
     std::vector<model::BatchRows> rows;
     for (size_t i = 0; i < feeding.size(); ++i) {
       model::BatchRows& r = rows.emplace_back();
       r.session = feeding[i]->session;
       r.tokens = std::span(&tokens[i], 1);
+      r.call.observer = feeding[i]->observer;
     }
     return rows;
   }
@@ -280,10 +286,20 @@ Engine::Feed Engine::Gather(const Sequences& running) {
 
 void Engine::Fed(Feed& feed, std::span<std::vector<float>> logits, double seconds,
                  bool with_prefill) {
-  std::lock_guard<std::mutex> lock(mu_);
+  // Observers act on their sessions outside mu_ (consumers keep draining meanwhile).
+  std::vector<absl::Status> observed(feed.feeding.size());
   for (size_t i = 0; i < feed.feeding.size(); ++i) {
     Sequence& s = *feed.feeding[i];
     s.session->cache().Seal();  // a page a step filled holds final rows
+    if (s.observer != nullptr) observed[i] = s.observer->AfterToken(*s.session);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < feed.feeding.size(); ++i) {
+    Sequence& s = *feed.feeding[i];
+    if (!observed[i].ok()) {
+      feed.failed.emplace_back(&s, std::move(observed[i]));
+      continue;
+    }
     s.logits = std::move(logits[i]);
     s.unfed = Sample(s);
     if (!s.unfed) feed.finished.push_back(&s);
@@ -294,9 +310,13 @@ void Engine::Fed(Feed& feed, std::span<std::vector<float>> logits, double second
   if (with_prefill) ++stats_.steps_with_prefill;
 }
 
-void Engine::Retire(const std::vector<Sequence*>& finished, Sequences& running) {
-  for (Sequence* s : finished) {
+void Engine::Retire(const Feed& feed, Sequences& running) {
+  for (Sequence* s : feed.finished) {
     Finish(*s, absl::OkStatus());
+    Erase(running, s);
+  }
+  for (const auto& [s, status] : feed.failed) {
+    Finish(*s, status);
     Erase(running, s);
   }
 }
@@ -333,7 +353,7 @@ void Engine::Step(Sequences& running, Sequences& parked) {
       }
     }
   }
-  Retire(feed.finished, running);
+  Retire(feed, running);
 }
 
 absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::BatchRows> chunk,
@@ -347,14 +367,14 @@ absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::
   const std::vector<model::BatchRows> decode_rows = feed.Rows();
   rows.insert(rows.end(), decode_rows.begin(), decode_rows.end());
   if (decode_rows.empty()) {
-    Retire(feed.finished, running);
+    Retire(feed, running);
     return run(chunk);
   }
   absl::StatusOr<model::PassOutputs> out = run(rows);
   if (!out.ok()) {
     // Nothing changed: the chunk runs alone (and fails for its own reasons, if it does), and the
     // decodes take a step of their own, with its room making and preemption.
-    Retire(feed.finished, running);
+    Retire(feed, running);
     absl::StatusOr<model::PassOutputs> own = run(chunk);
     const auto step_start = Clock::now();
     if (!running.empty()) {
@@ -376,7 +396,7 @@ absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::
   steps.seconds += share;
   ++steps.count;
   Fed(feed, std::span(*out).subspan(chunk.size()), share, /*with_prefill=*/true);
-  Retire(feed.finished, running);
+  Retire(feed, running);
   out->resize(chunk.size());
   return out;
 }

@@ -105,11 +105,15 @@ class Engine {
 
   // Decodes `session` from `logits` (its last token's) as model::DecodeFrom does, in the running
   // batch. `on_token` runs on the calling thread, in order; returning false stops the sequence.
-  // `parking` (may be empty) lets the engine preempt the sequence. Blocks until the sequence stops.
+  // `parking` (may be empty) lets the engine preempt the sequence. `observer` (may be null, not
+  // owned) sees each of the sequence's passes and runs its AfterToken on the engine thread after
+  // each (model::DecodeFrom's contract; decode-time eviction), which every sequence waits for.
+  // Blocks until the sequence stops.
   absl::StatusOr<model::GenerationResult> Decode(model::Session& session, model::Sampler& sampler,
                                                  std::vector<float> logits, int32_t max_tokens,
                                                  const std::function<bool(int32_t)>& on_token,
-                                                 Parking parking = {});
+                                                 Parking parking = {},
+                                                 model::DecodeObserver* observer = nullptr);
 
   EngineStats Stats() const;
 
@@ -126,8 +130,8 @@ class Engine {
   Feed Gather(const Sequences& running);
   // Takes a step's logits (one per fed sequence) and samples; counts the step.
   void Fed(Feed& feed, std::span<std::vector<float>> logits, double seconds, bool with_prefill);
-  // Ends the sequences that stopped.
-  void Retire(const std::vector<Sequence*>& finished, Sequences& running);
+  // Ends the sequences that stopped or failed.
+  void Retire(const Feed& feed, Sequences& running);
   void Step(Sequences& running, Sequences& parked);
   // The steps that ran during one job, and their share of its time.
   struct JobSteps {

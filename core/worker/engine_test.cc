@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/common/status_macros.h"
+#include "core/eviction/decode_eviction.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
@@ -108,6 +109,73 @@ TEST_F(EngineTest, ConcurrentSequencesDecodeTogetherAndGiveTheirSoloTokens) {
   EXPECT_GT(stats.rows, stats.steps);  // some steps held several sequences
   std::printf("[engine] %lld steps, %.2f rows per step\n", static_cast<long long>(stats.steps),
               static_cast<double>(stats.rows) / std::max<int64_t>(stats.steps, 1));
+}
+
+// Each sequence's decode-time eviction runs between its steps, on its own cache: decoded together,
+// sequences give the tokens each gives alone through model::DecodeFrom with the same eviction,
+// and an observer that fails stops its own sequence with its error, not the others.
+TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnlyItsOwn) {
+  constexpr int kSessions = 3;
+  constexpr int32_t kMax = 40;
+  auto scorer = eviction::CreateScorer({.method = "streamingllm",
+                                        .window = 0,
+                                        .kernel = 0,
+                                        .pooling = "",
+                                        .weights_path = "",
+                                        .module_path = ""});
+  ASSERT_TRUE(scorer.ok());
+  eviction::DecodeEvictionOptions options;
+  options.budget_tokens = 20;
+  options.interval = 4;
+  options.selection.window = 4;
+  auto solo = [&](const std::vector<int32_t>& prompt) {
+    model::Session s(*model_, model::testing::SharedPool());
+    auto eviction = eviction::DecodeEviction::Create(s, **scorer, options);
+    EXPECT_TRUE(eviction.ok());
+    auto logits = s.Forward(prompt);
+    auto sampler = model::Sampler::Create({});
+    auto r = model::DecodeFrom(s, *sampler, *logits, kMax, {}, eviction->get());
+    EXPECT_TRUE(r.ok());
+    EXPECT_GT((*eviction)->stats().evictions, 0);
+    return r.ok() ? r->tokens : std::vector<int32_t>{};
+  };
+  // Fails on its fourth token.
+  class Failing : public model::DecodeObserver {
+   public:
+    void OnLayer(int32_t, const model::LayerActivations&) override {}
+    absl::Status AfterToken(model::Session&) override {
+      return ++fed_ == 4 ? absl::DataLossError("observer failed on purpose") : absl::OkStatus();
+    }
+
+   private:
+    int fed_ = 0;
+  };
+  Engine engine(*model_, model::testing::SharedPool());
+  std::vector<std::vector<int32_t>> got(kSessions);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kSessions; ++i) {
+    threads.emplace_back([&, i] {
+      model::Session session(*model_, model::testing::SharedPool());
+      auto eviction = eviction::DecodeEviction::Create(session, **scorer, options);
+      ASSERT_TRUE(eviction.ok());
+      const std::vector<float> logits = Prefill(engine, session, Prompt(kTexts[i]));
+      auto sampler = model::Sampler::Create({});
+      auto r = engine.Decode(session, *sampler, logits, kMax, {}, {}, eviction->get());
+      ASSERT_TRUE(r.ok()) << r.status();
+      got[i] = r->tokens;
+    });
+  }
+  threads.emplace_back([&] {
+    model::Session session(*model_, model::testing::SharedPool());
+    Failing failing;
+    const std::vector<float> logits = Prefill(engine, session, Prompt(kTexts[3]));
+    auto sampler = model::Sampler::Create({});
+    auto r = engine.Decode(session, *sampler, logits, kMax, {}, {}, &failing);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  });
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kSessions; ++i) EXPECT_EQ(got[i], solo(Prompt(kTexts[i]))) << kTexts[i];
+  EXPECT_EQ(engine.Stats().running, 0);
 }
 
 // KIVI sessions seal their full pages after every step: decoded together, each gives the tokens
