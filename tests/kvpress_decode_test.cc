@@ -79,7 +79,7 @@ Outcome DecodeAndCompare(model::Session& session, const std::vector<int32_t>& pr
   options.budget_tokens = fixture["target"].get<int64_t>();
   options.interval = fixture["interval"].get<int64_t>();
   options.selection.sinks = 4;
-  auto eviction = DecodeEviction::Create(session, scorer, options);
+  auto eviction = DecodeEviction::Create(session.model(), scorer, options);
   EXPECT_TRUE(eviction.ok()) << eviction.status();
   if (!eviction.ok()) return out;
   auto logits = session.Forward(prompt);

@@ -26,8 +26,20 @@ constexpr std::pair<Need, const char*> kNotDuringDecode[] = {
 
 }  // namespace
 
+DecodeEvictionOptions DecodeEvictionFor(const MethodSettings& settings, int64_t budget_tokens,
+                                        int64_t interval) {
+  DecodeEvictionOptions options;
+  options.budget_tokens = budget_tokens;
+  options.interval = interval;
+  options.selection.sinks = settings.sinks;
+  options.selection.window = settings.recent_window;
+  options.selection.schedule = settings.schedule;
+  options.selection.granularity = settings.granularity;
+  return options;
+}
+
 absl::StatusOr<std::unique_ptr<DecodeEviction>> DecodeEviction::Create(
-    const model::Session& session, const Scorer& scorer, DecodeEvictionOptions options) {
+    const model::Model& model, const Scorer& scorer, DecodeEvictionOptions options) {
   const std::string name(scorer.name());
   for (const auto& [need, what] : kNotDuringDecode) {
     if ((scorer.needs() & need) == 0) continue;
@@ -54,7 +66,7 @@ absl::StatusOr<std::unique_ptr<DecodeEviction>> DecodeEviction::Create(
   options.selection.budget_tokens = options.budget_tokens;
   options.selection.budget_ratio = 0.0;
   return std::unique_ptr<DecodeEviction>(
-      new DecodeEviction(session.model().config(), scorer, std::move(options)));
+      new DecodeEviction(model.config(), scorer, std::move(options)));
 }
 
 DecodeEviction::DecodeEviction(const model::ModelConfig& config, const Scorer& scorer,

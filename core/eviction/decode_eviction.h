@@ -33,21 +33,29 @@
 
 #include "absl/status/statusor.h"
 #include "core/eviction/pipeline.h"
+#include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
 #include "core/eviction/selection.h"
 #include "core/model/generator.h"
 
 namespace glimpse::eviction {
 
+// Fed tokens between evictions when a caller names none.
+inline constexpr int64_t kDefaultDecodeInterval = 32;
+
 struct DecodeEvictionOptions {
-  int64_t budget_tokens = 0;  // entries each (layer, kv-head) keeps after an eviction (>= 1)
-  int64_t interval = 32;      // fed tokens between evictions (>= 1)
+  int64_t budget_tokens = 0;                  // entries each (layer, kv-head) keeps (>= 1)
+  int64_t interval = kDefaultDecodeInterval;  // fed tokens between evictions (>= 1)
   // Sinks, recent window, granularity and schedule; its budget fields are ignored.
   SelectionOptions selection;
   // Receives each eviction's result (kept, kept_positions, scores, evicted, evicted_scores);
   // may be empty.
   std::function<void(EvictionResult&&)> on_evicted;
 };
+
+// The options of a method's settings (sinks, recent window, schedule, granularity) at a budget.
+DecodeEvictionOptions DecodeEvictionFor(const MethodSettings& settings, int64_t budget_tokens,
+                                        int64_t interval);
 
 struct DecodeEvictionStats {
   int64_t evictions = 0;        // evictions run
@@ -57,9 +65,9 @@ struct DecodeEvictionStats {
 
 class DecodeEviction : public model::DecodeObserver {
  public:
-  // Checks the scorer and the options against `session`'s model (see above). `scorer` is not
-  // owned and must outlive the object.
-  static absl::StatusOr<std::unique_ptr<DecodeEviction>> Create(const model::Session& session,
+  // Checks the scorer and the options (see above) for sequences of `model`. `model` and `scorer`
+  // are not owned and must outlive the object.
+  static absl::StatusOr<std::unique_ptr<DecodeEviction>> Create(const model::Model& model,
                                                                 const Scorer& scorer,
                                                                 DecodeEvictionOptions options);
 

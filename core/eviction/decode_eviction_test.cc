@@ -68,7 +68,8 @@ TEST_F(DecodeEvictionTest, HeadsNeverHoldMoreThanBudgetPlusInterval) {
   constexpr int64_t kBudget = 48, kInterval = 8;
   model::Session session(*model_, *pool_);
   std::vector<EvictionResult> results;
-  auto eviction = DecodeEviction::Create(session, *scorer, Options(kBudget, kInterval, &results));
+  auto eviction =
+      DecodeEviction::Create(session.model(), *scorer, Options(kBudget, kInterval, &results));
   ASSERT_TRUE(eviction.ok()) << eviction.status();
   const std::vector<int32_t> tokens = Generate(session, 64, eviction->get());
   ASSERT_FALSE(tokens.empty());
@@ -102,7 +103,7 @@ TEST_F(DecodeEvictionTest, ABudgetThatHoldsEverythingChangesNothing) {
   model::Session plain(*model_, *pool_);
   const std::vector<int32_t> expected = Generate(plain, 24, nullptr);
   model::Session session(*model_, *pool_);
-  auto eviction = DecodeEviction::Create(session, *scorer, Options(4096, 4));
+  auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(4096, 4));
   ASSERT_TRUE(eviction.ok()) << eviction.status();
   EXPECT_EQ(Generate(session, 24, eviction->get()), expected);
   EXPECT_EQ((*eviction)->stats().evictions, 0);
@@ -117,7 +118,8 @@ TEST_F(DecodeEvictionTest, FirstEvictionEqualsThePipelinesTurnWithHistory) {
   auto scorer = Make("snapkv", kWindow);
   model::Session session(*model_, *pool_);
   std::vector<EvictionResult> results;
-  auto eviction = DecodeEviction::Create(session, *scorer, Options(kBudget, kInterval, &results));
+  auto eviction =
+      DecodeEviction::Create(session.model(), *scorer, Options(kBudget, kInterval, &results));
   ASSERT_TRUE(eviction.ok()) << eviction.status();
   const std::vector<int32_t> generated = Generate(session, kInterval + 1, eviction->get());
   ASSERT_EQ(generated.size(), static_cast<size_t>(kInterval + 1));
@@ -148,25 +150,25 @@ TEST_F(DecodeEvictionTest, RefusesScorersWhoseInputsADecodeLacks) {
   model::Session session(*model_, *pool_);
   for (const char* method : {"h2o", "expected_attention"}) {
     auto scorer = Make(method);
-    auto eviction = DecodeEviction::Create(session, *scorer, Options(64, 32));
+    auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(64, 32));
     EXPECT_EQ(eviction.status().code(), absl::StatusCode::kFailedPrecondition) << method;
     EXPECT_NE(eviction.status().message().find(method), std::string::npos);
   }
   auto snapkv = Make("snapkv", 32);
   DecodeEvictionOptions cake_options = Options(64, 32);
   cake_options.selection.schedule = Schedule::kCake;
-  auto cake = DecodeEviction::Create(session, *snapkv, cake_options);
+  auto cake = DecodeEviction::Create(session.model(), *snapkv, cake_options);
   EXPECT_EQ(cake.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(DecodeEvictionTest, RefusesABudgetBelowWhatIsAlwaysKept) {
   model::Session session(*model_, *pool_);
   auto snapkv = Make("snapkv", 32);
-  auto low = DecodeEviction::Create(session, *snapkv, Options(35, 32));  // 4 sinks + 32
+  auto low = DecodeEviction::Create(session.model(), *snapkv, Options(35, 32));  // 4 sinks + 32
   EXPECT_EQ(low.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(low.status().message().find("35"), std::string::npos);
-  EXPECT_TRUE(DecodeEviction::Create(session, *snapkv, Options(36, 32)).ok());
-  auto zero = DecodeEviction::Create(session, *snapkv, Options(64, 0));
+  EXPECT_TRUE(DecodeEviction::Create(session.model(), *snapkv, Options(36, 32)).ok());
+  auto zero = DecodeEviction::Create(session.model(), *snapkv, Options(64, 0));
   EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -130,7 +130,7 @@ TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnly
   options.selection.window = 4;
   auto solo = [&](const std::vector<int32_t>& prompt) {
     model::Session s(*model_, model::testing::SharedPool());
-    auto eviction = eviction::DecodeEviction::Create(s, **scorer, options);
+    auto eviction = eviction::DecodeEviction::Create(s.model(), **scorer, options);
     EXPECT_TRUE(eviction.ok());
     auto logits = s.Forward(prompt);
     auto sampler = model::Sampler::Create({});
@@ -156,7 +156,7 @@ TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnly
   for (int i = 0; i < kSessions; ++i) {
     threads.emplace_back([&, i] {
       model::Session session(*model_, model::testing::SharedPool());
-      auto eviction = eviction::DecodeEviction::Create(session, **scorer, options);
+      auto eviction = eviction::DecodeEviction::Create(session.model(), **scorer, options);
       ASSERT_TRUE(eviction.ok());
       const std::vector<float> logits = Prefill(engine, session, Prompt(kTexts[i]));
       auto sampler = model::Sampler::Create({});

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
+#include "core/eviction/eval/long_generation.h"
 #include "core/eviction/eval/recall_eval.h"
 #include "core/eviction/eval/report.h"
 #include "core/eviction/eval/runner.h"
@@ -38,6 +39,8 @@ namespace {
 constexpr char kDefaultMethods[] = "snapkv,streamingllm,h2o,pyramidkv,expected_attention";
 constexpr char kDefaultBudgets[] = "0.1,0.2,0.3,0.5";
 constexpr int64_t kDefaultTasksPerKind = 6;
+// Methods decode-time eviction can run (decode_eviction.h).
+constexpr char kDefaultDecodeMethods[] = "snapkv,pyramidkv,streamingllm";
 
 const std::vector<FlagSpec>& EvalFlags() {
   static const std::vector<FlagSpec> flags = {
@@ -72,6 +75,16 @@ const std::vector<FlagSpec>& EvalFlags() {
        "evicted cache, without and with cold-page recall (--methods defaults to snapkv); writes "
        "recall.md",
        true, ""},
+      {"long-generation",
+       "run the long-generation family instead: each task's text retold in a long trace (turn 1) "
+       "with decode-time eviction every --interval tokens to each of --decode-budgets entries per "
+       "head, then the question (turn 2); --methods defaults to snapkv,pyramidkv,streamingllm; "
+       "writes long_generation.md",
+       true, ""},
+      {"decode-budgets", "with --long-generation: comma-separated entries kept per head", false,
+       "128,256,512"},
+      {"interval", "with --long-generation: fed tokens between evictions", false, "32"},
+      {"trace-tokens", "with --long-generation: turn 1's trace, at most", false, "256"},
       {"export",
        "also write the tasks as token ids with their expected answers to this JSON file (for "
        "tools/oracle/kvpress_eval.py)",
@@ -92,6 +105,8 @@ struct EvalOptions {
   eviction::eval::SuiteOptions suite;
   bool quick = false;
   bool recall = false;
+  bool long_generation = false;
+  eviction::eval::LongGenerationOptions long_run;  // arms made in Run()
   bool cluster = false;
   std::string export_path;
   std::string out_dir;
@@ -102,8 +117,31 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   EvalOptions o;
   o.model_path = args.GetString("model");
   o.recall = args.Has("recall");
-  o.methods = absl::StrSplit(args.GetString("methods", o.recall ? "snapkv" : kDefaultMethods), ',',
-                             absl::SkipWhitespace());
+  o.long_generation = args.Has("long-generation");
+  if (o.recall && o.long_generation) {
+    return absl::InvalidArgumentError("--recall and --long-generation are separate runs");
+  }
+  const char* default_methods =
+      o.recall ? "snapkv" : (o.long_generation ? kDefaultDecodeMethods : kDefaultMethods);
+  o.methods =
+      absl::StrSplit(args.GetString("methods", default_methods), ',', absl::SkipWhitespace());
+  o.long_run.budgets.clear();
+  for (absl::string_view b : absl::StrSplit(args.GetString("decode-budgets", "128,256,512"), ',',
+                                            absl::SkipWhitespace())) {
+    int64_t budget = 0;
+    if (!absl::SimpleAtoi(b, &budget) || budget < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--decode-budgets: '", std::string(b), "' is not a count >= 1"));
+    }
+    o.long_run.budgets.push_back(budget);
+  }
+  if (o.long_run.budgets.empty()) return absl::InvalidArgumentError("--decode-budgets names none");
+  ASSIGN_OR_RETURN(o.long_run.interval, args.GetInt("interval", 32));
+  ASSIGN_OR_RETURN(int64_t trace_tokens, args.GetInt("trace-tokens", 256));
+  if (o.long_run.interval < 1 || trace_tokens < 1 || trace_tokens > 4096) {
+    return absl::InvalidArgumentError("--interval must be >= 1 and --trace-tokens in [1, 4096]");
+  }
+  o.long_run.trace_tokens = static_cast<int32_t>(trace_tokens);
   if (o.methods.empty()) return absl::InvalidArgumentError("--methods names no method");
   ASSIGN_OR_RETURN(o.run.budgets, ParseBudgets(args.GetString("budgets", kDefaultBudgets)));
   o.run.lookahead_module = args.GetString("module");
@@ -117,9 +155,10 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   o.quick = args.Has("quick");
   o.cluster = args.Has("cluster");
   o.export_path = args.GetString("export");
-  if (o.cluster &&
-      (o.recall || std::find(o.methods.begin(), o.methods.end(), "laq") != o.methods.end())) {
-    return absl::InvalidArgumentError("--cluster serves policy methods: no --recall, no laq");
+  if (o.cluster && (o.recall || o.long_generation ||
+                    std::find(o.methods.begin(), o.methods.end(), "laq") != o.methods.end())) {
+    return absl::InvalidArgumentError(
+        "--cluster serves policy methods: no --recall, no --long-generation, no laq");
   }
   if (o.quick) {
     o.suite = eviction::eval::QuickSuiteOptions(static_cast<uint64_t>(seed));
@@ -164,12 +203,18 @@ std::string Families(const EvalOptions& o) {
 // The command line that reproduces a run.
 std::string CommandLine(const EvalOptions& o) {
   return absl::StrCat(
-      "glimpse eval", o.recall ? " --recall" : "", o.cluster ? " --cluster" : "",
+      "glimpse eval", o.recall ? " --recall" : "",
+      o.long_generation
+          ? absl::StrCat(" --long-generation --decode-budgets ",
+                         absl::StrJoin(o.long_run.budgets, ","), " --interval ",
+                         o.long_run.interval, " --trace-tokens ", o.long_run.trace_tokens)
+          : "",
+      o.cluster ? " --cluster" : "",
       o.quick ? " --quick" : absl::StrCat(" --tasks ", o.suite.tasks_per_kind),
       o.suite.kinds == eviction::eval::AllTaskKinds() ? ""
                                                       : absl::StrCat(" --families ", Families(o)),
-      " --seed ", o.suite.seed, " --methods ", absl::StrJoin(o.methods, ","), " --budgets ",
-      absl::StrJoin(o.run.budgets, ","),
+      " --seed ", o.suite.seed, " --methods ", absl::StrJoin(o.methods, ","),
+      o.long_generation ? "" : absl::StrCat(" --budgets ", absl::StrJoin(o.run.budgets, ",")),
       o.run.lookahead_module.empty() ? "" : absl::StrCat(" --module ", o.run.lookahead_module),
       o.profile_path.empty() ? "" : absl::StrCat(" --profile ", o.profile_path));
 }
@@ -296,6 +341,52 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
   return absl::OkStatus();
 }
 
+// The long-generation family (long_generation.h) on the suite's single-turn kinds, every arm and
+// budget on each task.
+absl::Status RunLongGeneration(EvalOptions& o, const model::Model& model,
+                               kernels::ThreadPool& pool) {
+  eviction::eval::SuiteOptions sources = o.suite;
+  const std::vector<eviction::eval::TaskKind> allowed = eviction::eval::LongGenerationSourceKinds();
+  std::erase_if(sources.kinds, [&](eviction::eval::TaskKind k) {
+    return std::find(allowed.begin(), allowed.end(), k) == allowed.end();
+  });
+  if (sources.kinds.empty()) {
+    return absl::InvalidArgumentError(
+        "--long-generation makes its tasks from needle_single, needle_multi, name_glossary and "
+        "phrase_glossary; --families names none of them");
+  }
+  ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
+                   eviction::eval::GenerateSuite(sources));
+  o.long_run.arms = o.run.arms;
+  ProgressBar progress(
+      "long-generation eval",
+      static_cast<int64_t>(suite.size()) *
+          (1 + static_cast<int64_t>(o.long_run.arms.size() * o.long_run.budgets.size())));
+  int64_t done = 0;
+  std::vector<eviction::eval::LongGenerationTask> tasks;
+  for (const eviction::eval::Task& task : suite) {
+    ASSIGN_OR_RETURN(eviction::eval::LongGenerationTask t,
+                     eviction::eval::RunLongGenerationTask(model, pool, task, o.long_run,
+                                                           [&] { progress.Update(++done); }));
+    tasks.push_back(std::move(t));
+  }
+  progress.Done();
+  const std::string markdown = absl::StrFormat(
+      "# Decode-time eviction: the long-generation family\n\n`%s`, %s, model fingerprint %s.\n\n"
+      "%s\n%s",
+      CommandLine(o), Today(), model.fingerprint(), SettingsList(o.run.arms),
+      eviction::eval::LongGenerationReport(tasks, o.long_run));
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
+  }
+  const std::filesystem::path file = std::filesystem::path(o.out_dir) / "long_generation.md";
+  RETURN_IF_ERROR(WriteFile(file.string(), markdown));
+  std::printf("%s\nwrote %s\n", markdown.c_str(), file.string().c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run(const EvalOptions& given) {
   EvalOptions o = given;  // completed with the module, the profile's arms
   std::string path = o.model_path;
@@ -314,6 +405,7 @@ absl::Status Run(const EvalOptions& given) {
   RETURN_IF_ERROR(eviction::eval::ValidateRunOptions(o.run));
   kernels::ThreadPool pool(o.threads);
   if (o.recall) return RunRecall(o, *model, pool);
+  if (o.long_generation) return RunLongGeneration(o, *model, pool);
   ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
                    eviction::eval::GenerateSuite(o.suite));
   const int64_t runs_per_task =
@@ -387,7 +479,9 @@ int EvalCommand(int argc, char** argv) {
   return RunSubcommand<EvalOptions>(
       "eval",
       "[--model PATH] [--methods LIST] [--budgets LIST] [--module FILE] [--profile FILE|none] "
-      "[--families LIST] [--tasks N] [--quick] [--recall] [--cluster] [--seed S] [--out DIR]",
+      "[--families LIST] [--tasks N] [--quick] [--recall] [--long-generation] [--cluster] [--seed "
+      "S] "
+      "[--out DIR]",
       EvalFlags(), argc, argv, &ParseOptions, &Run);
 }
 
