@@ -75,6 +75,7 @@ v1::DecodeEvent DoneEvent(const TurnResult& r) {
   d->set_decode_tokens_per_second(r.decode_tokens_per_second);
   d->set_hot_tokens(r.hot_tokens);
   d->set_retained_bytes(r.retained_bytes);
+  d->set_decode_evicted_entries(r.decode_evicted_entries);
   return e;
 }
 

@@ -7,6 +7,7 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/common/stopwatch.h"
+#include "core/eviction/decode_eviction.h"
 #include "core/model/generator.h"
 #include "core/model/text_stream.h"
 #include "core/worker/cache_parking.h"
@@ -201,6 +202,19 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   if (!r.policy.method.empty()) {
     ASSIGN_OR_RETURN(method, scorers_.For(r.policy));
   }
+  // Decode-time eviction, checked before anything runs; what it evicts joins the turn's cold tier
+  // (`tiers`, stored with the state).
+  worker::TierScores tiers;
+  std::unique_ptr<eviction::DecodeEviction> decode_eviction;
+  if (r.policy.decode_budget_tokens > 0) {
+    eviction::DecodeEvictionOptions o = eviction::DecodeEvictionFor(
+        *method.settings, r.policy.decode_budget_tokens, r.policy.decode_interval);
+    o.on_evicted = [&tiers](eviction::EvictionResult&& e) {
+      worker::AddEviction(tiers, std::move(e));
+    };
+    ASSIGN_OR_RETURN(decode_eviction,
+                     eviction::DecodeEviction::Create(model_, *method.scorer, std::move(o)));
+  }
 
   ASSIGN_OR_RETURN(std::optional<HotSession> checked_out,
                    hot_.Checkout(r.session_id, options_.session_wait));
@@ -268,9 +282,10 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   if (cache_ != nullptr && options_.kv_pool != nullptr) {
     parking.emplace(*cache_, model_, session, s.tokens, r.session_id, options_.page_tokens);
   }
+  tiers = std::move(prefill->tiers);
   absl::StatusOr<model::GenerationResult> gen =
       engine_.Decode(session, sampler, std::move(prefill->logits), r.max_tokens, on_token,
-                     parking ? parking->Hooks() : worker::Parking{});
+                     parking ? parking->Hooks() : worker::Parking{}, decode_eviction.get());
   if (!gen.ok()) {
     hot_.Abandon(r.session_id);
     return gen.status();
@@ -293,7 +308,8 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   result.hot_tokens = (result.kv_entries + heads - 1) / heads;
   result.full_fp16_bytes =
       static_cast<uint64_t>(result.kv_tokens) * heads * cache.head_dim() * 2 * sizeof(uint16_t);
-  Store(r, s, std::move(prefill->tiers), &result);
+  if (decode_eviction) result.decode_evicted_entries = decode_eviction->stats().evicted_entries;
+  Store(r, s, std::move(tiers), &result);
   hot_.Return(r.session_id, std::move(s));
   return result;
 }

@@ -98,6 +98,7 @@ struct TurnResult {
   uint64_t full_fp16_bytes = 0;
   std::optional<kvstate::StateKey> state_key;  // unset when no cache node took the state
   double decode_tokens_per_second = 0.0;
+  int64_t decode_evicted_entries = 0;  // taken out by decode-time eviction (all heads)
 };
 
 struct TurnCallbacks {

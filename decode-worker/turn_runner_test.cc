@@ -11,6 +11,7 @@
 #include "cache-node/test_cache_node.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/server.h"
+#include "core/eviction/decode_eviction.h"
 #include "core/model/generator.h"
 #include "core/model/test_model.h"
 #include "core/transport/loopback/loopback_transport.h"
@@ -436,6 +437,43 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
   runner_.reset();
   hot_.reset();
   EXPECT_EQ(kv_pool_->stats().used_bytes, 0);
+}
+
+// Decode-time eviction keeps a turn's generation within budget + interval entries per head and
+// gives the tokens an in-process decode with the same eviction gives; a method that cannot evict
+// while decoding fails the turn before it runs.
+TEST_F(TurnRunnerTest, DecodeTimeEvictionBoundsTheGenerationAndStoresWhatItEvicts) {
+  const auto prompt = Chat("Write a long poem about the sea and the ships that sail on it.");
+  constexpr int64_t kBudget = 40, kInterval = 8;
+  TurnRequest r = Request(prompt, "streamingllm", 1.0);
+  ASSERT_TRUE(SetDecodeEviction(r.policy, kBudget, kInterval).ok());
+  r.max_tokens = 48;
+  std::vector<int32_t> ids;
+  auto turn = Run(r, &ids);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_GT(turn->decode_evicted_entries, 0);
+  EXPECT_LE(turn->hot_tokens, kBudget + kInterval);
+  EXPECT_GT(turn->state_bytes, turn->retained_bytes);  // the evicted entries' pages too
+
+  model::Session plain(*model_, model::testing::SharedPool());
+  auto settings = eviction::BuiltInSettings("streamingllm");
+  ASSERT_TRUE(settings.ok());
+  auto scorer = eviction::CreateScorer(settings->scorer);
+  ASSERT_TRUE(scorer.ok());
+  auto eviction = eviction::DecodeEviction::Create(
+      *model_, **scorer, eviction::DecodeEvictionFor(*settings, kBudget, kInterval));
+  ASSERT_TRUE(eviction.ok()) << eviction.status();
+  auto logits = plain.Forward(prompt);
+  ASSERT_TRUE(logits.ok());
+  auto sampler = model::Sampler::Create({});
+  auto want = model::DecodeFrom(plain, *sampler, *logits, 48, {}, eviction->get());
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(ids, want->tokens);
+
+  TurnRequest bad = Request(prompt, "h2o", 0.5);
+  ASSERT_TRUE(SetDecodeEviction(bad.policy, kBudget, kInterval).ok());
+  bad.session_id = "s2";
+  EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
+#include "core/eviction/decode_eviction.h"
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
 
@@ -113,6 +114,26 @@ absl::StatusOr<v1::EvictionPolicy> ResolvePolicy(const v1::EvictionPolicy& polic
                                                       absl::CHexEscape(codec), CodecNames()));
   }
   out.set_codec(codec);
+  if (policy.decode_budget_tokens() != 0 || policy.decode_interval() != 0) {
+    // The workers check the ranges again (worker::SetDecodeEviction); here what a request can get
+    // wrong.
+    if (out.method() == "none") {
+      return absl::InvalidArgumentError(
+          "policy.decode_budget_tokens needs an eviction method (policy.method) to choose what "
+          "goes");
+    }
+    if (policy.decode_budget_tokens() < 0 || policy.decode_interval() < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "policy.decode_budget_tokens = %d and policy.decode_interval = %d must be >= 0",
+          policy.decode_budget_tokens(), policy.decode_interval()));
+    }
+    if (policy.decode_budget_tokens() > 0) {  // one spelling per behaviour: the key's namespace
+      out.set_decode_budget_tokens(policy.decode_budget_tokens());
+      out.set_decode_interval(policy.decode_interval() > 0
+                                  ? policy.decode_interval()
+                                  : static_cast<int32_t>(eviction::kDefaultDecodeInterval));
+    }
+  }
   return out;
 }
 
@@ -120,8 +141,14 @@ std::string PolicyString(const v1::EvictionPolicy& resolved) {
   const double ratio = resolved.method() == "none" ? 1.0 : resolved.budget_ratio();
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), ratio);  // shortest round-trip form
-  return absl::StrFormat("%s:%s:%s", resolved.method(), std::string_view(buf, end - buf),
-                         resolved.codec());
+  std::string out = absl::StrFormat("%s:%s:%s", resolved.method(), std::string_view(buf, end - buf),
+                                    resolved.codec());
+  // States kept under decode-time eviction hold other entries: another namespace.
+  if (resolved.decode_budget_tokens() > 0) {
+    absl::StrAppendFormat(&out, ":decode%d/%d", resolved.decode_budget_tokens(),
+                          resolved.decode_interval());
+  }
+  return out;
 }
 
 absl::StatusOr<v1::SamplingParams> ResolveSampling(const v1::SamplingParams& s,

@@ -42,9 +42,12 @@ absl::Status ValidateDurationMs(std::string_view field, int64_t ms, absl::Durati
 
 // Method "" or "none" keeps everything (ratio 0 or 1; sent as "none", 0); any other method must be
 // a known scorer with budget_ratio in (0, 1]; codec "" takes `default_codec`, else a known codec.
+// Decode-time eviction (decode_budget_tokens, decode_interval >= 0) needs a method; its interval
+// is sent only with a budget.
 absl::StatusOr<v1::EvictionPolicy> ResolvePolicy(const v1::EvictionPolicy& policy,
                                                  std::string_view default_codec);
-// "<method>:<ratio>:<codec>" with the ratio in its shortest round-trip form ("none:1:fp16").
+// "<method>:<ratio>:<codec>" with the ratio in its shortest round-trip form ("none:1:fp16"),
+// then ":decode<budget>/<interval>" with decode-time eviction.
 std::string PolicyString(const v1::EvictionPolicy& resolved);
 
 // Checks ranges (temperature finite in [0, 100], top_k in [0, vocab], top_p 0 (= 1) or in (0, 1],

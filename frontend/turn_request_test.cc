@@ -144,5 +144,22 @@ TEST_F(TurnRequestTest, PolicyStringIsCanonical) {
   EXPECT_EQ(ResolvePolicy(none1, "fp16")->budget_ratio(), 0);  // as the proto says for "none"
 }
 
+TEST_F(TurnRequestTest, DecodeTimeEvictionIsItsOwnNamespaceAndNeedsAMethod) {
+  v1::EvictionPolicy p;
+  p.set_method("snapkv");
+  p.set_budget_ratio(0.2);
+  p.set_decode_budget_tokens(256);
+  EXPECT_EQ(PolicyString(ResolvePolicy(p, "fp16").value()), "snapkv:0.2:fp16:decode256/32");
+  p.set_decode_interval(32);  // the default, spelled out: the same namespace
+  EXPECT_EQ(PolicyString(ResolvePolicy(p, "fp16").value()), "snapkv:0.2:fp16:decode256/32");
+  p.set_decode_budget_tokens(0);  // an interval alone changes nothing
+  EXPECT_EQ(PolicyString(ResolvePolicy(p, "fp16").value()), "snapkv:0.2:fp16");
+  p.set_decode_budget_tokens(-1);
+  EXPECT_THAT(ResolvePolicy(p, "fp16").status().message(), HasSubstr("must be >= 0"));
+  v1::EvictionPolicy none;
+  none.set_decode_budget_tokens(64);
+  EXPECT_THAT(ResolvePolicy(none, "fp16").status().message(), HasSubstr("needs an eviction"));
+}
+
 }  // namespace
 }  // namespace glimpse::frontend

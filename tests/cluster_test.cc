@@ -415,14 +415,22 @@ class KvpressClusterTest : public ClusterTest {
   // The greedy token ids of one turn of `tokens` under SnapKV keeping `n_kept` of the context.
   std::vector<int32_t> Serve(const std::string& session, const std::vector<int32_t>& tokens,
                              int64_t n_kept, v1::StateSource* source) {
+    v1::EvictionPolicy policy;
+    policy.set_method("snapkv");
+    policy.set_budget_ratio((static_cast<double>(n_kept) - 0.5) /
+                            static_cast<double>(tokens.size() - 1));
+    policy.set_codec("fp16");
+    return Serve(session, tokens, policy, 16, source);
+  }
+
+  std::vector<int32_t> Serve(const std::string& session, const std::vector<int32_t>& tokens,
+                             const v1::EvictionPolicy& policy, int32_t max_tokens,
+                             v1::StateSource* source, v1::TurnDone* done = nullptr) {
     v1::GenerateRequest req;
     req.set_session_id(session);
     for (int32_t t : tokens) req.mutable_tokens()->add_ids(t);
-    const double n_context = static_cast<double>(tokens.size() - 1);
-    req.mutable_policy()->set_method("snapkv");
-    req.mutable_policy()->set_budget_ratio((static_cast<double>(n_kept) - 0.5) / n_context);
-    req.mutable_policy()->set_codec("fp16");
-    req.mutable_sampling()->set_max_tokens(16);
+    *req.mutable_policy() = policy;
+    req.mutable_sampling()->set_max_tokens(max_tokens);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     auto reader = stub_->Generate(&ctx, req);
@@ -430,6 +438,7 @@ class KvpressClusterTest : public ClusterTest {
     v1::GenerateEvent e;
     while (reader->Read(&e)) {
       if (e.has_started()) *source = e.started().source();
+      if (e.has_done() && done != nullptr) *done = e.done();
       for (int32_t id : e.tokens().token_ids()) ids.push_back(id);
     }
     const grpc::Status status = reader->Finish();
@@ -464,6 +473,46 @@ TEST_F(KvpressClusterTest, ServedGreedyTokensEqualKvpressAfterEvictionAndShippin
           Serve(session, tokens, c["layers"][0]["n_kept"][0].get<int64_t>(), &source);
       EXPECT_EQ(source, shipped ? v1::STATE_SOURCE_PREFILL_WORKER : v1::STATE_SOURCE_RECOMPUTE);
       EXPECT_EQ(served, expected) << session;
+    }
+  }
+}
+
+// Decode-time eviction as served (decode worker alone, then behind a prefill worker): the 64
+// greedy tokens of kvpress's DecodingPress(StreamingLLMPress) cutting each head to 128 entries
+// every 16 generated tokens (tests/kvpress_decode_test.cc checks the same in process).
+TEST_F(KvpressClusterTest, ServedTokensUnderDecodeTimeEvictionEqualKvpress) {
+  const nlohmann::json prompts = Fixture("prompts.json");
+  const nlohmann::json fixture = Fixture("decode_streamingllm_i16_t128.json");
+  v1::EvictionPolicy policy;
+  policy.set_method("streamingllm");
+  policy.set_budget_ratio(1.0);  // the prompt whole: kvpress evicts only while decoding
+  policy.set_codec("fp16");
+  policy.set_decode_budget_tokens(fixture["target"].get<int32_t>());
+  policy.set_decode_interval(fixture["interval"].get<int32_t>());
+  std::unique_ptr<ServiceProcess> prefill;
+  for (const bool shipped : {false, true}) {
+    if (shipped) {
+      prefill = StartPrefillWorker("p1");
+      ASSERT_NE(prefill, nullptr);
+      ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
+    }
+    for (const nlohmann::json& c : fixture["cases"]) {
+      std::vector<int32_t> tokens;
+      for (const nlohmann::json& p : prompts["prompts"]) {
+        if (p["name"] == c["prompt"]) tokens = p["tokens"].get<std::vector<int32_t>>();
+      }
+      ASSERT_FALSE(tokens.empty());
+      std::vector<int32_t> expected;
+      for (const nlohmann::json& step : c["greedy"]) expected.push_back(step["token"]);
+      v1::StateSource source = v1::STATE_SOURCE_UNSPECIFIED;
+      v1::TurnDone done;
+      const std::string session = c["prompt"].get<std::string>() + (shipped ? "-dp" : "-dd");
+      const std::vector<int32_t> served =
+          Serve(session, tokens, policy, static_cast<int32_t>(expected.size()), &source, &done);
+      EXPECT_EQ(served, expected) << session;
+      EXPECT_GT(done.decode_evicted_entries(), 0) << session;
+      // 30 layers × 3 kv-heads, each cut to 128 and grown by the 15 tokens fed since.
+      EXPECT_EQ(done.kv_entries(), 90 * c["final_entries"].get<int64_t>()) << session;
     }
   }
 }

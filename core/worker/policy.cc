@@ -38,6 +38,27 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
   return p;
 }
 
+absl::Status SetDecodeEviction(Policy& policy, int64_t budget_tokens, int64_t interval) {
+  constexpr int64_t kMaxInterval = 4096;
+  if (budget_tokens < 0 || budget_tokens > kMaxDecodeBudgetTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("policy.decode_budget_tokens must be in [0, ",
+                                                   kMaxDecodeBudgetTokens, "], got ",
+                                                   budget_tokens));
+  }
+  if (interval < 0 || interval > kMaxInterval) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy.decode_interval must be in [0, ", kMaxInterval, "], got ", interval));
+  }
+  if (budget_tokens > 0 && policy.method.empty()) {
+    return absl::InvalidArgumentError(
+        "policy.decode_budget_tokens needs an eviction method (policy.method) to choose what "
+        "goes");
+  }
+  policy.decode_budget_tokens = budget_tokens;
+  if (interval > 0) policy.decode_interval = interval;
+  return absl::OkStatus();
+}
+
 kernels::KvDType HotFormat(kvpage::Codec codec) {
   switch (codec) {
     case kvpage::Codec::kFp32:

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "core/eviction/decode_eviction.h"
 #include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
@@ -23,12 +24,25 @@ struct Policy {
   std::string method;  // a policy method (eviction::PolicyMethods()); "" keeps everything
   double budget_ratio = 1.0;
   kvpage::Codec codec = kvpage::Codec::kFp16;
+  // Decode-time eviction by `method` (core/eviction/decode_eviction.h): entries per head kept
+  // while generating (0: none), cut back every decode_interval generated tokens.
+  int64_t decode_budget_tokens = 0;
+  int64_t decode_interval = eviction::kDefaultDecodeInterval;
 };
+
+// The most entries per head a decode-time budget may name (a larger one never evicts).
+inline constexpr int64_t kMaxDecodeBudgetTokens = 1 << 20;
 
 // Checks and converts the wire form: method known (or "" / "none"), ratio in (0, 1] when a method
 // is set, codec known. InvalidArgument naming the field otherwise.
 absl::StatusOr<Policy> ParsePolicy(std::string_view method, double budget_ratio,
                                    std::string_view codec);
+
+// Sets the policy's decode-time eviction from the wire form: budget 0 (none) or in
+// [1, kMaxDecodeBudgetTokens] with a method set; interval 0 (eviction::kDefaultDecodeInterval) or
+// in [1, 4096].
+// InvalidArgument naming the field otherwise; the policy is unchanged then.
+absl::Status SetDecodeEviction(Policy& policy, int64_t budget_tokens, int64_t interval);
 
 // The format a worker holds a session's KV in, in its KV pool, for the policy's page codec: the
 // codec's own (fp32, fp16, bf16, int8, fp8_e4m3, kivi4, kivi2; KIVI pages fill in fp16 first,

@@ -33,6 +33,33 @@ TierScores SplitScores(eviction::EvictionResult& r) {
   return out;
 }
 
+// `add` merged into `into` by position (both increasing, disjoint), with their scores.
+void MergeByPosition(model::KvHead& into, std::vector<float>& into_scores, model::KvHead&& add,
+                     std::vector<float>&& add_scores) {
+  if (add.size() == 0) return;
+  const int64_t hd = add.keys.size() / add.positions.size();
+  model::KvHead out;
+  std::vector<float> out_scores;
+  int64_t a = 0, b = 0;
+  auto take = [&](const model::KvHead& from, const std::vector<float>& scores, int64_t& i) {
+    out.keys.insert(out.keys.end(), from.keys.begin() + i * hd, from.keys.begin() + (i + 1) * hd);
+    out.values.insert(out.values.end(), from.values.begin() + i * hd,
+                      from.values.begin() + (i + 1) * hd);
+    out.positions.push_back(from.positions[i]);
+    out_scores.push_back(scores[i]);
+    ++i;
+  };
+  while (a < into.size() || b < add.size()) {
+    if (b == add.size() || (a < into.size() && into.positions[a] < add.positions[b])) {
+      take(into, into_scores, a);
+    } else {
+      take(add, add_scores, b);
+    }
+  }
+  into = std::move(out);
+  into_scores = std::move(out_scores);
+}
+
 int64_t MaxEntriesAfter(const model::KvCache& cache, int64_t new_tokens) {
   int64_t most = 0;
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
@@ -242,6 +269,19 @@ absl::StatusOr<PolicyPrefill> PrefillTurn(model::Session& session, std::span<con
   ASSIGN_OR_RETURN(out.logits, session.Forward(last));
   session.cache().Seal();  // the turn's rows are final: group formats quantise their full pages
   return out;
+}
+
+void AddEviction(TierScores& tiers, eviction::EvictionResult&& eviction) {
+  TierScores more = SplitScores(eviction);
+  if (tiers.evicted_entries.empty()) {
+    tiers = std::move(more);
+    return;
+  }
+  tiers.retained = std::move(more.retained);
+  for (size_t i = 0; i < more.evicted_entries.size(); ++i) {
+    MergeByPosition(tiers.evicted_entries[i], tiers.evicted[i], std::move(more.evicted_entries[i]),
+                    std::move(more.evicted[i]));
+  }
 }
 
 absl::StatusOr<kvstate::EncodedState> EncodeSessionState(const model::Model& model,

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cache_client/cache_client.h"
+#include "core/eviction/pipeline.h"
 #include "core/eviction/scorer.h"
 #include "core/kvstate/cache_pages.h"
 #include "core/model/model.h"
@@ -63,6 +64,11 @@ struct TierScores {
   std::vector<std::vector<float>> evicted;
   std::vector<model::KvHead> evicted_entries;
 };
+
+// Adds one more eviction of the turn (decode-time eviction, core/eviction/decode_eviction.h) to
+// `tiers`: the retained scores become those of the entries it kept, and its evicted entries join
+// the earlier ones of each head in position order, with their scores.
+void AddEviction(TierScores& tiers, eviction::EvictionResult&& eviction);
 
 // Sinks, recent window, schedule and granularity come with each method (Method::settings); these
 // apply to every method.

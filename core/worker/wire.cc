@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::worker {
 
@@ -28,7 +29,9 @@ absl::StatusOr<kvstate::NamespaceKey> NamespaceFromBytes(const std::string& byte
 }
 
 absl::StatusOr<Policy> PolicyFromProto(const v1::EvictionPolicy& p) {
-  return ParsePolicy(p.method(), p.budget_ratio(), p.codec());
+  ASSIGN_OR_RETURN(Policy policy, ParsePolicy(p.method(), p.budget_ratio(), p.codec()));
+  RETURN_IF_ERROR(SetDecodeEviction(policy, p.decode_budget_tokens(), p.decode_interval()));
+  return policy;
 }
 
 }  // namespace glimpse::worker

@@ -77,6 +77,7 @@ absl::Status Chat::Turn(const std::string& user, const std::string& next_tool, s
     req.mutable_policy()->set_method(o_.policy_method);
     req.mutable_policy()->set_budget_ratio(o_.budget_ratio);
     req.mutable_policy()->set_codec(o_.codec);
+    req.mutable_policy()->set_decode_budget_tokens(o_.decode_budget_tokens);
   }
   req.set_tool_name(next_tool);
   grpc::ClientContext ctx;

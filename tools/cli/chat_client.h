@@ -25,7 +25,8 @@ struct ChatOptions {
   std::string policy_method;  // "" = the frontend's default
   double budget_ratio = 0.0;
   std::string codec;
-  bool interactive = false;  // a person types: answer each line as it comes
+  int32_t decode_budget_tokens = 0;  // decode-time eviction, with policy_method
+  bool interactive = false;          // a person types: answer each line as it comes
 };
 
 // Reads turns from `in` until EOF; the first failing turn ends the chat with its status.

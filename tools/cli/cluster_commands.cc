@@ -24,6 +24,10 @@ std::vector<FlagSpec> PolicyFlags() {
        "the frontend's (up: none)"},
       {"budget", "kept share of the tokens, (0, 1], with --policy", false, "0.2"},
       {"codec", "KV page codec: fp16, bf16, fp8_e4m3, int8, kivi4, kivi2, fp32", false, "fp16"},
+      {"decode-budget",
+       "with --policy: while answering, cut each (layer, kv-head) back to this many entries every "
+       "32 generated tokens (decode-time eviction; snapkv, pyramidkv, streamingllm)",
+       false, "0 (none)"},
       {"max-tokens", "tokens generated per turn", false, "64"},
       {"session", "session id", false, "chat-<pid>"},
   };
@@ -78,6 +82,15 @@ absl::Status ParseChat(const Args& a, ChatOptions* o) {
   o->policy_method = a.GetString("policy");
   ASSIGN_OR_RETURN(o->budget_ratio, a.GetDouble("budget", 0.2));
   o->codec = a.GetString("codec", "fp16");
+  ASSIGN_OR_RETURN(int64_t decode_budget, a.GetInt("decode-budget", 0));
+  if (decode_budget < 0 || decode_budget > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--decode-budget must be in [0, 1048576], got ", decode_budget));
+  }
+  if (decode_budget > 0 && o->policy_method.empty()) {
+    return absl::InvalidArgumentError("--decode-budget needs --policy (the method that evicts)");
+  }
+  o->decode_budget_tokens = static_cast<int32_t>(decode_budget);
   o->interactive = isatty(STDIN_FILENO) != 0;
   return absl::OkStatus();
 }

@@ -49,20 +49,25 @@ class GlimpseClient:
     def session(self, session_id: str, policy: Optional[str] = None,
                 budget: Optional[float] = None, codec: Optional[str] = None,
                 max_tokens: int = 0, temperature: float = 0.0, top_k: int = 0,
-                top_p: float = 0.0, seed: int = 0) -> "Session":
+                top_p: float = 0.0, seed: int = 0, decode_budget: int = 0,
+                decode_interval: int = 0) -> "Session":
         """A conversation under `session_id` ([A-Za-z0-9._:-]{1,128}; a new id starts a session).
 
         policy/budget/codec: the eviction policy ("snapkv", 0.2, "int8"); all None: the frontend's
-        default. max_tokens 0: the frontend's default. temperature 0 is greedy; top_k 0 and top_p 0
-        are off. Nothing is sent until the first turn.
+        default. decode_budget > 0: while generating, every decode_interval tokens (0: 32) the
+        policy's method cuts each (layer, kv-head) back to decode_budget entries (a long answer
+        then holds a bounded KV). max_tokens 0: the frontend's default. temperature 0 is greedy;
+        top_k 0 and top_p 0 are off. Nothing is sent until the first turn.
         """
         sampling = model_pb2.SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p,
                                             seed=seed, max_tokens=max_tokens)
         eviction = None
-        if policy is not None or budget is not None or codec is not None:
+        if policy is not None or budget is not None or codec is not None or decode_budget:
             eviction = turn_pb2.EvictionPolicy(method=policy or "",
-                                                        budget_ratio=budget or 0.0,
-                                                        codec=codec or "")
+                                                budget_ratio=budget or 0.0,
+                                                codec=codec or "",
+                                                decode_budget_tokens=decode_budget,
+                                                decode_interval=decode_interval)
         return Session(self, session_id, sampling, eviction)
 
     def get_session(self, session_id: str) -> SessionInfo:

@@ -40,6 +40,7 @@ class TurnResult:
     full_fp16_bytes: int      # what the unevicted fp16 KV of kv_tokens would be
     state_bytes: int          # encoded pages written to the cache node (kept and evicted)
     kv_tokens: int            # tokens the session's state now summarises
+    decode_evicted: int       # KV entries decode-time eviction took out while generating
     lease_s: float            # how long the KV stays hot on its worker (0: demoted now)
     lease_source: str         # where the lease came from: "estimator", "hint", "default", ...
     reuse_probability: float  # the coordinator's estimate that the next turn comes within lease_s
@@ -126,6 +127,7 @@ def turn_result(text: str, token_ids: Tuple[int, ...], ttft_s: float,
         full_fp16_bytes=done.full_fp16_bytes,
         state_bytes=done.state_bytes,
         kv_tokens=done.kv_tokens,
+        decode_evicted=done.decode_evicted_entries,
         lease_s=lease.ttl_ms / 1000.0,
         lease_source=lease.ttl_source,
         reuse_probability=lease.reuse_probability,
