@@ -1,13 +1,16 @@
-// The committed gate weights of the default model (models/lookahead/*.{kvzip_gate,trimkv_gate,
-// retention_global}.safetensors, trained by tools/gates/train.py) against PyTorch: the same files
-// run through transformers' own model and tools/gates/gates_lib.py (tools/gates/make_fixture.py →
+// The committed learned scorers of the default model (models/lookahead/*.{kvzip_gate,trimkv_gate,
+// retention_global,foresightkv}.safetensors, trained by tools/gates/train.py and
+// tools/foresight/train.py) against PyTorch: the same files run through transformers' own model
+// and tools/gates/gates_lib.py or tools/foresight/foresight_lib.py (tools/gates/make_fixture.py →
 // tests/fixtures/gates/smollm2_scores.json) and through Glimpse's prefill, which captures each
-// layer's attention input, and its C++ scorers must give the same scores, element by element.
+// layer's inputs (attention inputs; ForesightKV: keys, values and the last 32 queries), and its
+// C++ scorers must give the same scores, element by element.
 //
 // Tolerance |ours − torch| ≤ 5e-4 + 1e-3·|torch|: the two runtimes' attention inputs differ in
 // the last bits of fp32 (logits agree to ~4e-5) and the gates amplify them — TRIM-KV's score
 // multiplies log β by the token's age (up to the prompt length), the global logit sums 576
-// products. The measured worst case is printed.
+// products, ForesightKV's first layer weighs attention probabilities by up to ~6e3 (its
+// standardisation folded in). The measured worst case is printed.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -82,7 +85,8 @@ TEST_P(GateArtifactTest, ScoresMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CommittedGates, GateArtifactTest,
-                         ::testing::Values("kvzip_gate", "trimkv_gate", "retention_global"));
+                         ::testing::Values("kvzip_gate", "trimkv_gate", "retention_global",
+                                           "foresightkv"));
 
 }  // namespace
 }  // namespace glimpse::eviction

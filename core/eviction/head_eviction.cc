@@ -36,6 +36,7 @@ absl::Status ScoreHead(const model::Session& session, const Scorer& scorer, int3
   LayerView view = BaseView(session, scorer, layer);
   view.n_heads = view.n_heads / view.n_kv_heads;
   view.n_kv_heads = 1;
+  view.first_kv_head = kv_head;
   view.n_tokens = kv.size();
   view.positions = kv.positions.data();
   if (needs & kKeys) view.keys = kv.keys.data();

@@ -54,7 +54,10 @@ struct LayerView {
   const float* accumulated_attention = nullptr;  // [H, T]             kAccumulatedAttention
   const model::LayerWeights* weights = nullptr;  //                    kLayerWeights
   const float* lookahead_attention = nullptr;    // [Hkv, T]           kLookaheadAttention
-  const float* rope_inv_freq = nullptr;          // [hd / 2] always set
+  // The model's kv-head of the view's head 0: views of one head of a session with history
+  // (n_kv_heads = 1) name which; scorers with weights per kv-head read it.
+  int32_t first_kv_head = 0;
+  const float* rope_inv_freq = nullptr;  // [hd / 2] always set
   kernels::RopeStyle rope_style = kernels::RopeStyle::kHalf;
 };
 
@@ -87,8 +90,9 @@ struct ScorerConfig {
   int64_t window = 0;   // 0 = the method's default
   int64_t kernel = 0;   // pooling kernel, 0 = default
   std::string pooling;  // "avg" | "max" | "" = default
-  // Learned gates only (kvzip_gate, trimkv_gate, retention_global): their .safetensors weights,
-  // required there and rejected elsewhere. Tensor names are documented in each scorer's file.
+  // Learned scorers only (kvzip_gate, trimkv_gate, retention_global, foresightkv): their
+  // .safetensors weights, required there and rejected elsewhere. Tensor names are documented in
+  // each scorer's file.
   std::string weights_path;
   // LookaheadKV only: the lookahead module (.safetensors, lookahead_module.h); required there
   // and rejected elsewhere.
@@ -131,6 +135,8 @@ std::unique_ptr<Scorer> NewCakeScorer(int64_t window, int64_t kernel, Pooling po
 absl::StatusOr<std::unique_ptr<Scorer>> NewKvzipGateScorer(const std::string& weights_path);
 absl::StatusOr<std::unique_ptr<Scorer>> NewTrimKvGateScorer(const std::string& weights_path);
 absl::StatusOr<std::unique_ptr<Scorer>> NewRetentionGlobalScorer(const std::string& weights_path);
+// ForesightKV (foresight.cc), loading its per-head MLPs.
+absl::StatusOr<std::unique_ptr<Scorer>> NewForesightScorer(const std::string& weights_path);
 // LookaheadKV (lookahead_scorer.cc), loading its module (errors name the file and the tensor).
 absl::StatusOr<std::unique_ptr<Scorer>> NewLookaheadScorer(const std::string& module_path);
 

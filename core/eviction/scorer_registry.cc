@@ -60,6 +60,8 @@ const std::map<std::string, Method>& Registry() {
        {0, 0, nullptr, [](const Params& p) { return NewTrimKvGateScorer(p.weights_path); }}},
       {"retention_global",
        {0, 0, nullptr, [](const Params& p) { return NewRetentionGlobalScorer(p.weights_path); }}},
+      {"foresightkv",
+       {0, 0, nullptr, [](const Params& p) { return NewForesightScorer(p.weights_path); }}},
       {"lookahead", {0, 0, nullptr, nullptr, OpenLookahead}},  // LookaheadKV, --module
   };
   return *registry;

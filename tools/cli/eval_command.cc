@@ -358,6 +358,7 @@ absl::Status RunLongGeneration(EvalOptions& o, const model::Model& model,
   ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
                    eviction::eval::GenerateSuite(sources));
   o.long_run.arms = o.run.arms;
+  o.long_run.lookahead_module = o.run.lookahead_module;
   ProgressBar progress(
       "long-generation eval",
       static_cast<int64_t>(suite.size()) *

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes PyTorch's scores of the committed gate weights on fixed prompts, for the C++ test.
+"""Writes PyTorch's scores of the committed gate weights (and ForesightKV's, tools/foresight/) on
+fixed prompts, for the C++ test.
 
 tests/gate_artifact_test.cc runs the same files through Glimpse's runtime (the prefill's captured
 attention inputs and the C++ scorers) and compares element by element. The PyTorch side is
@@ -22,7 +23,9 @@ from safetensors.torch import load_file
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "lookahead"))
-sys.path.insert(0, str(HERE))  # first: its train.py, not LookaheadKV's
+sys.path.insert(0, str(HERE.parent / "foresight"))
+sys.path.insert(0, str(HERE))  # first: its train.py, not LookaheadKV's or ForesightKV's
+import foresight_lib as fl  # noqa: E402
 import gates_lib as gl  # noqa: E402
 import lookahead_lib as la  # noqa: E402
 # train before make_scores_fixture: importing that one puts tools/lookahead (its train.py) first
@@ -47,6 +50,31 @@ def rounded(x):
     return [rounded(v) for v in x] if isinstance(x, list) else float(f"{x:.7g}")
 
 
+def foresight_scores(model, weights: dict, token_ids: list) -> torch.Tensor:
+    """[L, Hkv, T] ForesightKV scores of a prompt (foresight_lib.py): the window is the prompt's
+    last W tokens, whose rows of the full forward pass's attention are the window attention."""
+    from transformers import DynamicCache
+    window = int(weights["foresight.window"][0])
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([token_ids]), past_key_values=cache, use_cache=True,
+                    output_attentions=True)
+    hkv = model.config.num_key_value_heads
+    group = model.config.num_attention_heads // hkv
+    T = len(token_ids)
+    layers = []
+    for l, att in enumerate(out.attentions):
+        heads = []
+        for h in range(hkv):
+            probs = fl.window_probs_from_attention(att[0, h * group:(h + 1) * group], T, window)
+            x = fl.features(cache.layers[l].keys[0, h], cache.layers[l].values[0, h], probs)
+            w = {k: v[l, h] for k, v in weights.items() if k != "foresight.window"}
+            heads.append(fl.mlp(x, w["foresight.w1"], w["foresight.b1"], w["foresight.w2"],
+                                w["foresight.b2"]))
+        layers.append(torch.stack(heads))
+    return torch.stack(layers)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=str(pathlib.Path.home() / ".cache/glimpse/models/"
@@ -67,6 +95,10 @@ def main() -> None:
             cases = [{"token_ids": i, "scores": rounded(module.score_all(h).tolist())}
                      for i, h in zip(ids, hidden)]
         gates[method] = {"file": path.name, "cases": cases}
+    path = REPO / "models/lookahead" / f"{gguf.stem}.foresightkv.safetensors"
+    gates["foresightkv"] = {"file": path.name,
+                            "cases": [{"token_ids": i, "scores": rounded(foresight_scores(
+                                model, load_file(str(path)), i).tolist())} for i in ids]}
     doc = {
         "generated_by": "tools/gates/make_fixture.py",
         "command": shlex.join(["python3", "tools/gates/make_fixture.py"] + sys.argv[1:]),
@@ -78,7 +110,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc) + "\n")
     lengths = [len(i) for i in ids]
-    print(f"wrote {out}: {len(METHODS)} gates x {len(ids)} prompts of {lengths} tokens")
+    print(f"wrote {out}: {len(gates)} scorers x {len(ids)} prompts of {lengths} tokens")
 
 
 if __name__ == "__main__":

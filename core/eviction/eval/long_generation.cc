@@ -11,6 +11,7 @@
 #include "core/eviction/decode_eviction.h"
 #include "core/eviction/eval/metrics.h"
 #include "core/eviction/pipeline.h"
+#include "core/eviction/profile.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -159,7 +160,9 @@ absl::StatusOr<LongGenerationTask> RunLongGenerationTask(const model::Model& mod
   RETURN_IF_ERROR(CheckOptions(task, options));
   std::vector<std::unique_ptr<Scorer>> scorers;
   for (const Arm& arm : options.arms) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(arm.settings.scorer));
+    ScorerConfig config = arm.settings.scorer;
+    RETURN_IF_ERROR(AttachLearnedFiles(config, options.lookahead_module));
+    ASSIGN_OR_RETURN(std::unique_ptr<Scorer> scorer, CreateScorer(config));
     scorers.push_back(std::move(scorer));
   }
   LongGenerationTask out{.kind = task.kind, .seed = task.seed};

@@ -38,6 +38,7 @@ struct LongGenerationOptions {
   int64_t interval = 32;                           // fed tokens between evictions
   int32_t trace_tokens = 256;                      // turn 1's generation, at most
   int32_t max_answer_tokens = 16;  // turn 2's answer, end-of-generation token included
+  std::string lookahead_module;    // learned scorers' files sit beside it (AttachLearnedFiles)
 };
 
 struct LongGenerationRun {
