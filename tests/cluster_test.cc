@@ -411,6 +411,20 @@ class KvpressClusterTest : public ClusterTest {
     std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tests/fixtures/kvpress/" + name);
     return nlohmann::json::parse(in);
   }
+  // The ids of prompt `name` in prompts.json ({} when absent).
+  static std::vector<int32_t> PromptTokens(const nlohmann::json& prompts,
+                                           const nlohmann::json& name) {
+    for (const nlohmann::json& p : prompts["prompts"]) {
+      if (p["name"] == name) return p["tokens"].get<std::vector<int32_t>>();
+    }
+    return {};
+  }
+  // kvpress's greedy tokens of a fixture case.
+  static std::vector<int32_t> GreedyTokens(const nlohmann::json& c) {
+    std::vector<int32_t> tokens;
+    for (const nlohmann::json& step : c["greedy"]) tokens.push_back(step["token"]);
+    return tokens;
+  }
 
   // The greedy token ids of one turn of `tokens` under SnapKV keeping `n_kept` of the context.
   std::vector<int32_t> Serve(const std::string& session, const std::vector<int32_t>& tokens,
@@ -460,13 +474,9 @@ TEST_F(KvpressClusterTest, ServedGreedyTokensEqualKvpressAfterEvictionAndShippin
       ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
     }
     for (const nlohmann::json& c : fixture["cases"]) {
-      std::vector<int32_t> tokens;
-      for (const nlohmann::json& p : prompts["prompts"]) {
-        if (p["name"] == c["prompt"]) tokens = p["tokens"].get<std::vector<int32_t>>();
-      }
+      const std::vector<int32_t> tokens = PromptTokens(prompts, c["prompt"]);
       ASSERT_FALSE(tokens.empty());
-      std::vector<int32_t> expected;
-      for (const nlohmann::json& step : c["greedy"]) expected.push_back(step["token"]);
+      const std::vector<int32_t> expected = GreedyTokens(c);
       v1::StateSource source = v1::STATE_SOURCE_UNSPECIFIED;
       const std::string session = c["prompt"].get<std::string>() + (shipped ? "-p" : "-d");
       const std::vector<int32_t> served =
@@ -497,13 +507,9 @@ TEST_F(KvpressClusterTest, ServedTokensUnderDecodeTimeEvictionEqualKvpress) {
       ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
     }
     for (const nlohmann::json& c : fixture["cases"]) {
-      std::vector<int32_t> tokens;
-      for (const nlohmann::json& p : prompts["prompts"]) {
-        if (p["name"] == c["prompt"]) tokens = p["tokens"].get<std::vector<int32_t>>();
-      }
+      const std::vector<int32_t> tokens = PromptTokens(prompts, c["prompt"]);
       ASSERT_FALSE(tokens.empty());
-      std::vector<int32_t> expected;
-      for (const nlohmann::json& step : c["greedy"]) expected.push_back(step["token"]);
+      const std::vector<int32_t> expected = GreedyTokens(c);
       v1::StateSource source = v1::STATE_SOURCE_UNSPECIFIED;
       v1::TurnDone done;
       const std::string session = c["prompt"].get<std::string>() + (shipped ? "-dp" : "-dd");

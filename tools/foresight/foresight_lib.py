@@ -38,6 +38,17 @@ RECENT = 8
 EPS = 1e-6
 
 
+def full_pass(model, token_ids: list) -> tuple:
+    """One forward pass over token_ids: (attention probabilities per layer [1, H, T, T], the
+    DynamicCache holding post-RoPE keys and values)."""
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([token_ids]), past_key_values=cache, use_cache=True,
+                    output_attentions=True)
+    return out.attentions, cache
+
+
 def window_probs_from_attention(att: torch.Tensor, t: int, window: int) -> torch.Tensor:
     """[G, W, t]: the attention rows of tokens t - W .. t - 1 over entries < t, from a full-cache
     forward pass's attention probabilities att [G, T_all, T_all] (row r attends to j <= r only, so

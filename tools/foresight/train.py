@@ -55,19 +55,15 @@ def eviction_points(n: int, prompt: int, interval: int, min_future: int) -> list
 
 def example_blocks(model, ex: dict, args, rng: random.Random) -> tuple:
     """Features [L, Hkv, points, entries, F] and targets [L, Hkv, points, entries] of one trace."""
-    from transformers import DynamicCache
     ids, prompt = ex["ids"], ex["prompt_len"]
     points = eviction_points(len(ids), prompt, args.interval, args.min_future)
     if not points:
         return None, None
-    cache = DynamicCache(config=model.config)
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True,
-                    output_attentions=True)
+    attentions, cache = fl.full_pass(model, ids)
     hkv = model.config.num_key_value_heads
     group = model.config.num_attention_heads // hkv
     xs, ys = [], []
-    for layer, att in enumerate(out.attentions):
+    for layer, att in enumerate(attentions):
         keys, values = cache.layers[layer].keys[0], cache.layers[layer].values[0]
         x_layer, y_layer = [], []
         for h in range(hkv):

@@ -53,17 +53,13 @@ def rounded(x):
 def foresight_scores(model, weights: dict, token_ids: list) -> torch.Tensor:
     """[L, Hkv, T] ForesightKV scores of a prompt (foresight_lib.py): the window is the prompt's
     last W tokens, whose rows of the full forward pass's attention are the window attention."""
-    from transformers import DynamicCache
     window = int(weights["foresight.window"][0])
-    cache = DynamicCache(config=model.config)
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor([token_ids]), past_key_values=cache, use_cache=True,
-                    output_attentions=True)
+    attentions, cache = fl.full_pass(model, token_ids)
     hkv = model.config.num_key_value_heads
     group = model.config.num_attention_heads // hkv
     T = len(token_ids)
     layers = []
-    for l, att in enumerate(out.attentions):
+    for l, att in enumerate(attentions):
         heads = []
         for h in range(hkv):
             probs = fl.window_probs_from_attention(att[0, h * group:(h + 1) * group], T, window)
