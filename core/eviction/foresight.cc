@@ -21,6 +21,7 @@
 //   foresight.w1 [L, Hkv, 16, F]   foresight.b1 [L, Hkv, 16]
 //   foresight.w2 [L, Hkv, 16]      foresight.b2 [L, Hkv]
 //   foresight.window [1]           W (an integer >= 1)
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -65,30 +66,27 @@ class ForesightScorer final : public Scorer {
     const int64_t T = view.n_tokens, W = window_, hd = view.head_dim;
     const int32_t group = view.n_heads / view.n_kv_heads;
     const int64_t F = w1_.dim(3);
-    std::vector<float> probs(W * T), x(F), stats(T * group * kStats);
+    std::vector<float> probs(W * T), stats(T * group * kStats), x(T * F), h(T * kHidden);
     for (int32_t kv = 0; kv < view.n_kv_heads; ++kv) {
       for (int32_t g = 0; g < group; ++g) {
         WindowAttention(view, W, kv * group + g, probs.data());
-        for (int64_t j = 0; j < T; ++j)
-          Stats(probs.data(), W, T, j, &stats[(j * group + g) * kStats]);
+        Stats(probs.data(), W, T, g, group, stats.data());
       }
-      const int64_t head = int64_t{view.layer} * w1_.dim(1) + view.first_kv_head + kv;
-      const float* w1 = &w1_.data[head * kHidden * F];
-      const float* b1 = &b1_.data[head * kHidden];
-      const float* w2 = &w2_.data[head * kHidden];
       const float* keys = view.keys + kv * T * hd;
       const float* values = view.values + kv * T * hd;
+      for (int64_t j = 0; j < T; ++j) {  // x: [T, F]
+        float* row = &x[j * F];
+        CopyKey(keys + j * hd, hd, view.rope_style, row);
+        std::copy(values + j * hd, values + (j + 1) * hd, row + hd);
+        std::copy(&stats[j * group * kStats], &stats[(j + 1) * group * kStats], row + 2 * hd);
+      }
+      const int64_t head = int64_t{view.layer} * w1_.dim(1) + view.first_kv_head + kv;
+      GateMatMul(h.data(), x.data(), &w1_.data[head * kHidden * F], &b1_.data[head * kHidden], T,
+                 kHidden, F);
+      const float* w2 = &w2_.data[head * kHidden];
       for (int64_t j = 0; j < T; ++j) {
-        CopyKey(keys + j * hd, hd, view.rope_style, x.data());
-        std::copy(values + j * hd, values + (j + 1) * hd, x.begin() + hd);
-        std::copy(&stats[j * group * kStats], &stats[(j + 1) * group * kStats], x.begin() + 2 * hd);
         float score = b2_.data[head];
-        for (int64_t u = 0; u < kHidden; ++u) {
-          float h = b1[u];
-          const float* row = w1 + u * F;
-          for (int64_t f = 0; f < F; ++f) h += row[f] * x[f];
-          score += w2[u] * Gelu(h);
-        }
+        for (int64_t u = 0; u < kHidden; ++u) score += w2[u] * Gelu(h[j * kHidden + u]);
         scores[kv * T + j] = score;
       }
     }
@@ -109,20 +107,29 @@ class ForesightScorer final : public Scorer {
     }
   }
 
-  // The eight statistics of entry j from probs [W, T] into out[8].
-  static void Stats(const float* probs, int64_t W, int64_t T, int64_t j, float* out) {
-    float sum = 0.0f, top = 0.0f, recent = 0.0f;
+  // The eight statistics of every entry j from query head g's probs [W, T] into
+  // stats[(j · group + g) · 8 ...], rows read in order.
+  static void Stats(const float* probs, int64_t W, int64_t T, int32_t g, int32_t group,
+                    float* stats) {
+    std::vector<float> sum(T, 0.0f), top(T, 0.0f), recent(T, 0.0f);
     for (int64_t i = 0; i < W; ++i) {
-      const float p = probs[i * T + j];
-      sum += p;
-      top = std::max(top, p);
-      if (i >= W - kRecentRows) recent += p;
+      const float* row = probs + i * T;
+      const bool is_recent = i >= W - kRecentRows;
+      for (int64_t j = 0; j < T; ++j) {
+        sum[j] += row[j];
+        top[j] = std::max(top[j], row[j]);
+        if (is_recent) recent[j] += row[j];
+      }
     }
-    const float raw[4] = {sum / static_cast<float>(W), top, probs[(W - 1) * T + j],
-                          recent / static_cast<float>(std::min(W, kRecentRows))};
-    for (int k = 0; k < 4; ++k) {
-      out[k] = raw[k];
-      out[4 + k] = std::log(raw[k] + kLogEps);
+    const float* last = probs + (W - 1) * T;
+    const float n_recent = static_cast<float>(std::min(W, kRecentRows));
+    for (int64_t j = 0; j < T; ++j) {
+      const float raw[4] = {sum[j] / static_cast<float>(W), top[j], last[j], recent[j] / n_recent};
+      float* out = &stats[(j * group + g) * kStats];
+      for (int k = 0; k < 4; ++k) {
+        out[k] = raw[k];
+        out[4 + k] = std::log(raw[k] + kLogEps);
+      }
     }
   }
 
