@@ -12,6 +12,7 @@
 #include "core/eviction/eval/metrics.h"
 #include "core/eviction/pipeline.h"
 #include "core/eviction/profile.h"
+#include "core/eviction/recall.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -39,14 +40,18 @@ int64_t MostEntries(const model::KvCache& cache) {
   return most;
 }
 
-// Turn 2's rows after the trace, answered greedily; the answer's text.
-absl::StatusOr<std::string> AnswerTurnTwo(model::Session& session, const Task& task, bool ended,
-                                          int32_t max_tokens) {
+// Turn 2's rows after the trace.
+std::vector<int32_t> TurnTwoRows(const model::Tokenizer& tok, const Task& task, bool ended) {
+  return tok.Encode(absl::StrCat(ended ? "\n" : "<|im_end|>\n", "<|im_start|>user\n",
+                                 task.turns.back().question,
+                                 "<|im_end|>\n<|im_start|>assistant\n"));
+}
+
+// The greedy answer from `logits` on (at most max_tokens, stopping at an end-of-generation
+// token), as text.
+absl::StatusOr<std::string> GreedyAnswer(model::Session& session, std::vector<float> logits,
+                                         int32_t max_tokens) {
   const model::Tokenizer& tok = session.model().tokenizer();
-  const std::vector<int32_t> rows =
-      tok.Encode(absl::StrCat(ended ? "\n" : "<|im_end|>\n", "<|im_start|>user\n",
-                              task.turns.back().question, "<|im_end|>\n<|im_start|>assistant\n"));
-  ASSIGN_OR_RETURN(std::vector<float> logits, session.Forward(rows));
   std::vector<int32_t> answer;
   while (static_cast<int32_t>(answer.size()) < max_tokens) {
     const int32_t token = Argmax(logits);
@@ -56,6 +61,40 @@ absl::StatusOr<std::string> AnswerTurnTwo(model::Session& session, const Task& t
     ASSIGN_OR_RETURN(logits, session.Forward(next));
   }
   return tok.Decode(answer);
+}
+
+// Turn 2 fed whole over what the session holds, answered greedily.
+absl::StatusOr<std::string> AnswerTurnTwo(model::Session& session, const Task& task, bool ended,
+                                          int32_t max_tokens) {
+  ASSIGN_OR_RETURN(std::vector<float> logits,
+                   session.Forward(TurnTwoRows(session.model().tokenizer(), task, ended)));
+  return GreedyAnswer(session, std::move(logits), max_tokens);
+}
+
+// Turn 2 as a worker runs the next turn: its rows but the last prefilled with eviction at the
+// budget, offered the cold entries as recall candidates (half the budget per head, pages of 16),
+// then the last row fed and the answer decoded.
+absl::StatusOr<std::string> AnswerTurnTwoWithRecall(model::Session& session, const Task& task,
+                                                    bool ended, const Scorer& scorer,
+                                                    const SelectionOptions& selection,
+                                                    std::span<const model::KvHead> cold,
+                                                    int32_t max_tokens) {
+  const std::vector<int32_t> rows = TurnTwoRows(session.model().tokenizer(), task, ended);
+  const RecallRequest recall{
+      .cold = cold, .candidate_tokens = (selection.budget_tokens + 1) / 2, .page_tokens = 16};
+  RETURN_IF_ERROR(
+      PrefillAndEvict(session, std::span(rows).first(rows.size() - 1), scorer, selection, &recall)
+          .status());
+  ASSIGN_OR_RETURN(std::vector<float> logits, session.Forward(std::span(rows).last(1)));
+  return GreedyAnswer(session, std::move(logits), max_tokens);
+}
+
+// Adds an eviction's evicted entries to the cold tier (one KvHead per layer · Hkv + head).
+void AddToCold(std::vector<model::KvHead>& cold, const EvictionResult& eviction) {
+  for (size_t l = 0; l < eviction.evicted.size(); ++l) {
+    const size_t hkv = eviction.evicted[l].size();
+    for (size_t h = 0; h < hkv; ++h) AddMissingEntries(cold[l * hkv + h], eviction.evicted[l][h]);
+  }
 }
 
 absl::StatusOr<Reference> RunReference(model::Session& session, const Task& task,
@@ -91,7 +130,10 @@ absl::StatusOr<LongGenerationRun> RunArm(const model::Model& model, kernels::Thr
                                          const LongGenerationOptions& options) {
   LongGenerationRun run{.label = arm.label, .budget = budget};
   model::Session session(model, pool);
-  const DecodeEvictionOptions decode = DecodeEvictionFor(arm.settings, budget, options.interval);
+  // Everything evicted, the prompt's and the trace's: the cold tier turn 2 may recall from.
+  std::vector<model::KvHead> cold(int64_t{model.config().n_layers} * model.config().n_kv_heads);
+  DecodeEvictionOptions decode = DecodeEvictionFor(arm.settings, budget, options.interval);
+  decode.on_evicted = [&cold](EvictionResult&& e) { AddToCold(cold, e); };
   ASSIGN_OR_RETURN(std::unique_ptr<DecodeEviction> eviction,
                    DecodeEviction::Create(session.model(), scorer, decode));
   // The prompt is evicted to the same budget as it is prefilled, so the session never holds more
@@ -100,6 +142,7 @@ absl::StatusOr<LongGenerationRun> RunArm(const model::Model& model, kernels::Thr
   prompt_selection.budget_tokens = budget;
   ASSIGN_OR_RETURN(EvictionResult prefill,
                    PrefillAndEvict(session, ref.prompt, scorer, prompt_selection));
+  AddToCold(cold, prefill);
   std::vector<float> logits = std::move(prefill.last_logits);
   run.peak_entries = MostEntries(session.cache());
   double kl = 0.0;
@@ -119,8 +162,16 @@ absl::StatusOr<LongGenerationRun> RunArm(const model::Model& model, kernels::Thr
   run.agreement = static_cast<double>(agree) / steps;
   run.evictions = eviction->stats().evictions;
   run.eviction_seconds = eviction->stats().seconds;
-  ASSIGN_OR_RETURN(run.answer, AnswerTurnTwo(session, task, ref.ended, options.max_answer_tokens));
+  // Turn 2 twice, from the same cache: fed whole, and as a worker's next turn with recall.
+  model::Session plain(model, pool);
+  ASSIGN_OR_RETURN(plain.cache(), session.cache().Clone());
+  RETURN_IF_ERROR(plain.Resume(session.next_position()));
+  ASSIGN_OR_RETURN(run.answer, AnswerTurnTwo(plain, task, ref.ended, options.max_answer_tokens));
   run.correct = AnswerMatches(run.answer, task.turns.back().answer);
+  ASSIGN_OR_RETURN(run.recall_answer,
+                   AnswerTurnTwoWithRecall(session, task, ref.ended, scorer, prompt_selection, cold,
+                                           options.max_answer_tokens));
+  run.recall_correct = AnswerMatches(run.recall_answer, task.turns.back().answer);
   return run;
 }
 
@@ -201,33 +252,42 @@ std::string LongGenerationReport(const std::vector<LongGenerationTask>& tasks,
   std::string out = absl::StrFormat(
       "%d tasks, prompts of %.0f tokens and reference traces of %.0f tokens on average; an "
       "eviction every %d fed tokens.\n\n"
-      "| method | budget (entries per head) | accuracy | retained | KL (nats) | agreement | "
-      "peak entries per head | overhead |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
-      "| full | — | %.0f %% | 100 %% | 0 | 1.000 | %.0f | — |\n",
+      "| method | budget (entries per head) | accuracy | retained | retained, with recall | "
+      "KL (nats) | agreement | peak entries per head | overhead |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+      "| full | — | %.0f %% | 100 %% | — | 0 | 1.000 | %.0f | — |\n",
       tasks.size(), prompt / n, trace / n, options.interval, 100 * full_correct / n, full_peak / n);
   const size_t runs = tasks.empty() ? 0 : tasks.front().runs.size();
   for (size_t r = 0; r < runs; ++r) {
-    double correct = 0.0, retained = 0.0, kl = 0.0, agreement = 0.0, peak = 0.0, seconds = 0.0;
+    double correct = 0.0, retained = 0.0, recalled = 0.0, kl = 0.0, agreement = 0.0, peak = 0.0,
+           seconds = 0.0;
     for (const LongGenerationTask& t : tasks) {
       const LongGenerationRun& run = t.runs[r];
       correct += run.correct ? 1.0 : 0.0;
       retained += run.correct && t.full_correct ? 1.0 : 0.0;
+      recalled += run.recall_correct && t.full_correct ? 1.0 : 0.0;
       kl += run.kl;
       agreement += run.agreement;
       peak += static_cast<double>(run.peak_entries);
       seconds += run.eviction_seconds;
     }
     const LongGenerationRun& first = tasks.front().runs[r];
-    absl::StrAppendFormat(
-        &out, "| %s | %d | %.0f %% | %s | %.4f | %.3f | %.0f | %.2f %% |\n", first.label,
-        first.budget, 100 * correct / n,
-        full_correct > 0 ? absl::StrFormat("%.0f %%", 100 * retained / full_correct) : "—", kl / n,
-        agreement / n, peak / n, 100 * seconds / std::max(trace_seconds, 1e-9));
+    auto share = [&](double x) {
+      return full_correct > 0 ? absl::StrFormat("%.0f %%", 100 * x / full_correct)
+                              : std::string("—");
+    };
+    absl::StrAppendFormat(&out, "| %s | %d | %.0f %% | %s | %s | %.4f | %.3f | %.0f | %.2f %% |\n",
+                          first.label, first.budget, 100 * correct / n, share(retained),
+                          share(recalled), kl / n, agreement / n, peak / n,
+                          100 * seconds / std::max(trace_seconds, 1e-9));
   }
   absl::StrAppend(
       &out,
       "\naccuracy: turn 2's answer holds the expected answer. retained: of the tasks the full "
-      "cache answers, the share this row answers too. KL: mean KL(full ‖ evicted) of the "
+      "cache answers, the share this row answers too (turn 2 fed whole over what is left). with "
+      "recall: turn 2 run as a worker's next turn, prefilled with eviction at the budget and "
+      "offered everything evicted so far as recall candidates (half the budget per head). KL: mean "
+      "KL(full ‖ evicted) of the "
       "next-token distribution over the trace's steps, the full cache's trace teacher-forced. "
       "agreement: share of trace steps whose greedy token is the reference's. peak: the most "
       "entries a (layer, kv-head) held (mean over tasks). overhead: evictions' time as a share of "

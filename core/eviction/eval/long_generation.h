@@ -12,7 +12,10 @@
 // per head; then turn 2 is prefilled over what is left and answered. Per arm:
 //   KL         mean over the trace's steps of KL(full ‖ evicted) of the next-token distribution;
 //   agreement  share of trace steps whose argmax is the reference token;
-//   correct    turn 2's answer holds the expected answer;
+//   correct    turn 2's answer holds the expected answer, turn 2 fed whole over what is left;
+//   with recall  the same with turn 2 run as a worker's next turn: prefilled with eviction at
+//              the budget, everything evicted so far offered back as cold-page recall
+//              candidates (recall.h; half the budget per head, pages of 16);
 //   peak       the most entries a (layer, kv-head) held at any step (the full cache: prompt +
 //              trace), the memory the arm needs;
 //   overhead   the evictions' time as a share of the full cache's trace decode.
@@ -48,6 +51,10 @@ struct LongGenerationRun {
   double agreement = 0.0;
   bool correct = false;
   std::string answer;
+  // Turn 2 as a worker's next turn: prefilled with eviction at the budget, recalling from
+  // everything evicted so far (the prompt's and the trace's), then answered.
+  bool recall_correct = false;
+  std::string recall_answer;
   int64_t peak_entries = 0;
   int64_t evictions = 0;
   double eviction_seconds = 0.0;

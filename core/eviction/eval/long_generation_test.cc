@@ -40,6 +40,7 @@ TEST_F(LongGenerationTest, AFullBudgetScoresAsTheFullCacheAndASmallOneStaysBound
   EXPECT_EQ(all.agreement, 1.0);
   EXPECT_EQ(all.answer, scores->full_answer);
   EXPECT_EQ(all.correct, scores->full_correct);
+  EXPECT_EQ(all.recall_answer, scores->full_answer);  // nothing was evicted to recall
   EXPECT_EQ(all.peak_entries, scores->full_peak_entries);
   EXPECT_EQ(all.evictions, 0);
   EXPECT_GT(small.evictions, 0);
