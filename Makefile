@@ -109,6 +109,17 @@ train-gates: build model
 	  done && \
 	  $$VENV/bin/python tools/gates/make_fixture.py --glimpse $(GLIMPSE)
 
+# ForesightKV (tools/foresight/): long generations over LookaheadKV's training texts, its scorer
+# trained on them and written beside the module, then the fixture of every learned scorer's
+# PyTorch scores for tests/gate_artifact_test.cc. About 15 minutes on 2 CPU cores.
+.PHONY: train-foresight
+train-foresight: build model
+	@VENV=$$(bash tools/oracle/setup_venv.sh --with-torch) && \
+	  $$VENV/bin/python tools/lookahead/make_data.py --glimpse $(GLIMPSE) && \
+	  $$VENV/bin/python tools/foresight/make_data.py --glimpse $(GLIMPSE) && \
+	  $$VENV/bin/python tools/foresight/train.py --base-fingerprint $(FINGERPRINT) && \
+	  $$VENV/bin/python tools/gates/make_fixture.py --glimpse $(GLIMPSE)
+
 # UcxTransport vs ucx_perftest (tag_bw), shm, tcp and shm+tcp on 127.0.0.1, 64 KiB .. 4 MiB pages: a table
 # on stdout and $(BUILD_DIR)/transport_bench.json. Builds only its own targets.
 .PHONY: bench-transport

@@ -177,6 +177,18 @@ class ClientTest(unittest.TestCase):
         self.assertIn("budget_ratio", caught.exception.message)
         self.assertEqual(session.messages, [])  # a failed turn leaves the conversation as it was
 
+    def test_decode_budget_cuts_a_long_answer_and_says_how_much(self) -> None:
+        session = self.client.session("py-decode", policy="streamingllm", budget=1.0,
+                                      max_tokens=48, decode_budget=40, decode_interval=8)
+        r = session.send("Write a long poem about the sea.").result()
+        if len(r.token_ids) > 16:  # a prompt of ~30 tokens and an answer past 40 entries
+            self.assertGreater(r.decode_evicted, 0)
+        bad = self.client.session("py-decode-bad", decode_budget=64)
+        with self.assertRaises(GlimpseError) as caught:
+            bad.send(Q1).result()
+        self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("decode_budget_tokens", caught.exception.message)
+
     def test_a_cancelled_turn_raises_and_leaves_the_session_usable(self) -> None:
         with self.client.session("py-cancel", max_tokens=64) as session:
             turn = session.send(Q1)
