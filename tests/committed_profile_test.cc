@@ -33,7 +33,7 @@ TEST(CommittedProfileTest, EveryMethodKeepsTheSinkAndAShortChatPromptStillGetsAn
       tok.Encode(tok.ApplyChatTemplate({{"user", "What is the capital of France?"}}, true));
   for (const char* method :
        {"snapkv", "pyramidkv", "streamingllm", "h2o", "expected_attention", "defensivekv", "cake",
-        "lookahead", "kvzip_gate", "trimkv_gate", "retention_global"}) {
+        "lookahead", "kvzip_gate", "trimkv_gate", "retention_global", "foresightkv"}) {
     SCOPED_TRACE(method);
     absl::StatusOr<eviction::MethodSettings> settings = profile->For(method);
     ASSERT_TRUE(settings.ok()) << settings.status();

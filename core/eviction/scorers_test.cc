@@ -437,7 +437,7 @@ int64_t WindowFor(const std::string& method) {
 std::vector<std::string> FileFreeScorers() {
   std::vector<std::string> methods;
   for (const std::string& m : KnownScorers()) {
-    if (m != "kvzip_gate" && m != "trimkv_gate" && m != "retention_global" && m != "lookahead") {
+    if (!TakesWeights(m) && m != "lookahead") {
       methods.push_back(m);
     }
   }
@@ -503,16 +503,17 @@ TEST(ScorerTest, ShortPromptsAreInvalidArgument) {
 
 TEST(RegistryTest, KnowsTheMethodsAndTheirDefaults) {
   EXPECT_EQ(KnownScorers(),
-            (std::vector<std::string>{"cake", "defensivekv", "expected_attention", "h2o",
-                                      "kvzip_gate", "lookahead", "retention_global", "snapkv",
-                                      "streamingllm", "trimkv_gate"}));
+            (std::vector<std::string>{"cake", "defensivekv", "expected_attention", "foresightkv",
+                                      "h2o", "kvzip_gate", "lookahead", "retention_global",
+                                      "snapkv", "streamingllm", "trimkv_gate"}));
   EXPECT_EQ(MustCreate(Config("snapkv"))->window(), 64);
   EXPECT_EQ(MustCreate(Config("defensivekv"))->window(), 32);
   EXPECT_EQ(MustCreate(Config("snapkv", 16, 7, "max"))->window(), 16);
   for (const std::string& method : FileFreeScorers())
     EXPECT_EQ(MustCreate(Config(method))->name(), method);
   // Learned methods without their file are a clear error, not a scorer with missing weights.
-  for (const char* method : {"kvzip_gate", "trimkv_gate", "retention_global", "lookahead"}) {
+  for (const char* method :
+       {"kvzip_gate", "trimkv_gate", "retention_global", "foresightkv", "lookahead"}) {
     const auto scorer = CreateScorer(Config(method));
     EXPECT_EQ(scorer.status().code(), absl::StatusCode::kInvalidArgument) << method;
   }
