@@ -146,6 +146,36 @@ TEST_F(DecodeEvictionTest, FirstEvictionEqualsThePipelinesTurnWithHistory) {
   }
 }
 
+// In a bounded pool of KIVI pages (sealed pages hold 64 rows in 4 bits; eviction moves rows out
+// of them): the heads stay bounded, the pool never holds more than the bound's pages, and every
+// evicted entry is handed back.
+TEST_F(DecodeEvictionTest, KiviPagesInABoundedPoolStayWithinTheBudget) {
+  auto scorer = Make("snapkv", 16);
+  model::KvPool pool({.budget_bytes = int64_t{64} << 20,
+                      .page_tokens = 64,
+                      .head_dim = model_->config().head_dim});
+  model::Session session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4});
+  std::vector<EvictionResult> results;
+  auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(96, 32, &results));
+  ASSERT_TRUE(eviction.ok()) << eviction.status();
+  const std::vector<int32_t> tokens = Generate(session, 160, eviction->get());
+  ASSERT_GE(tokens.size(), 100u);
+  ASSERT_FALSE(results.empty());
+  const model::KvCache& cache = session.cache();
+  int64_t evicted = 0;
+  for (const EvictionResult& r : results) {
+    for (const auto& layer : r.evicted) {
+      for (const model::KvHead& head : layer) evicted += head.size();
+    }
+  }
+  EXPECT_EQ(evicted, (*eviction)->stats().evicted_entries);
+  EXPECT_EQ(cache.TotalEntries() + evicted,
+            int64_t{cache.n_layers()} * cache.n_kv_heads() * session.next_position());
+  for (int32_t l = 0; l < cache.n_layers(); ++l) {
+    for (int32_t h = 0; h < cache.n_kv_heads(); ++h) EXPECT_LE(cache.size(l, h), 96 + 32);
+  }
+}
+
 TEST_F(DecodeEvictionTest, RefusesScorersWhoseInputsADecodeLacks) {
   model::Session session(*model_, *pool_);
   for (const char* method : {"h2o", "expected_attention"}) {
