@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
@@ -25,15 +26,19 @@ HotSession EmptySession(const model::Model& model, kernels::ThreadPool& pool,
   return s;
 }
 
-// Pool bytes a turn may add to `cache` before it ends: every head grown by `rows` entries.
-int64_t TurnBytes(const model::KvCache& cache, int64_t rows) {
+// Pool bytes a turn may add to `cache` before it ends: every head grown by `rows` entries, or,
+// with a cap (decode-time eviction: budget + interval, and never below the head's size after
+// `fresh` prompt rows), to at most the cap.
+int64_t TurnBytes(const model::KvCache& cache, int64_t rows, int64_t fresh = 0,
+                  int64_t cap = std::numeric_limits<int64_t>::max()) {
   const model::KvPool& pool = cache.pool();
   const int64_t P = pool.page_tokens();
   int64_t pages = 0;
   for (int32_t l = 0; l < cache.n_layers(); ++l) {
     for (int32_t h = 0; h < cache.n_kv_heads(); ++h) {
       const int64_t n = cache.size(l, h);
-      pages += (n + rows + P - 1) / P - (n + P - 1) / P;
+      const int64_t peak = std::min(n + rows, std::max(n + fresh, cap));
+      pages += (peak + P - 1) / P - (n + P - 1) / P;
     }
   }
   return pages * pool.PageBytes(cache.filling_dtype());
@@ -237,8 +242,12 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
                              : std::vector<model::KvHead>();
   // Room for this turn's entries: idle hot copies (stored already) go, least recently used first.
   if (options_.kv_pool != nullptr) {
-    hot_.MakeRoom(*options_.kv_pool,
-                  TurnBytes(session.cache(), static_cast<int64_t>(fresh.size()) + r.max_tokens));
+    hot_.MakeRoom(
+        *options_.kv_pool,
+        TurnBytes(session.cache(), static_cast<int64_t>(fresh.size()) + r.max_tokens,
+                  static_cast<int64_t>(fresh.size()),
+                  decode_eviction ? r.policy.decode_budget_tokens + r.policy.decode_interval
+                                  : std::numeric_limits<int64_t>::max()));
   }
   const auto t_prefill = Clock::now();
   absl::StatusOr<worker::PolicyPrefill> prefill = absl::UnknownError("the prefill did not run");

@@ -439,6 +439,40 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
   EXPECT_EQ(kv_pool_->stats().used_bytes, 0);
 }
 
+// Room is made for what a turn may hold: with decode-time eviction that is budget + interval
+// entries per head, not its prompt plus max_tokens, so an idle hot copy that fits beside it stays.
+TEST_F(TurnRunnerTest, ATurnWithADecodeBudgetNeedsRoomOnlyForItsBound) {
+  const model::ModelConfig& c = model_->config();
+  const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
+  const auto prompt = Chat("What is the capital of France?");  // under 64 tokens
+  model::KvPool probe({.head_dim = c.head_dim});
+  // Three pages per head: the idle copy's one and a bounded turn's one fit, a 200-token turn not.
+  kv_pool_ = std::make_unique<model::KvPool>(model::KvPool::Options{
+      .budget_bytes = heads * probe.PageBytes(kernels::KvDType::kI8) * 3, .head_dim = c.head_dim});
+  TurnRunnerOptions o;
+  o.kv_pool = kv_pool_.get();
+  runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
+                                         nullptr, *hot_, o);
+  TurnRequest a = Request(prompt, "", 1.0, "int8");
+  ASSERT_TRUE(Run(a).ok());
+  TurnRequest bounded = Request(prompt, "streamingllm", 1.0, "int8");
+  ASSERT_TRUE(SetDecodeEviction(bounded.policy, 40, 8).ok());
+  bounded.session_id = "bounded";
+  bounded.max_tokens = 200;
+  auto turn = Run(bounded);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_EQ(hot_->Stats().dropped_for_room, 0);
+  EXPECT_EQ(hot_->Stats().sessions, 2);
+
+  TurnRequest unbounded = Request(prompt, "", 1.0, "int8");
+  unbounded.session_id = "unbounded";
+  unbounded.max_tokens = 200;
+  ASSERT_TRUE(Run(unbounded).ok());
+  EXPECT_GE(hot_->Stats().dropped_for_room, 1);  // its prompt + 200 tokens could need 4 pages
+  runner_.reset();
+  hot_.reset();
+}
+
 // Decode-time eviction keeps a turn's generation within budget + interval entries per head and
 // gives the tokens an in-process decode with the same eviction gives; a method that cannot evict
 // while decoding fails the turn before it runs.
