@@ -6,8 +6,14 @@
 // sessions, and the ratio to the first policy (none/fp16 by default), plus the process's RSS after
 // loading the model and with every pool full (the pool's pages are the only memory that grows).
 //
+// With --answer_tokens N each session then generates N tokens (greedy, fed whatever they are, end
+// of generation included) before it is copied: the KV of a session that has answered at length.
+// A policy method:ratio:codec:decodeB evicts during that generation, every 32 tokens to B entries
+// per head (core/eviction/decode_eviction.h), as a decode worker does with
+// EvictionPolicy.decode_budget_tokens = B.
+//
 // Exit status 1 with a message on any error. Flags: --pool_mib N, --history_tokens N,
-// --policies method:ratio:codec,..., --threads N, --json PATH.
+// --answer_tokens N, --policies method:ratio:codec[:decodeB],..., --threads N, --json PATH.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +31,7 @@
 #include "bench/flags.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
+#include "core/eviction/decode_eviction.h"
 #include "core/eviction/profile.h"
 #include "core/model/kv_pool.h"
 #include "core/model/model.h"
@@ -44,6 +51,7 @@ struct Options {
   std::string model;
   int64_t pool_mib = 256;
   int history_tokens = 2048;
+  int answer_tokens = 0;
   std::vector<std::string> policies = {
       "none:1:fp16",        "none:1:int8",      "none:1:kivi4",        "snapkv:0.2:int8",
       "lookahead:0.2:int8", "snapkv:0.2:kivi4", "lookahead:0.2:kivi4", "snapkv:0.2:kivi2"};
@@ -53,7 +61,8 @@ struct Options {
 
 constexpr char kUsage[] =
     "usage: glimpse_bench_capacity [--model PATH] [--pool_mib N] [--history_tokens N]\n"
-    "         [--policies method:ratio:codec,...] [--threads N] [--json PATH]\n";
+    "         [--answer_tokens N] [--policies method:ratio:codec[:decodeB],...] [--threads N]\n"
+    "         [--json PATH]\n";
 
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
@@ -70,6 +79,9 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--history_tokens") {
       ASSIGN_OR_RETURN(const int64_t n, ParsePositive(flag, value));
       o.history_tokens = static_cast<int>(n);
+    } else if (flag == "--answer_tokens") {
+      ASSIGN_OR_RETURN(const int64_t n, ParsePositive(flag, value));
+      o.answer_tokens = static_cast<int>(n);
     } else if (flag == "--policies") {
       o.policies = absl::StrSplit(value, ',', absl::SkipEmpty());
     } else if (flag == "--threads") {
@@ -114,6 +126,28 @@ std::vector<int32_t> Conversation(const model::Model& m, int tokens) {
   return ids;
 }
 
+// Feeds `tokens` greedy tokens after the prompt's `logits` (an end of generation too: only the
+// count matters), with the policy's decode-time eviction when it has a decode budget.
+absl::Status Answer(model::Session& session, const worker::Method& method,
+                    const worker::Policy& policy, std::vector<float> logits, int tokens) {
+  std::unique_ptr<eviction::DecodeEviction> eviction;
+  if (policy.decode_budget_tokens > 0) {
+    ASSIGN_OR_RETURN(eviction,
+                     eviction::DecodeEviction::Create(
+                         session.model(), *method.scorer,
+                         eviction::DecodeEvictionFor(*method.settings, policy.decode_budget_tokens,
+                                                     policy.decode_interval)));
+  }
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t next[] = {
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+    ASSIGN_OR_RETURN(logits, session.Forward(next, /*all_logits=*/false, eviction.get()));
+    session.cache().Seal();
+    if (eviction) RETURN_IF_ERROR(eviction->AfterToken(session));
+  }
+  return absl::OkStatus();
+}
+
 struct Row {
   std::string policy;
   int64_t kept_entries = 0;
@@ -124,18 +158,22 @@ struct Row {
 
 absl::StatusOr<Row> Measure(const model::Model& m, kernels::ThreadPool& threads,
                             worker::ScorerCache& scorers, const std::vector<int32_t>& prompt,
-                            const std::string& spec, int64_t pool_bytes,
+                            const std::string& spec, int answer_tokens, int64_t pool_bytes,
                             std::vector<std::unique_ptr<model::KvPool>>& pools,
                             std::vector<model::KvCache>& copies) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ':');
   double ratio = 0;
-  if (parts.size() != 3 || !absl::SimpleAtod(parts[1], &ratio)) {
+  int64_t decode_budget = 0;
+  if (parts.size() < 3 || parts.size() > 4 || !absl::SimpleAtod(parts[1], &ratio) ||
+      (parts.size() == 4 && (parts[3].rfind("decode", 0) != 0 ||
+                             !absl::SimpleAtoi(parts[3].substr(6), &decode_budget)))) {
     return absl::InvalidArgumentError(
-        absl::StrCat("policy '", spec, "' is not method:ratio:codec"));
+        absl::StrCat("policy '", spec, "' is not method:ratio:codec[:decodeB]"));
   }
   const std::string method_name = parts[0] == "none" ? "" : parts[0];
   ASSIGN_OR_RETURN(worker::Policy policy,
                    worker::ParsePolicy(method_name, method_name.empty() ? 1.0 : ratio, parts[2]));
+  RETURN_IF_ERROR(worker::SetDecodeEviction(policy, decode_budget, 0));
   worker::Method method;
   if (!method_name.empty()) {
     ASSIGN_OR_RETURN(method, scorers.For(policy));
@@ -147,9 +185,11 @@ absl::StatusOr<Row> Measure(const model::Model& m, kernels::ThreadPool& threads,
   model::Session session(m, threads, worker::SessionOptionsFor(&pool, policy.codec));
   ASSIGN_OR_RETURN(worker::PolicyPrefill prefill,
                    worker::PrefillTurn(session, prompt, method, policy, worker::PrefillLimits{}));
+  RETURN_IF_ERROR(Answer(session, method, policy, std::move(prefill.logits), answer_tokens));
   Row row{.policy = spec,
           .kept_entries = session.cache().TotalEntries(),
-          .total_entries = prefill.total_entries,
+          .total_entries = prefill.total_entries +
+                           int64_t{m.config().n_layers} * m.config().n_kv_heads * answer_tokens,
           .session_bytes = session.cache().TotalBytes(),
           .sessions = 1};
   while (true) {
@@ -179,21 +219,27 @@ absl::Status Run(const Options& o) {
   std::vector<Row> rows;
   ProgressBar bar("capacity", static_cast<int64_t>(o.policies.size()));
   for (const std::string& spec : o.policies) {
-    ASSIGN_OR_RETURN(Row row,
-                     Measure(*m, threads, scorers, prompt, spec, pool_bytes, pools, copies));
+    ASSIGN_OR_RETURN(Row row, Measure(*m, threads, scorers, prompt, spec, o.answer_tokens,
+                                      pool_bytes, pools, copies));
     rows.push_back(row);
     bar.Update(static_cast<int64_t>(rows.size()));
   }
   bar.Done();
   const double rss_full = RssMib();
 
-  std::printf("\nSessions of a %zu-token conversation hot in a %lld MiB KV pool (page 64 tokens)\n",
-              prompt.size(), static_cast<long long>(o.pool_mib));
+  std::printf(
+      "\nSessions of a %zu-token conversation%s hot in a %lld MiB KV pool (page 64 tokens)\n",
+      prompt.size(),
+      o.answer_tokens > 0 ? absl::StrCat(" and a ", o.answer_tokens, "-token answer").c_str() : "",
+      static_cast<long long>(o.pool_mib));
   std::printf(
       "| policy | kept / total entries | bytes per session | sessions | / %s |\n"
       "|---|---|---|---|---|\n",
       rows.front().policy.c_str());
-  json out = {{"history_tokens", prompt.size()}, {"pool_mib", o.pool_mib}, {"rows", json::array()}};
+  json out = {{"history_tokens", prompt.size()},
+              {"answer_tokens", o.answer_tokens},
+              {"pool_mib", o.pool_mib},
+              {"rows", json::array()}};
   for (const Row& r : rows) {
     const double ratio = static_cast<double>(r.sessions) / rows.front().sessions;
     std::printf("| %s | %lld / %lld | %lld | %lld | %.2f× |\n", r.policy.c_str(),
