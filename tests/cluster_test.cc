@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "core/common/grpc/server.h"
@@ -419,6 +420,14 @@ class KvpressClusterTest : public ClusterTest {
     }
     return {};
   }
+  // Runs `serve(shipped)` with the decode worker alone, then with a prefill worker started.
+  void AloneThenShipped(const std::function<void(bool shipped)>& serve) {
+    serve(false);
+    std::unique_ptr<ServiceProcess> prefill = StartPrefillWorker("p1");
+    ASSERT_NE(prefill, nullptr);
+    ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
+    serve(true);
+  }
   // kvpress's greedy tokens of a fixture case.
   static std::vector<int32_t> GreedyTokens(const nlohmann::json& c) {
     std::vector<int32_t> tokens;
@@ -466,25 +475,18 @@ class KvpressClusterTest : public ClusterTest {
 TEST_F(KvpressClusterTest, ServedGreedyTokensEqualKvpressAfterEvictionAndShipping) {
   const nlohmann::json prompts = Fixture("prompts.json");
   const nlohmann::json fixture = Fixture("e2e_snapkv_cr0.5.json");
-  std::unique_ptr<ServiceProcess> prefill;
-  for (const bool shipped : {false, true}) {
-    if (shipped) {
-      prefill = StartPrefillWorker("p1");
-      ASSERT_NE(prefill, nullptr);
-      ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
-    }
+  AloneThenShipped([&](bool shipped) {
     for (const nlohmann::json& c : fixture["cases"]) {
       const std::vector<int32_t> tokens = PromptTokens(prompts, c["prompt"]);
       ASSERT_FALSE(tokens.empty());
-      const std::vector<int32_t> expected = GreedyTokens(c);
       v1::StateSource source = v1::STATE_SOURCE_UNSPECIFIED;
       const std::string session = c["prompt"].get<std::string>() + (shipped ? "-p" : "-d");
       const std::vector<int32_t> served =
           Serve(session, tokens, c["layers"][0]["n_kept"][0].get<int64_t>(), &source);
       EXPECT_EQ(source, shipped ? v1::STATE_SOURCE_PREFILL_WORKER : v1::STATE_SOURCE_RECOMPUTE);
-      EXPECT_EQ(served, expected) << session;
+      EXPECT_EQ(served, GreedyTokens(c)) << session;
     }
-  }
+  });
 }
 
 // Decode-time eviction as served (decode worker alone, then behind a prefill worker): the 64
@@ -499,13 +501,7 @@ TEST_F(KvpressClusterTest, ServedTokensUnderDecodeTimeEvictionEqualKvpress) {
   policy.set_codec("fp16");
   policy.set_decode_budget_tokens(fixture["target"].get<int32_t>());
   policy.set_decode_interval(fixture["interval"].get<int32_t>());
-  std::unique_ptr<ServiceProcess> prefill;
-  for (const bool shipped : {false, true}) {
-    if (shipped) {
-      prefill = StartPrefillWorker("p1");
-      ASSERT_NE(prefill, nullptr);
-      ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_PREFILL));
-    }
+  AloneThenShipped([&](bool shipped) {
     for (const nlohmann::json& c : fixture["cases"]) {
       const std::vector<int32_t> tokens = PromptTokens(prompts, c["prompt"]);
       ASSERT_FALSE(tokens.empty());
@@ -520,7 +516,7 @@ TEST_F(KvpressClusterTest, ServedTokensUnderDecodeTimeEvictionEqualKvpress) {
       // 30 layers × 3 kv-heads, each cut to 128 and grown by the 15 tokens fed since.
       EXPECT_EQ(done.kv_entries(), 90 * c["final_entries"].get<int64_t>()) << session;
     }
-  }
+  });
 }
 
 }  // namespace
