@@ -45,24 +45,7 @@ constexpr Holding kHoldings[] = {
     {"int8 pages", kernels::KvDType::kI8, 4e-2},
 };
 
-class KvpressDecodeTest : public ::testing::TestWithParam<std::string> {
- protected:
-  static void SetUpTestSuite() {
-    model_ = model::testing::SharedDefaultModel();
-    ASSERT_NE(model_, nullptr);
-    pool_ = &model::testing::SharedPool();
-    prompts_ = new json(testing::ReadKvpressFixture("prompts.json"));
-  }
-  static void TearDownTestSuite() { delete prompts_; }
-
-  static const model::Model* model_;
-  static kernels::ThreadPool* pool_;
-  static json* prompts_;
-};
-
-const model::Model* KvpressDecodeTest::model_ = nullptr;
-kernels::ThreadPool* KvpressDecodeTest::pool_ = nullptr;
-json* KvpressDecodeTest::prompts_ = nullptr;
+using KvpressDecodeTest = testing::KvpressSuite<std::string>;
 
 struct Outcome {
   int matched = 0;  // greedy tokens equal to kvpress's before the first difference

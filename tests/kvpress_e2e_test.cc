@@ -127,24 +127,7 @@ int DifferingHeads(const EvictionResult& result, const json& layers) {
   return differing;
 }
 
-class KvpressE2eTest : public ::testing::TestWithParam<Case> {
- protected:
-  static void SetUpTestSuite() {
-    model_ = model::testing::SharedDefaultModel();
-    ASSERT_NE(model_, nullptr);
-    pool_ = &model::testing::SharedPool();
-    prompts_ = new json(testing::ReadKvpressFixture("prompts.json"));
-  }
-  static void TearDownTestSuite() { delete prompts_; }
-
-  static const model::Model* model_;
-  static kernels::ThreadPool* pool_;
-  static json* prompts_;
-};
-
-const model::Model* KvpressE2eTest::model_ = nullptr;
-kernels::ThreadPool* KvpressE2eTest::pool_ = nullptr;
-json* KvpressE2eTest::prompts_ = nullptr;
+using KvpressE2eTest = testing::KvpressSuite<Case>;
 
 TEST_P(KvpressE2eTest, LogitsAndGreedyTokensAfterEvictionMatchKvpress) {
   const Case& c = GetParam();

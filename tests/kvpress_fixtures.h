@@ -19,6 +19,8 @@
 
 #include "core/eviction/scorer.h"
 #include "core/eviction/selection.h"
+#include "core/model/test_model.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace glimpse::testing {
@@ -35,6 +37,27 @@ std::vector<int32_t> KvpressPromptTokens(const nlohmann::json& prompts, const st
 // The scorer and selection that reproduce `method`'s press on a T-token prompt at `ratio`.
 eviction::ScorerConfig KvpressScorer(const std::string& method, const nlohmann::json& settings);
 eviction::SelectionOptions KvpressSelection(const std::string& method, double ratio, int64_t T);
+
+// A parameterised suite over the default model, the shared thread pool and prompts.json, loaded
+// once per suite.
+template <typename Param>
+class KvpressSuite : public ::testing::TestWithParam<Param> {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = model::testing::SharedDefaultModel();
+    ASSERT_NE(model_, nullptr);
+    pool_ = &model::testing::SharedPool();
+    prompts_ = new nlohmann::json(ReadKvpressFixture("prompts.json"));
+  }
+  static void TearDownTestSuite() {
+    delete prompts_;
+    prompts_ = nullptr;
+  }
+
+  static inline const model::Model* model_ = nullptr;
+  static inline kernels::ThreadPool* pool_ = nullptr;
+  static inline nlohmann::json* prompts_ = nullptr;
+};
 
 // The index of the largest logit (lowest on ties).
 int32_t Argmax(const std::vector<float>& logits);

@@ -101,28 +101,12 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.method << " cr " << c.ratio; }
 
-class KvpressTest : public ::testing::TestWithParam<Case> {
+class KvpressTest : public testing::KvpressSuite<Case> {
  protected:
-  static void SetUpTestSuite() {
-    model_ = model::testing::SharedDefaultModel();
-    ASSERT_NE(model_, nullptr);
-    pool_ = &model::testing::SharedPool();
-    prompts_ = new json(testing::ReadKvpressFixture("prompts.json"));
-  }
-  static void TearDownTestSuite() { delete prompts_; }
-
   static std::vector<int32_t> Tokens(const std::string& name) {
     return testing::KvpressPromptTokens(*prompts_, name);
   }
-
-  static const model::Model* model_;
-  static kernels::ThreadPool* pool_;
-  static json* prompts_;
 };
-
-const model::Model* KvpressTest::model_ = nullptr;
-kernels::ThreadPool* KvpressTest::pool_ = nullptr;
-json* KvpressTest::prompts_ = nullptr;
 
 std::vector<bool> Forced(const SelectionOptions& o, int64_t window, int64_t T) {
   std::vector<bool> forced(T, false);
