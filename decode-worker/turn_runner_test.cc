@@ -504,7 +504,7 @@ TEST_F(TurnRunnerTest, DecodeTimeEvictionBoundsTheGenerationAndStoresWhatItEvict
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(ids, want->tokens);
 
-  TurnRequest bad = Request(prompt, "h2o", 0.5);
+  TurnRequest bad = Request(prompt, "expected_attention", 0.5);
   ASSERT_TRUE(SetDecodeEviction(bad.policy, kBudget, kInterval).ok());
   bad.session_id = "s2";
   EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -1,5 +1,6 @@
 #include "core/eviction/decode_eviction.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "core/common/status_macros.h"
 #include "core/common/stopwatch.h"
 #include "core/eviction/head_eviction.h"
+#include "kernels/attention_stats.h"
 
 namespace glimpse::eviction {
 namespace {
@@ -21,7 +23,6 @@ constexpr std::pair<Need, const char*> kNotDuringDecode[] = {
     {kPreRopeQueries, "pre-RoPE queries (kPreRopeQueries)"},
     {kLayerWeights, "the layer's weights across kv-heads (kLayerWeights)"},
     {kLookaheadAttention, "a lookahead pass (kLookaheadAttention)"},
-    {kAccumulatedAttention, "attention accumulated over every query (kAccumulatedAttention)"},
 };
 
 }  // namespace
@@ -74,20 +75,87 @@ DecodeEviction::DecodeEviction(const model::ModelConfig& config, const Scorer& s
     : config_(config),
       scorer_(scorer),
       options_(std::move(options)),
-      window_((scorer.needs() & kWindowQueries) != 0 ? scorer.window() : 0) {
-  if (window_ == 0) return;
+      window_((scorer.needs() & kWindowQueries) != 0 ? scorer.window() : 0),
+      accumulates_((scorer.needs() & kAccumulatedAttention) != 0),
+      slots_(std::max(window_, accumulates_ ? options_.interval : 0)) {
+  if (slots_ == 0) return;
   queries_.assign(config_.n_layers,
-                  std::vector<float>(window_ * config_.n_heads * config_.head_dim));
-  slot_position_.assign(config_.n_layers, std::vector<int32_t>(window_, -1));
+                  std::vector<float>(slots_ * config_.n_heads * config_.head_dim));
+  slot_position_.assign(config_.n_layers, std::vector<int32_t>(slots_, -1));
+  if (accumulates_) carried_.resize(int64_t{config_.n_layers} * config_.n_heads);
 }
 
 void DecodeEviction::OnLayer(int32_t layer, const model::LayerActivations& a) {
-  if (window_ == 0) return;
+  if (slots_ == 0) return;
+  if (accumulated_until_ < 0) accumulated_until_ = a.positions[0];  // the first fed token
   const int64_t row = int64_t{config_.n_heads} * config_.head_dim;
   for (int64_t t = 0; t < a.n_tokens; ++t) {
-    const int64_t slot = a.positions[t] % window_;
+    const int64_t slot = a.positions[t] % slots_;
     std::memcpy(&queries_[layer][slot * row], &a.q[t * row], row * sizeof(float));
     slot_position_[layer][slot] = a.positions[t];
+  }
+}
+
+void DecodeEviction::Accumulate(model::Session& session) {
+  const int32_t next = session.next_position();
+  if (!accumulates_ || accumulated_until_ < 0 || accumulated_until_ >= next) return;
+  const model::KvCache& cache = session.cache();
+  const int64_t H = config_.n_heads, hd = config_.head_dim, group = H / cache.n_kv_heads();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  session.pool().ParallelFor(cache.n_layers(), 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> q, acc;
+    std::vector<int32_t> q_pos;
+    for (int64_t l = begin; l < end; ++l) {
+      for (int32_t kv = 0; kv < cache.n_kv_heads(); ++kv) {
+        const model::KvHead head = cache.Read(static_cast<int32_t>(l), kv);
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t qh = kv * group + g;
+          q.clear();
+          q_pos.clear();
+          for (int32_t p = accumulated_until_; p < next; ++p) {
+            const int64_t slot = p % slots_;
+            if (slot_position_[l][slot] != p) continue;  // older than the ring (cannot happen)
+            const float* row = &queries_[l][(slot * H + qh) * hd];
+            q.insert(q.end(), row, row + hd);
+            q_pos.push_back(p);
+          }
+          acc.assign(head.size(), 0.0f);
+          kernels::AccumulateAttention(acc.data(), q.data(), q_pos.data(), head.keys.data(),
+                                       head.positions.data(), scale,
+                                       static_cast<int64_t>(q_pos.size()), head.size(), hd);
+          auto& sums = carried_[l * H + qh];
+          for (int64_t j = 0; j < head.size(); ++j) sums[head.positions[j]] += acc[j];
+        }
+      }
+    }
+  });
+  accumulated_until_ = next;
+}
+
+void DecodeEviction::AccumulatedRows(int32_t layer, int32_t kv_head,
+                                     std::span<const int32_t> positions,
+                                     std::vector<float>& out) const {
+  const int64_t H = config_.n_heads, group = H / config_.n_kv_heads;
+  const int64_t T = static_cast<int64_t>(positions.size());
+  out.assign(group * T, 0.0f);
+  for (int64_t g = 0; g < group; ++g) {
+    const auto& sums = carried_[int64_t{layer} * H + kv_head * group + g];
+    for (int64_t j = 0; j < T; ++j) {
+      const auto it = sums.find(positions[j]);
+      if (it != sums.end()) out[g * T + j] = it->second;
+    }
+  }
+}
+
+void DecodeEviction::Forget(const EvictionResult& result) {
+  const int64_t H = config_.n_heads, group = H / config_.n_kv_heads;
+  for (size_t l = 0; l < result.evicted.size(); ++l) {
+    for (size_t kv = 0; kv < result.evicted[l].size(); ++kv) {
+      for (int64_t g = 0; g < group; ++g) {
+        auto& sums = carried_[static_cast<int64_t>(l) * H + static_cast<int64_t>(kv) * group + g];
+        for (int32_t p : result.evicted[l][kv].positions) sums.erase(p);
+      }
+    }
   }
 }
 
@@ -114,6 +182,7 @@ absl::Status DecodeEviction::AfterToken(model::Session& session) {
 
 absl::Status DecodeEviction::Evict(model::Session& session) {
   fed_ = 0;
+  Accumulate(session);  // every interval, evicting or not: no query's attention is skipped
   model::KvCache& cache = session.cache();
   const int32_t L = cache.n_layers(), Hkv = cache.n_kv_heads();
   bool over = false;
@@ -127,7 +196,8 @@ absl::Status DecodeEviction::Evict(model::Session& session) {
   result.scores.assign(L, std::vector<std::vector<float>>(Hkv));
   std::vector<absl::Status> statuses(L);
   session.pool().ParallelFor(L, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> window_q;  // [H, W, hd]
+    std::vector<float> window_q;     // [H, W, hd]
+    std::vector<float> accumulated;  // [group, T]
     for (int64_t l = begin; l < end; ++l) {
       const int32_t layer = static_cast<int32_t>(l);
       if (window_ > 0) WindowQueries(layer, session.next_position(), window_q);
@@ -137,8 +207,11 @@ absl::Status DecodeEviction::Evict(model::Session& session) {
           result.scores[l][h].assign(cache.size(layer, h), 0.0f);
           continue;
         }
-        const HeadInputs inputs{.window_queries =
-                                    window_ > 0 ? window_q.data() + h * span : nullptr};
+        HeadInputs inputs{.window_queries = window_ > 0 ? window_q.data() + h * span : nullptr};
+        if (accumulates_) {
+          AccumulatedRows(layer, h, cache.positions(layer, h), accumulated);
+          inputs.accumulated_attention = accumulated.data();
+        }
         statuses[l] = ScoreHead(session, scorer_, layer, h, inputs, result.scores[l][h]);
       }
     }
@@ -146,6 +219,7 @@ absl::Status DecodeEviction::Evict(model::Session& session) {
   for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options_.selection, {}));
   RETURN_IF_ERROR(ApplyKept(cache, result));
+  if (accumulates_) Forget(result);
   cache.Seal();  // the kept rows are final: group formats quantise their full pages
   result.scoring_seconds = SecondsSince(start);
   ++stats_.evictions;

@@ -13,10 +13,15 @@
 // their positions; rows of tokens not fed during this decode (fewer than W so far) are absent
 // (NaN: zero attention). Selection runs over the heads' own entries (SelectRagged): the first
 // `sinks` and the last `window` entries of each head are always kept, the window being the
-// scorer's when it has one. What the scorer needs must exist for every entry at any time:
-// hidden states, pre-RoPE queries, layer weights, lookahead attention and accumulated attention
-// are FailedPrecondition at Create (so are Schedule::kCake and a budget below sinks + window:
-// InvalidArgument). Scorers that qualify: snapkv, pyramidkv (Schedule::kPyramid), streamingllm.
+// scorer's when it has one. Accumulated attention (H2O) is each entry's sum, per query head, of
+// the attention every query fed during this decode paid it: every `interval` tokens the queries
+// fed since are added to the carried sums of the entries present (causal by position, so exactly
+// what each query gave them when it ran; evictions happen only at those points); the prompt's
+// own attention is not carried over, every entry starts at 0. What the scorer needs must exist
+// for every entry at any time: hidden states, pre-RoPE queries, layer weights and lookahead
+// attention are FailedPrecondition at Create (so are Schedule::kCake; a budget below sinks +
+// window is InvalidArgument). Scorers that qualify: snapkv, pyramidkv (Schedule::kPyramid),
+// streamingllm, h2o, foresightkv.
 //
 // Evicted entries are not dropped silently: each eviction's result (evicted entries with their
 // scores, the kept entries' scores) goes to `on_evicted` when set (a decode worker adds them to
@@ -29,6 +34,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,8 +81,9 @@ class DecodeEviction : public model::DecodeObserver {
   void OnLayer(int32_t layer, const model::LayerActivations& activations) override;
   absl::Status AfterToken(model::Session& session) override;
 
-  // Runs one eviction now, whatever the count (AfterToken calls it); nothing when no head holds
-  // more than the budget. An error leaves the cache unspecified (a prefix of the kept entries
+  // Runs one eviction now, whatever the count (AfterToken calls it), after accumulating the
+  // attention of the queries fed since the last one; nothing more when no head holds more than
+  // the budget. An error leaves the cache unspecified (a prefix of the kept entries
   // per head, KvCache::Retain): the caller drops the session.
   absl::Status Evict(model::Session& session);
 
@@ -87,16 +95,29 @@ class DecodeEviction : public model::DecodeObserver {
   // Layer `layer`'s window queries [H, W, hd] for the W positions before `next_position`, in
   // order, NaN where a position's queries were not captured.
   void WindowQueries(int32_t layer, int32_t next_position, std::vector<float>& out) const;
+  // Adds the attention of the queries fed since the last call to every entry's carried sum.
+  void Accumulate(model::Session& session);
+  // The carried sums of one kv-head's group for its entries at `positions`: [group, T].
+  void AccumulatedRows(int32_t layer, int32_t kv_head, std::span<const int32_t> positions,
+                       std::vector<float>& out) const;
+  // Drops the sums of the entries an eviction took out.
+  void Forget(const EvictionResult& result);
 
   const model::ModelConfig& config_;
   const Scorer& scorer_;
   const DecodeEvictionOptions options_;
-  const int64_t window_;  // W, the scorer's window (0: it reads no queries)
-  // Per layer, a ring of W slots: slot s holds the queries [H, hd] of the token at slot_position,
-  // the most recent fed token whose position ≡ s (mod W).
-  std::vector<std::vector<float>> queries_;          // [layer][W · H · hd]
-  std::vector<std::vector<int32_t>> slot_position_;  // [layer][W], -1 = empty
-  int64_t fed_ = 0;                                  // tokens fed since the last eviction
+  const int64_t window_;    // W, the scorer's window (0: it reads no queries)
+  const bool accumulates_;  // the scorer reads accumulated attention (H2O)
+  const int64_t slots_;     // queries kept per layer: max(W, interval when accumulating)
+  // Per layer, a ring of `slots_` slots: slot s holds the queries [H, hd] of the token at
+  // slot_position, the most recent fed token whose position ≡ s (mod slots_).
+  std::vector<std::vector<float>> queries_;          // [layer][slots · H · hd]
+  std::vector<std::vector<int32_t>> slot_position_;  // [layer][slots], -1 = empty
+  // Accumulated attention: per (layer, query head), each held entry's sum by position, over the
+  // queries fed during this decode up to accumulated_until_ (-1 before the first).
+  std::vector<std::unordered_map<int32_t, float>> carried_;  // [layer · H]
+  int32_t accumulated_until_ = -1;
+  int64_t fed_ = 0;  // tokens fed since the last eviction
   DecodeEvictionStats stats_;
 };
 

@@ -58,6 +58,8 @@ class DecodeEvictionTest : public ::testing::Test {
     return options;
   }
 
+  void FirstEvictionEqualsPipeline(const Scorer& scorer);
+
   const model::Model* model_ = nullptr;
   kernels::ThreadPool* pool_ = nullptr;
   std::vector<int32_t> prompt_;
@@ -112,14 +114,21 @@ TEST_F(DecodeEvictionTest, ABudgetThatHoldsEverythingChangesNothing) {
 
 // The first eviction after N fed tokens scores what PrefillAndEvict scores when those N tokens are
 // a turn over the prompt's history: the same entries, the window queries of the same tokens
-// (captured here by position from the decode passes, there from the turn's chunk).
+// (captured here by position from the decode passes, there from the turn's chunk) for SnapKV,
+// the same tokens' attention summed over every entry for H2O.
 TEST_F(DecodeEvictionTest, FirstEvictionEqualsThePipelinesTurnWithHistory) {
-  constexpr int64_t kWindow = 16, kInterval = 20, kBudget = 40;
-  auto scorer = Make("snapkv", kWindow);
+  for (const auto& [method, window] : {std::pair<const char*, int64_t>{"snapkv", 16}, {"h2o", 0}}) {
+    SCOPED_TRACE(method);
+    FirstEvictionEqualsPipeline(*Make(method, window));
+  }
+}
+
+void DecodeEvictionTest::FirstEvictionEqualsPipeline(const Scorer& scorer) {
+  constexpr int64_t kInterval = 20, kBudget = 40;
   model::Session session(*model_, *pool_);
   std::vector<EvictionResult> results;
   auto eviction =
-      DecodeEviction::Create(session.model(), *scorer, Options(kBudget, kInterval, &results));
+      DecodeEviction::Create(session.model(), scorer, Options(kBudget, kInterval, &results));
   ASSERT_TRUE(eviction.ok()) << eviction.status();
   const std::vector<int32_t> generated = Generate(session, kInterval + 1, eviction->get());
   ASSERT_EQ(generated.size(), static_cast<size_t>(kInterval + 1));
@@ -130,7 +139,7 @@ TEST_F(DecodeEvictionTest, FirstEvictionEqualsThePipelinesTurnWithHistory) {
   // The decode fed the prompt's logits' token first: generated[0 .. kInterval) went in.
   SelectionOptions selection;
   selection.budget_tokens = kBudget;
-  auto expected = PrefillAndEvict(turn, std::span(generated).first(kInterval), *scorer, selection);
+  auto expected = PrefillAndEvict(turn, std::span(generated).first(kInterval), scorer, selection);
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_EQ(results[0].kept_positions, expected->kept_positions);
   for (size_t l = 0; l < expected->scores.size(); ++l) {
@@ -178,7 +187,7 @@ TEST_F(DecodeEvictionTest, KiviPagesInABoundedPoolStayWithinTheBudget) {
 
 TEST_F(DecodeEvictionTest, RefusesScorersWhoseInputsADecodeLacks) {
   model::Session session(*model_, *pool_);
-  for (const char* method : {"h2o", "expected_attention"}) {
+  for (const char* method : {"expected_attention", "defensivekv"}) {
     auto scorer = Make(method);
     auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(64, 32));
     EXPECT_EQ(eviction.status().code(), absl::StatusCode::kFailedPrecondition) << method;

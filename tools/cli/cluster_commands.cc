@@ -26,7 +26,8 @@ std::vector<FlagSpec> PolicyFlags() {
       {"codec", "KV page codec: fp16, bf16, fp8_e4m3, int8, kivi4, kivi2, fp32", false, "fp16"},
       {"decode-budget",
        "with --policy: while answering, cut each (layer, kv-head) back to this many entries every "
-       "32 generated tokens (decode-time eviction; snapkv, pyramidkv, streamingllm)",
+       "32 generated tokens (decode-time eviction; snapkv, pyramidkv, streamingllm, h2o, "
+       "foresightkv)",
        false, "0 (none)"},
       {"max-tokens", "tokens generated per turn", false, "64"},
       {"session", "session id", false, "chat-<pid>"},

@@ -56,9 +56,9 @@ TEST_F(LongGenerationTest, RefusesTwoTurnTasksAndMethodsThatCannotEvictDuringDec
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  auto h2o = BuiltInSettings("h2o");
-  ASSERT_TRUE(h2o.ok());
-  options_.arms = {Arm{.label = "h2o", .settings = *h2o}};
+  auto expected_attention = BuiltInSettings("expected_attention");
+  ASSERT_TRUE(expected_attention.ok());
+  options_.arms = {Arm{.label = "expected_attention", .settings = *expected_attention}};
   const Task task = GenerateTask(TaskKind::kNeedleSingle, 7, 256);
   EXPECT_EQ(
       RunLongGenerationTask(*model_, model::testing::SharedPool(), task, options_).status().code(),
