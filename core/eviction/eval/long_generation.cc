@@ -168,6 +168,9 @@ absl::StatusOr<LongGenerationRun> RunArm(const model::Model& model, kernels::Thr
   RETURN_IF_ERROR(plain.Resume(session.next_position()));
   ASSIGN_OR_RETURN(run.answer, AnswerTurnTwo(plain, task, ref.ended, options.max_answer_tokens));
   run.correct = AnswerMatches(run.answer, task.turns.back().answer);
+  // H2O scores by attention that cold entries never received: it cannot recall (pipeline.h).
+  run.recall_run = (scorer.needs() & kAccumulatedAttention) == 0;
+  if (!run.recall_run) return run;
   ASSIGN_OR_RETURN(run.recall_answer,
                    AnswerTurnTwoWithRecall(session, task, ref.ended, scorer, prompt_selection, cold,
                                            options.max_answer_tokens));
@@ -278,8 +281,8 @@ std::string LongGenerationReport(const std::vector<LongGenerationTask>& tasks,
     };
     absl::StrAppendFormat(&out, "| %s | %d | %.0f %% | %s | %s | %.4f | %.3f | %.0f | %.2f %% |\n",
                           first.label, first.budget, 100 * correct / n, share(retained),
-                          share(recalled), kl / n, agreement / n, peak / n,
-                          100 * seconds / std::max(trace_seconds, 1e-9));
+                          first.recall_run ? share(recalled) : std::string("—"), kl / n,
+                          agreement / n, peak / n, 100 * seconds / std::max(trace_seconds, 1e-9));
   }
   absl::StrAppend(
       &out,

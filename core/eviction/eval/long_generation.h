@@ -53,6 +53,7 @@ struct LongGenerationRun {
   std::string answer;
   // Turn 2 as a worker's next turn: prefilled with eviction at the budget, recalling from
   // everything evicted so far (the prompt's and the trace's), then answered.
+  bool recall_run = false;  // false for a scorer that cannot recall (H2O)
   bool recall_correct = false;
   std::string recall_answer;
   int64_t peak_entries = 0;

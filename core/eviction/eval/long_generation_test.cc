@@ -50,6 +50,20 @@ TEST_F(LongGenerationTest, AFullBudgetScoresAsTheFullCacheAndASmallOneStaysBound
   EXPECT_NE(report.find("| streamingllm | 40 |"), std::string::npos) << report;
 }
 
+TEST_F(LongGenerationTest, H2oRunsWithoutTheRecallTurnItCannotDo) {
+  auto h2o = BuiltInSettings("h2o");
+  ASSERT_TRUE(h2o.ok());
+  h2o->recent_window = 8;
+  options_.arms = {Arm{.label = "h2o", .settings = *h2o}};
+  options_.budgets = {40};
+  const Task task = GenerateTask(TaskKind::kNeedleSingle, 7, 256);
+  auto scores = RunLongGenerationTask(*model_, model::testing::SharedPool(), task, options_);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  EXPECT_GT(scores->runs[0].evictions, 0);
+  EXPECT_FALSE(scores->runs[0].recall_run);
+  EXPECT_NE(LongGenerationReport({*scores}, options_).find("| h2o | 40 |"), std::string::npos);
+}
+
 TEST_F(LongGenerationTest, RefusesTwoTurnTasksAndMethodsThatCannotEvictDuringDecoding) {
   const Task two_turn = GenerateTask(TaskKind::kTwoTurnQa, 7, 256);
   EXPECT_EQ(RunLongGenerationTask(*model_, model::testing::SharedPool(), two_turn, options_)
