@@ -300,6 +300,20 @@ nlohmann::json ExportJson(const EvalOptions& o, const model::Model& model,
           {"tasks", std::move(out)}};
 }
 
+// Writes `markdown` to out_dir/name (creating out_dir) and prints it.
+absl::Status WriteReport(const std::string& out_dir, const std::string& name,
+                         const std::string& markdown) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create --out ", out_dir, ": ", ec.message()));
+  }
+  const std::filesystem::path file = std::filesystem::path(out_dir) / name;
+  RETURN_IF_ERROR(WriteFile(file.string(), markdown));
+  std::printf("%s\nwrote %s\n", markdown.c_str(), file.string().c_str());
+  return absl::OkStatus();
+}
+
 // The multi-turn recall task (recall_eval.h) on the suite's two-turn QA tasks, per method.
 absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels::ThreadPool& pool) {
   std::vector<eviction::eval::Task> suite;
@@ -330,15 +344,7 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
     absl::StrAppend(&markdown, "\n## ", arm.label, "\n\n", eviction::eval::RecallReport(scores));
   }
   progress.Done();
-  std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
-  }
-  const std::filesystem::path file = std::filesystem::path(o.out_dir) / "recall.md";
-  RETURN_IF_ERROR(WriteFile(file.string(), markdown));
-  std::printf("%s\nwrote %s\n", markdown.c_str(), file.string().c_str());
-  return absl::OkStatus();
+  return WriteReport(o.out_dir, "recall.md", markdown);
 }
 
 // The long-generation family (long_generation.h) on the suite's single-turn kinds, every arm and
@@ -377,15 +383,7 @@ absl::Status RunLongGeneration(EvalOptions& o, const model::Model& model,
       "%s\n%s",
       CommandLine(o), Today(), model.fingerprint(), SettingsList(o.run.arms),
       eviction::eval::LongGenerationReport(tasks, o.long_run));
-  std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create --out ", o.out_dir, ": ", ec.message()));
-  }
-  const std::filesystem::path file = std::filesystem::path(o.out_dir) / "long_generation.md";
-  RETURN_IF_ERROR(WriteFile(file.string(), markdown));
-  std::printf("%s\nwrote %s\n", markdown.c_str(), file.string().c_str());
-  return absl::OkStatus();
+  return WriteReport(o.out_dir, "long_generation.md", markdown);
 }
 
 absl::Status Run(const EvalOptions& given) {

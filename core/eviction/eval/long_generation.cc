@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,6 +12,7 @@
 #include "core/eviction/pipeline.h"
 #include "core/eviction/profile.h"
 #include "core/eviction/recall.h"
+#include "core/model/generator.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -47,20 +47,14 @@ std::vector<int32_t> TurnTwoRows(const model::Tokenizer& tok, const Task& task, 
                                  "<|im_end|>\n<|im_start|>assistant\n"));
 }
 
-// The greedy answer from `logits` on (at most max_tokens, stopping at an end-of-generation
-// token), as text.
+// The greedy answer from `logits` on (model::DecodeFrom: at most max_tokens, without a final
+// end-of-generation token), as text.
 absl::StatusOr<std::string> GreedyAnswer(model::Session& session, std::vector<float> logits,
                                          int32_t max_tokens) {
-  const model::Tokenizer& tok = session.model().tokenizer();
-  std::vector<int32_t> answer;
-  while (static_cast<int32_t>(answer.size()) < max_tokens) {
-    const int32_t token = Argmax(logits);
-    if (tok.IsEndOfGeneration(token)) break;
-    answer.push_back(token);
-    const int32_t next[] = {token};
-    ASSIGN_OR_RETURN(logits, session.Forward(next));
-  }
-  return tok.Decode(answer);
+  ASSIGN_OR_RETURN(model::Sampler greedy, model::Sampler::Create({}));
+  ASSIGN_OR_RETURN(const model::GenerationResult answer,
+                   model::DecodeFrom(session, greedy, std::move(logits), max_tokens, {}));
+  return session.model().tokenizer().Decode(answer.tokens);
 }
 
 // Turn 2 fed whole over what the session holds, answered greedily.
