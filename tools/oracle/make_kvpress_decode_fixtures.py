@@ -30,9 +30,7 @@ TOP_K largest logits with their ids, the log-sum-exp over the vocabulary and the
 Run (oracle venv with torch, transformers and kvpress: tools/oracle/setup_venv.sh --with-torch):
   $VENV/bin/python tools/oracle/make_kvpress_decode_fixtures.py [--model PATH]
 """
-import argparse
 import json
-import os
 import pathlib
 import sys
 
@@ -43,15 +41,6 @@ N_GREEDY = 64
 TOP_K = 64
 # (interval, target): evictions after fed tokens 16, 32, 48, 64 to 128 entries; every 8 to 64.
 SETTINGS = ((16, 128), (8, 64))
-
-
-def logits_summary(logits):
-    import torch
-    x = logits.double()
-    top = torch.topk(x, TOP_K)
-    return {"top_ids": [int(i) for i in top.indices],
-            "top_logits": [float(v) for v in top.values],
-            "logsumexp": float(torch.logsumexp(x, 0)), "range": float(x.max() - x.min())}
 
 
 def compress_in_order(press):
@@ -103,24 +92,16 @@ def run_case(model, press, tokens, interval):
                         position_ids=torch.tensor([[len(tokens) + i]]), use_cache=True)
             logits = out.logits[0, -1]
             if (i + 1) % interval == 0:
-                last_logits = {"after_fed": i + 1, **logits_summary(logits)}
+                last_logits = {"after_fed": i + 1, **base.logits_summary(logits, TOP_K)}
         kept = [int(cache.layers[l].keys.shape[2]) for l in range(len(cache.layers))]
     return greedy, last_logits, kept
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default_model = os.path.expanduser("~/.cache/glimpse/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    parser.add_argument("--model", default=os.environ.get("GLIMPSE_MODEL", default_model))
-    args = parser.parse_args()
     base.import_presses()
     from kvpress.presses.decoding_press import DecodingPress
     from kvpress.presses.streaming_llm_press import StreamingLLMPress
-    model, tok = base.load_model(args.model)
-    prov = base.provenance(args.model)
-    prov["generated_by"] = "tools/oracle/make_kvpress_decode_fixtures.py"
-    prov["command"] = prov["command"].replace("make_kvpress_fixtures.py",
-                                              "make_kvpress_decode_fixtures.py")
+    model, tok, prov = base.load_for("make_kvpress_decode_fixtures.py", __doc__.split("\n")[0])
     prompts = json.loads((base.OUT_DIR / "prompts.json").read_text())["prompts"]
     for interval, target in SETTINGS:
         cases = []

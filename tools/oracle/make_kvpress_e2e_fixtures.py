@@ -30,9 +30,7 @@ legitimately part).
 Run (oracle venv with torch, transformers and kvpress: tools/oracle/setup_venv.sh --with-torch):
   $VENV/bin/python tools/oracle/make_kvpress_e2e_fixtures.py [--model PATH]
 """
-import argparse
 import json
-import os
 import pathlib
 import sys
 
@@ -117,12 +115,7 @@ def run_case(model, press, tokens):
         position = len(context)
         out = model(input_ids=torch.tensor([question]), past_key_values=cache,
                     position_ids=torch.tensor([[position]]), use_cache=True)
-        first = out.logits[0, -1].double()
-        top = torch.topk(first, TOP_K)
-        logits = {"top_ids": [int(i) for i in top.indices],
-                  "top_logits": [float(v) for v in top.values],
-                  "logsumexp": float(torch.logsumexp(first, 0)),
-                  "range": float(first.max() - first.min())}
+        logits = base.logits_summary(out.logits[0, -1], TOP_K)
         greedy, step_logits = [], out.logits[0, -1]
         for i in range(N_GREEDY):
             two = torch.topk(step_logits.double(), 2)
@@ -135,16 +128,8 @@ def run_case(model, press, tokens):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default_model = os.path.expanduser("~/.cache/glimpse/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    parser.add_argument("--model", default=os.environ.get("GLIMPSE_MODEL", default_model))
-    args = parser.parse_args()
     table = presses()
-    model, tok = base.load_model(args.model)
-    prov = base.provenance(args.model)
-    prov["generated_by"] = "tools/oracle/make_kvpress_e2e_fixtures.py"
-    prov["command"] = prov["command"].replace("make_kvpress_fixtures.py",
-                                              "make_kvpress_e2e_fixtures.py")
+    model, tok, prov = base.load_for("make_kvpress_e2e_fixtures.py", __doc__.split("\n")[0])
     prompts = json.loads((base.OUT_DIR / "prompts.json").read_text())["prompts"]
     for method, (factory, settings) in table.items():
         for ratio in RATIOS:

@@ -196,6 +196,31 @@ def run_press(model, press, tokens):
     return result
 
 
+def logits_summary(logits, top_k: int = 64) -> dict:
+    """What the end-to-end fixtures record of a next-token distribution: the top_k largest logits
+    with their ids, the log-sum-exp over the vocabulary and the logits' range (double)."""
+    import torch
+    x = logits.double()
+    top = torch.topk(x, top_k)
+    return {"top_ids": [int(i) for i in top.indices],
+            "top_logits": [float(v) for v in top.values],
+            "logsumexp": float(torch.logsumexp(x, 0)), "range": float(x.max() - x.min())}
+
+
+def load_for(script: str, description: str) -> tuple:
+    """Parses --model (default: the cached default model, or $GLIMPSE_MODEL), loads it and returns
+    (model, tokenizer, provenance naming `script`, a tools/oracle/ file name)."""
+    parser = argparse.ArgumentParser(description=description)
+    default_model = os.path.expanduser("~/.cache/glimpse/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    parser.add_argument("--model", default=os.environ.get("GLIMPSE_MODEL", default_model))
+    args = parser.parse_args()
+    model, tok = load_model(args.model)
+    prov = provenance(args.model)
+    prov["generated_by"] = f"tools/oracle/{script}"
+    prov["command"] = prov["command"].replace("make_kvpress_fixtures.py", script)
+    return model, tok, prov
+
+
 def provenance(model_path: str) -> dict:
     from importlib import metadata
     import torch
