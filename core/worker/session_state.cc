@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/log.h"
@@ -33,31 +34,17 @@ TierScores SplitScores(eviction::EvictionResult& r) {
   return out;
 }
 
-// `add` merged into `into` by position (both increasing, disjoint), with their scores.
-void MergeByPosition(model::KvHead& into, std::vector<float>& into_scores, model::KvHead&& add,
-                     std::vector<float>&& add_scores) {
+// `add` merged into `into` by position (eviction::AddMissingEntries), each entry keeping its
+// score.
+void MergeByPosition(model::KvHead& into, std::vector<float>& into_scores, const model::KvHead& add,
+                     const std::vector<float>& add_scores) {
   if (add.size() == 0) return;
-  const int64_t hd = add.keys.size() / add.positions.size();
-  model::KvHead out;
-  std::vector<float> out_scores;
-  int64_t a = 0, b = 0;
-  auto take = [&](const model::KvHead& from, const std::vector<float>& scores, int64_t& i) {
-    out.keys.insert(out.keys.end(), from.keys.begin() + i * hd, from.keys.begin() + (i + 1) * hd);
-    out.values.insert(out.values.end(), from.values.begin() + i * hd,
-                      from.values.begin() + (i + 1) * hd);
-    out.positions.push_back(from.positions[i]);
-    out_scores.push_back(scores[i]);
-    ++i;
-  };
-  while (a < into.size() || b < add.size()) {
-    if (b == add.size() || (a < into.size() && into.positions[a] < add.positions[b])) {
-      take(into, into_scores, a);
-    } else {
-      take(add, add_scores, b);
-    }
-  }
-  into = std::move(out);
-  into_scores = std::move(out_scores);
+  std::unordered_map<int32_t, float> score;
+  for (int64_t i = 0; i < into.size(); ++i) score[into.positions[i]] = into_scores[i];
+  for (int64_t i = 0; i < add.size(); ++i) score[add.positions[i]] = add_scores[i];
+  eviction::AddMissingEntries(into, add);
+  into_scores.resize(into.positions.size());
+  for (size_t i = 0; i < into.positions.size(); ++i) into_scores[i] = score[into.positions[i]];
 }
 
 int64_t MaxEntriesAfter(const model::KvCache& cache, int64_t new_tokens) {
@@ -279,8 +266,8 @@ void AddEviction(TierScores& tiers, eviction::EvictionResult&& eviction) {
   }
   tiers.retained = std::move(more.retained);
   for (size_t i = 0; i < more.evicted_entries.size(); ++i) {
-    MergeByPosition(tiers.evicted_entries[i], tiers.evicted[i], std::move(more.evicted_entries[i]),
-                    std::move(more.evicted[i]));
+    MergeByPosition(tiers.evicted_entries[i], tiers.evicted[i], more.evicted_entries[i],
+                    more.evicted[i]);
   }
 }
 
