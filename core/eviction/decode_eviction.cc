@@ -25,6 +25,10 @@ constexpr std::pair<Need, const char*> kNotDuringDecode[] = {
     {kLookaheadAttention, "a lookahead pass (kLookaheadAttention)"},
 };
 
+// Fed tokens between two additions to the accumulated attention (H2O): the ring of queries holds
+// at most this many when the interval is longer.
+constexpr int64_t kAccumulateEvery = 32;
+
 }  // namespace
 
 DecodeEvictionOptions DecodeEvictionFor(const MethodSettings& settings, int64_t budget_tokens,
@@ -77,7 +81,8 @@ DecodeEviction::DecodeEviction(const model::ModelConfig& config, const Scorer& s
       options_(std::move(options)),
       window_((scorer.needs() & kWindowQueries) != 0 ? scorer.window() : 0),
       accumulates_((scorer.needs() & kAccumulatedAttention) != 0),
-      slots_(std::max(window_, accumulates_ ? options_.interval : 0)) {
+      slots_(std::max(window_,
+                      accumulates_ ? std::min<int64_t>(options_.interval, kAccumulateEvery) : 0)) {
   if (slots_ == 0) return;
   queries_.assign(config_.n_layers,
                   std::vector<float>(slots_ * config_.n_heads * config_.head_dim));
@@ -176,6 +181,12 @@ void DecodeEviction::WindowQueries(int32_t layer, int32_t next_position,
 }
 
 absl::Status DecodeEviction::AfterToken(model::Session& session) {
+  // Accumulated attention is added before the ring of queries wraps, so a long interval does not
+  // need a long ring.
+  if (accumulates_ && accumulated_until_ >= 0 &&
+      session.next_position() - accumulated_until_ >= slots_) {
+    Accumulate(session);
+  }
   if (++fed_ < options_.interval) return absl::OkStatus();
   return Evict(session);
 }

@@ -14,9 +14,10 @@
 // (NaN: zero attention). Selection runs over the heads' own entries (SelectRagged): the first
 // `sinks` and the last `window` entries of each head are always kept, the window being the
 // scorer's when it has one. Accumulated attention (H2O) is each entry's sum, per query head, of
-// the attention every query fed during this decode paid it: every `interval` tokens the queries
-// fed since are added to the carried sums of the entries present (causal by position, so exactly
-// what each query gave them when it ran; evictions happen only at those points); the prompt's
+// the attention every query fed during this decode paid it: every min(interval, 32) tokens and
+// before each eviction the queries fed since are added to the carried sums of the entries present
+// (causal by position, so exactly what each query gave them when it ran, since entries leave only
+// at evictions); the prompt's
 // own attention is not carried over, every entry starts at 0. What the scorer needs must exist
 // for every entry at any time: hidden states, pre-RoPE queries, layer weights and lookahead
 // attention are FailedPrecondition at Create (so are Schedule::kCake; a budget below sinks +
@@ -108,7 +109,7 @@ class DecodeEviction : public model::DecodeObserver {
   const DecodeEvictionOptions options_;
   const int64_t window_;    // W, the scorer's window (0: it reads no queries)
   const bool accumulates_;  // the scorer reads accumulated attention (H2O)
-  const int64_t slots_;     // queries kept per layer: max(W, interval when accumulating)
+  const int64_t slots_;     // queries kept per layer: max(W, min(interval, 32) when accumulating)
   // Per layer, a ring of `slots_` slots: slot s holds the queries [H, hd] of the token at
   // slot_position, the most recent fed token whose position ≡ s (mod slots_).
   std::vector<std::vector<float>> queries_;          // [layer][slots · H · hd]

@@ -5,6 +5,8 @@
 // kvpress_decode_test.cc).
 #include "core/eviction/decode_eviction.h"
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/model/generator.h"
@@ -58,7 +60,7 @@ class DecodeEvictionTest : public ::testing::Test {
     return options;
   }
 
-  void FirstEvictionEqualsPipeline(const Scorer& scorer);
+  void FirstEvictionEqualsPipeline(const Scorer& scorer, int64_t interval, float rtol);
 
   const model::Model* model_ = nullptr;
   kernels::ThreadPool* pool_ = nullptr;
@@ -117,14 +119,22 @@ TEST_F(DecodeEvictionTest, ABudgetThatHoldsEverythingChangesNothing) {
 // (captured here by position from the decode passes, there from the turn's chunk) for SnapKV,
 // the same tokens' attention summed over every entry for H2O.
 TEST_F(DecodeEvictionTest, FirstEvictionEqualsThePipelinesTurnWithHistory) {
-  for (const auto& [method, window] : {std::pair<const char*, int64_t>{"snapkv", 16}, {"h2o", 0}}) {
-    SCOPED_TRACE(method);
-    FirstEvictionEqualsPipeline(*Make(method, window));
+  // Scores within 1e-5 (relative) of the pipeline's; H2O every 64 tokens adds its attention in
+  // two parts (every 32 tokens) where the pipeline sums one chunk's 64 rows: 5e-5 (measured
+  // 1.5e-5 on 2026-11-26).
+  for (const auto& [method, window, interval, rtol] :
+       {std::tuple<const char*, int64_t, int64_t, float>{"snapkv", 16, 20, 1e-5f},
+        {"h2o", 0, 20, 1e-5f},
+        {"h2o", 0, 64, 5e-5f}}) {
+    SCOPED_TRACE(std::string(method) + " every " + std::to_string(interval));
+    FirstEvictionEqualsPipeline(*Make(method, window), interval, rtol);
   }
 }
 
-void DecodeEvictionTest::FirstEvictionEqualsPipeline(const Scorer& scorer) {
-  constexpr int64_t kInterval = 20, kBudget = 40;
+void DecodeEvictionTest::FirstEvictionEqualsPipeline(const Scorer& scorer, int64_t interval,
+                                                     float rtol) {
+  const int64_t kInterval = interval;
+  constexpr int64_t kBudget = 40;
   model::Session session(*model_, *pool_);
   std::vector<EvictionResult> results;
   auto eviction =
@@ -148,7 +158,7 @@ void DecodeEvictionTest::FirstEvictionEqualsPipeline(const Scorer& scorer) {
       const std::vector<float>& theirs = expected->scores[l][h];
       ASSERT_EQ(ours.size(), theirs.size());
       for (size_t j = 0; j < ours.size(); ++j) {
-        ASSERT_NEAR(ours[j], theirs[j], 1e-5f * std::max(1.0f, std::fabs(theirs[j])))
+        ASSERT_NEAR(ours[j], theirs[j], rtol * std::max(1.0f, std::fabs(theirs[j])))
             << "layer " << l << " head " << h << " entry " << j;
       }
     }
