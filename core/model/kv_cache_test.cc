@@ -140,6 +140,21 @@ TEST(KvCacheTest, EveryFormatHoldsTheCodecsRoundTripAcrossPagesAndCompaction) {
 }
 
 // KIVI's round trip of rows [begin, begin + 64) of x, a whole sealed page (no residual).
+// n rows of keys and values drawn from N(0, 2) and their positions 0, step, 2·step, ….
+struct Rows {
+  std::vector<float> keys, values;  // [n, dim]
+  std::vector<int32_t> positions;
+};
+Rows RandomRows(int64_t n, int32_t dim, uint32_t seed, int32_t position_step) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  Rows r{std::vector<float>(n * dim), std::vector<float>(n * dim), std::vector<int32_t>(n)};
+  for (float& x : r.keys) x = dist(rng);
+  for (float& x : r.values) x = dist(rng);
+  for (int64_t i = 0; i < n; ++i) r.positions[i] = static_cast<int32_t>(position_step * i);
+  return r;
+}
+
 std::vector<float> KiviPageRoundTrip(kvpage::Codec codec_id, kvpage::Role role,
                                      const std::vector<float>& x, int64_t begin, int64_t dim) {
   const kvpage::CodecInfo& codec = *kvpage::FindCodec(static_cast<uint8_t>(codec_id));
@@ -169,13 +184,7 @@ std::vector<float> KiviHeld(kvpage::Codec codec, kvpage::Role role, const std::v
 TEST(KvCacheTest, KiviHeadsFillInFp16AndSealFullPages) {
   constexpr int32_t kDim = 64;
   constexpr int64_t n = 150;  // two full pages and 22 rows
-  std::mt19937 rng(9);
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  std::vector<float> k(n * kDim), v(n * kDim);
-  for (float& x : k) x = dist(rng);
-  for (float& x : v) x = dist(rng);
-  std::vector<int32_t> pos(n);
-  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(2 * i);
+  const auto [k, v, pos] = RandomRows(n, kDim, /*seed=*/9, /*position_step=*/2);
   const std::pair<KvDType, kvpage::Codec> formats[] = {{KvDType::kKivi4, kvpage::Codec::kKivi4},
                                                        {KvDType::kKivi2, kvpage::Codec::kKivi2}};
   for (const auto& [dtype, codec] : formats) {
@@ -326,13 +335,7 @@ TEST(KvCacheTest, AFullPoolStillSealsAFullPage) {
   KvPool probe({.page_tokens = 64, .head_dim = kDim});
   KvPool pool(
       {.budget_bytes = probe.PageBytes(KvDType::kF16), .page_tokens = 64, .head_dim = kDim});
-  std::mt19937 rng(3);
-  std::normal_distribution<float> dist(0.0f, 2.0f);
-  std::vector<float> k(n * kDim), v(n * kDim);
-  for (float& x : k) x = dist(rng);
-  for (float& x : v) x = dist(rng);
-  std::vector<int32_t> pos(n);
-  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+  const auto [k, v, pos] = RandomRows(n, kDim, /*seed=*/3, /*position_step=*/1);
   KvCache cache(1, 1, kDim, &pool, KvDType::kKivi4);
   ASSERT_TRUE(cache.Append(0, 0, k.data(), v.data(), pos.data(), n).ok());
   ASSERT_EQ(pool.stats().used_bytes, pool.budget_bytes());
