@@ -6,6 +6,7 @@
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "core/model/stop_strings.h"
 #include "core/worker/wire.h"
 
 namespace glimpse::decode_worker {
@@ -90,6 +91,8 @@ absl::StatusOr<TurnRequest> FromProto(const v1::DecodeTurnRequest& request) {
   r.tokens.assign(request.tokens().begin(), request.tokens().end());
   ASSIGN_OR_RETURN(r.sampling, SamplingFromProto(request.sampling()));
   r.max_tokens = request.sampling().max_tokens();
+  r.stop.assign(request.sampling().stop().begin(), request.sampling().stop().end());
+  RETURN_IF_ERROR(model::ValidateStopStrings(r.stop, "sampling.stop"));
   ASSIGN_OR_RETURN(r.policy, worker::PolicyFromProto(request.policy()));
   r.delivery_id = request.delivery_id();
   return r;

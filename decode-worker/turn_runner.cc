@@ -10,6 +10,7 @@
 #include "core/common/stopwatch.h"
 #include "core/eviction/decode_eviction.h"
 #include "core/model/generator.h"
+#include "core/model/stop_strings.h"
 #include "core/model/text_stream.h"
 #include "core/worker/cache_parking.h"
 
@@ -203,6 +204,7 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   }
   RETURN_IF_ERROR(worker::ValidateConversation(model_, r.tokens));
   ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(r.sampling));
+  ASSIGN_OR_RETURN(model::StopStrings stops, model::StopStrings::Create(r.stop));
   worker::Method method;  // none: keep everything
   if (!r.policy.method.empty()) {
     ASSIGN_OR_RETURN(method, scorers_.For(r.policy));
@@ -274,17 +276,19 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   result.start.ttft_seconds = SecondsSince(t0);  // refined when the first token streams
   if (callbacks.started) callbacks.started(result.start);
 
-  // Decode, streaming each token with the text it completes.
+  // Decode, streaming each token with the text it completes, up to a stop string.
   model::TextStream text(model_.tokenizer());
   bool first = true;
   auto on_token = [&](int32_t token) {
     absl::StatusOr<std::string> piece = text.Push(token);
+    model::StopStrings::Step shown = stops.Push(piece.ok() ? *piece : std::string());
     if (first) {
       result.start.ttft_seconds = SecondsSince(t0);
       first = false;
     }
     const int32_t ids[] = {token};
-    return callbacks.tokens ? callbacks.tokens(ids, piece.ok() ? *piece : std::string()) : true;
+    const bool more = callbacks.tokens ? callbacks.tokens(ids, shown.text) : true;
+    return more && !shown.stopped;
   };
   // With a cache node, a decode the full pool preempts waits there (worker::CacheParking).
   std::optional<worker::CacheParking> parking;
@@ -299,11 +303,13 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     hot_.Abandon(r.session_id);
     return gen.status();
   }
-  if (absl::StatusOr<std::string> rest = text.Finish();
-      rest.ok() && !rest->empty() && callbacks.tokens) {
-    callbacks.tokens({}, *rest);
+  if (!stops.stopped()) {
+    absl::StatusOr<std::string> rest = text.Finish();
+    model::StopStrings::Step last = stops.Push(rest.ok() ? *rest : std::string());
+    if (!last.stopped) last.text += stops.Finish();
+    if (!last.text.empty() && callbacks.tokens) callbacks.tokens({}, last.text);
   }
-  result.stop = gen->stop;
+  result.stop = stops.stopped() ? model::StopReason::kEndOfGeneration : gen->stop;
   result.generated_tokens = static_cast<int32_t>(gen->tokens.size());
   result.decode_tokens_per_second = gen->tokens.size() / std::max(gen->decode_seconds, 1e-9);
   // Every generated token but the last sampled one is in the cache now.

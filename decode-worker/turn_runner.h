@@ -68,6 +68,7 @@ struct TurnRequest {
   std::vector<int32_t> tokens;
   model::SamplingOptions sampling;
   int32_t max_tokens = 0;
+  std::vector<std::string> stop;  // stop strings (core/model/stop_strings.h)
   Policy policy;
   // Nonzero: a prefill worker's delivery (core/worker/prefill_delivery.h) to start from.
   uint64_t delivery_id = 0;
@@ -88,7 +89,7 @@ struct TurnStart {
 
 struct TurnResult {
   TurnStart start;
-  model::StopReason stop = model::StopReason::kMaxTokens;
+  model::StopReason stop = model::StopReason::kMaxTokens;  // a stop string: kEndOfGeneration
   int32_t generated_tokens = 0;
   int64_t kv_tokens = 0;
   int64_t kv_entries = 0;
@@ -103,7 +104,8 @@ struct TurnResult {
 
 struct TurnCallbacks {
   std::function<void(const TurnStart&)> started;
-  // Newly generated ids and the text they complete; false stops decoding.
+  // Newly generated ids and the text they complete (up to a stop string; text a stop string
+  // may start with waits); false stops decoding.
   std::function<bool(std::span<const int32_t>, const std::string&)> tokens;
 };
 

@@ -245,6 +245,30 @@ TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {
   EXPECT_TRUE(turn->state_key.has_value());
 }
 
+TEST_F(TurnRunnerTest, AStopStringEndsTheTurnAndItsTextStopsBeforeIt) {
+  const auto prompt = Chat("Count from one to ten, one number per line.");
+  std::string full;
+  TurnRequest r = Request(prompt);
+  r.max_tokens = 24;
+  ASSERT_TRUE(Run(r, nullptr, &full).ok());
+  // A stop string from the middle of what the turn generates unstopped (greedy: the same text).
+  const size_t cut = full.size() / 2;
+  ASSERT_GT(cut, 2u) << full;
+  r.stop = {full.substr(cut, 2), "never generated"};
+  r.session_id = "s2";
+  std::vector<int32_t> ids;
+  std::string text;
+  auto turn = Run(r, &ids, &text);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_EQ(text, full.substr(0, full.find(r.stop[0])));
+  EXPECT_EQ(turn->stop, model::StopReason::kEndOfGeneration);
+  EXPECT_LT(turn->generated_tokens, 24);
+  EXPECT_EQ(turn->generated_tokens, static_cast<int32_t>(ids.size()));
+
+  r.stop = {""};
+  EXPECT_EQ(Run(r).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TurnRunnerTest, BadInputIsRefusedAndTheHotCopyStays) {
   const auto prompt = Chat("Hello!");
   ASSERT_TRUE(Run(Request(prompt)).ok());

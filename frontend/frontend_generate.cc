@@ -176,6 +176,7 @@ absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& ev
     *out.mutable_started() = event.started();
     out.set_decode_worker_id(call.route.decode_worker_id());
     out.set_queue_wait_ms(call.route.queue_wait_ms());
+    out.set_prompt_tokens(static_cast<int32_t>(call.turn.tokens.size()));
     if (event.started().source() == v1::STATE_SOURCE_PREFILL_WORKER) {
       out.set_prefill_worker_id(call.route.prefill_worker_id());
       *out.mutable_prefill() = call.prefill;

@@ -219,7 +219,7 @@ TEST_F(FrontendGrpcTest, InvalidArgumentsNameFieldAndValue) {
   };
   const std::vector<Case> cases = {
       {[](auto& r) { r.set_session_id("bad id"); }, "has the character 0x20"},
-      {[](auto& r) { r.clear_chat(); }, "set exactly one of tokens and chat"},
+      {[](auto& r) { r.clear_chat(); }, "set exactly one of tokens, chat and text"},
       {[](auto& r) { r.mutable_tokens()->add_ids(1 << 20); }, "tokens.ids[0] = 1048576"},
       {[](auto& r) { r.mutable_policy()->set_method("magic"); }, "policy.method \"magic\""},
       {[](auto& r) { r.mutable_sampling()->set_top_p(2); }, "sampling.top_p = 2"},

@@ -12,6 +12,7 @@
 #include "core/eviction/decode_eviction.h"
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
+#include "core/model/stop_strings.h"
 
 namespace glimpse::frontend {
 namespace {
@@ -171,6 +172,7 @@ absl::StatusOr<v1::SamplingParams> ResolveSampling(const v1::SamplingParams& s,
         absl::StrFormat("sampling.max_tokens = %d is outside [0, %d] (0: the default %d)",
                         s.max_tokens(), limits.max_output_tokens, limits.default_max_tokens));
   }
+  RETURN_IF_ERROR(model::ValidateStopStrings({s.stop().begin(), s.stop().end()}, "sampling.stop"));
   const int64_t room = limits.context_length - prompt_tokens;
   v1::SamplingParams out = s;
   if (out.top_p() == 0) out.set_top_p(1);
@@ -194,10 +196,16 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& req
     ASSIGN_OR_RETURN(tokens, GivenTokens(request.tokens(), limits));
   } else if (request.has_chat()) {
     ASSIGN_OR_RETURN(tokens, ChatTokens(request.chat(), tokenizer));
+  } else if (request.input_case() == v1::GenerateRequest::kText) {
+    tokens = tokenizer.Encode(request.text());
   } else {
-    return absl::InvalidArgumentError("input: set exactly one of tokens and chat (neither is set)");
+    return absl::InvalidArgumentError(
+        "input: set exactly one of tokens, chat and text (none is set)");
   }
-  if (tokens.empty()) return absl::InvalidArgumentError("tokens.ids is empty");
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError(request.has_tokens() ? "tokens.ids is empty"
+                                                           : "text is empty (no tokens)");
+  }
   if (static_cast<int64_t>(tokens.size()) > limits.max_prompt_tokens) {
     return absl::InvalidArgumentError(
         absl::StrFormat("the conversation is %d tokens; max_prompt_tokens is %d", tokens.size(),

@@ -51,13 +51,14 @@ absl::StatusOr<v1::EvictionPolicy> ResolvePolicy(const v1::EvictionPolicy& polic
 std::string PolicyString(const v1::EvictionPolicy& resolved);
 
 // Checks ranges (temperature finite in [0, 100], top_k in [0, vocab], top_p 0 (= 1) or in (0, 1],
-// max_tokens in [0, max_output_tokens]) and fills max_tokens 0 with the default, shortened to
-// what the context has left after `prompt_tokens`.
+// max_tokens in [0, max_output_tokens], stop as model::ValidateStopStrings) and fills max_tokens 0
+// with the default, shortened to what the context has left after `prompt_tokens`.
 absl::StatusOr<v1::SamplingParams> ResolveSampling(const v1::SamplingParams& sampling,
                                                    int64_t prompt_tokens, const TurnLimits& limits);
 
-// The conversation as token ids: `tokens` as given (each in [0, vocab)), or `chat` rendered with
-// the model's chat template plus the assistant prompt. Non-empty and at most max_prompt_tokens.
+// The conversation as token ids: `tokens` as given (each in [0, vocab)), `chat` rendered with
+// the model's chat template plus the assistant prompt, or `text` tokenized as it is. Non-empty and
+// at most max_prompt_tokens.
 absl::StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& request,
                                                   const model::Tokenizer& tokenizer,
                                                   const TurnLimits& limits);

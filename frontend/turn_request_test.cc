@@ -70,7 +70,7 @@ TEST_F(TurnRequestTest, InvalidInputNamesFieldAndValue) {
       {[](auto& r) { r.set_session_id(""); }, "session_id is 0 characters"},
       {[](auto& r) { r.set_session_id("a/b"); }, "0x2f"},
       {[](auto& r) { r.set_session_id(std::string(129, 'a')); }, "129 characters"},
-      {[](auto& r) { r.clear_tokens(); }, "set exactly one of tokens and chat"},
+      {[](auto& r) { r.clear_tokens(); }, "set exactly one of tokens, chat and text"},
       {[](auto& r) { r.mutable_tokens()->clear_ids(); }, "tokens.ids is empty"},
       {[](auto& r) { r.mutable_tokens()->set_ids(1, -5); }, "tokens.ids[1] = -5"},
       {[](auto& r) { r.mutable_tokens()->set_ids(0, 1 << 30); }, "outside the vocabulary"},
@@ -95,6 +95,12 @@ TEST_F(TurnRequestTest, InvalidInputNamesFieldAndValue) {
       {[](auto& r) { r.set_tool_name(std::string(129, 't')); }, "tool_name is 129 bytes"},
       {[](auto& r) { r.set_expected_tool_ms(-1); }, "expected_tool_ms = -1"},
       {[](auto& r) { r.set_expected_tool_ms(3'600'001); }, "expected_tool_ms = 3600001"},
+      {[](auto& r) { r.mutable_sampling()->add_stop(""); }, "sampling.stop[0] is 0 bytes"},
+      {[](auto& r) {
+         for (int i = 0; i < 5; ++i) r.mutable_sampling()->add_stop("x");
+       },
+       "sampling.stop has 5 strings (at most 4)"},
+      {[](auto& r) { r.mutable_sampling()->add_stop("\n\n"); }, ""},
   };
   for (const Case& c : cases) {
     v1::GenerateRequest r = Tokens({5, 6, 7});
@@ -107,6 +113,17 @@ TEST_F(TurnRequestTest, InvalidInputNamesFieldAndValue) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.expect;
     EXPECT_THAT(st.message(), HasSubstr(c.expect));
   }
+}
+
+TEST_F(TurnRequestTest, TextInputIsTokenizedWithoutAChatTemplate) {
+  v1::GenerateRequest r;
+  r.set_session_id("s");
+  r.set_text("The capital of France is");
+  auto turn = ResolveTurn(r, model_->tokenizer(), limits_);
+  ASSERT_TRUE(turn.ok()) << turn.status();
+  EXPECT_EQ(turn->tokens, model_->tokenizer().Encode("The capital of France is"));
+  r.set_text("");
+  EXPECT_THAT(Check(r).message(), HasSubstr("text is empty"));
 }
 
 TEST_F(TurnRequestTest, PromptAndOutputMustFitTheContext) {
