@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "core/common/status_macros.h"
 
@@ -325,6 +326,22 @@ absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std
     return status >= 500 ? absl::UnavailableError(message) : absl::InvalidArgumentError(message);
   }
   return response.substr(head_end + 4);
+}
+
+absl::StatusOr<HttpServerOptions> ParseHttpAddress(const std::string& address,
+                                                   std::string_view key) {
+  HttpServerOptions options;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &options.port) ||
+      options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad value for ", std::string(key), ": '", address, "' (want host:port)"));
+  }
+  absl::string_view host = absl::string_view(address).substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  options.host = std::string(host);
+  return options;
 }
 
 }  // namespace glimpse

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -45,6 +46,10 @@ class HttpServer {
   virtual ~HttpServer() = default;  // stops accepting and joins the thread
   virtual int port() const = 0;
 };
+
+// "host:port" or "[v6]:port" (port 0: ephemeral) as options; the error names `key`.
+absl::StatusOr<HttpServerOptions> ParseHttpAddress(const std::string& address,
+                                                   std::string_view key);
 
 // GETs http://host:port/path and returns the body of a 200, else an error naming the status.
 // For tests and tools.

@@ -67,8 +67,9 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
   close(fd);
   ServiceProcess p;
   p.pid_ = pid;
-  // {"ts":...,"msg":"serving","program":...,"grpc_port":N,"metrics_port":M}
-  const std::regex grpc_re("\"grpc_port\":([0-9]+)"), metrics_re("\"metrics_port\":([0-9]+)");
+  // {"ts":...,"msg":"serving","program":...,"grpc_port":N,"metrics_port":M[,"api_port":A]}
+  const std::regex grpc_re("\"grpc_port\":([0-9]+)"), metrics_re("\"metrics_port\":([0-9]+)"),
+      api_re("\"api_port\":([0-9]+)");
   const absl::Time end = absl::Now() + ready_timeout;
   while (absl::Now() < end) {
     std::ifstream in(log_path);
@@ -80,6 +81,7 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
           std::regex_search(line, g, grpc_re) && std::regex_search(line, m, metrics_re)) {
         p.grpc_port_ = std::stoi(g[1]);
         p.metrics_port_ = std::stoi(m[1]);
+        if (std::smatch a; std::regex_search(line, a, api_re)) p.api_port_ = std::stoi(a[1]);
         return p;
       }
     }
@@ -95,7 +97,10 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
 }
 
 ServiceProcess::ServiceProcess(ServiceProcess&& o) noexcept
-    : pid_(o.pid_), grpc_port_(o.grpc_port_), metrics_port_(o.metrics_port_) {
+    : pid_(o.pid_),
+      grpc_port_(o.grpc_port_),
+      metrics_port_(o.metrics_port_),
+      api_port_(o.api_port_) {
   o.pid_ = -1;
 }
 
@@ -105,6 +110,7 @@ ServiceProcess& ServiceProcess::operator=(ServiceProcess&& o) noexcept {
     pid_ = o.pid_;
     grpc_port_ = o.grpc_port_;
     metrics_port_ = o.metrics_port_;
+    api_port_ = o.api_port_;
     o.pid_ = -1;
   }
   return *this;

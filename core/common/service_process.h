@@ -1,8 +1,9 @@
 // A Glimpse service as a child process (RunServiceMain, core/common/grpc/service_main.h): started
 // with fork + exec, stdout and stderr appended to a log file (so the child never blocks on a full
-// pipe), ready once its "serving" log line (with grpc_port and metrics_port) appears. The
-// destructor SIGKILLs and reaps a child that is still running. Every wait is bounded. Used by
-// `glimpse up` (the local cluster), multi-process tests and benchmarks.
+// pipe), ready once its "serving" log line (with grpc_port, metrics_port and api_port when the
+// service has an HTTP API) appears. The destructor SIGKILLs and reaps a child that is still
+// running. Every wait is bounded. Used by `glimpse up` (the local cluster), multi-process tests and
+// benchmarks.
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +30,7 @@ class ServiceProcess {
   pid_t pid() const { return pid_; }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  int api_port() const { return api_port_; }  // the service's HTTP API; 0: none
   std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
 
   void Kill();  // SIGKILL and reap
@@ -40,6 +42,7 @@ class ServiceProcess {
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int api_port_ = 0;
 };
 
 // If the process `pid` exited within `timeout`, its exit code (128 + signal); else

@@ -138,6 +138,10 @@ GrpcServer::GrpcServer(std::unique_ptr<grpc::Server> server, int port,
                        std::vector<std::string> names)
     : server_(std::move(server)), port_(port), names_(std::move(names)) {}
 
+std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel() {
+  return server_->InProcessChannel(grpc::ChannelArguments());
+}
+
 void GrpcServer::SetServing(bool serving) {
   if (shut_down_) return;
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();

@@ -54,6 +54,10 @@ class GrpcServer {
   ~GrpcServer();  // Shutdown(now) if not done
 
   int port() const { return port_; }
+  // A channel to this server inside the process (no socket, no TLS; the server's own checks,
+  // authentication included, still run): for a service's second front door, e.g. the frontend's
+  // HTTP API. Valid until Shutdown.
+  std::shared_ptr<grpc::Channel> InProcessChannel();
   // Sets the health of "" and every registered service (SERVING at start). No effect after
   // Shutdown.
   void SetServing(bool serving);

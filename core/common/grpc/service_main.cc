@@ -134,27 +134,11 @@ absl::Status ApplyLogLevel(const std::string& level) {
   return absl::OkStatus();
 }
 
-// "host:port" or "[v6]:port" -> HttpServerOptions.
-absl::StatusOr<HttpServerOptions> ParseHttpAddress(const std::string& address) {
-  HttpServerOptions options;
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &options.port) ||
-      options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad value for metrics_listen: '", address, "' (want host:port)"));
-  }
-  absl::string_view host = absl::string_view(address).substr(0, colon);
-  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
-  options.host = std::string(host);
-  return options;
-}
-
 absl::StatusOr<std::unique_ptr<HttpServer>> StartHttp(const Config& config,
                                                       const metrics::MetricsRegistry& registry,
                                                       const std::atomic<bool>& healthy) {
   ASSIGN_OR_RETURN(const HttpServerOptions options,
-                   ParseHttpAddress(config.GetString("metrics_listen")));
+                   ParseHttpAddress(config.GetString("metrics_listen"), "metrics_listen"));
   std::map<std::string, HttpServer::Handler> routes;
   routes["/metrics"] = [&registry] {
     return HttpResponse{200, HttpResponse().content_type, registry.Render()};
@@ -187,9 +171,12 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
       GrpcServer::Start(grpc_options, (*service)->grpc_services());
   absl::StatusOr<std::unique_ptr<HttpServer>> http_server =
       grpc_server.ok() ? StartHttp(config, registry, healthy) : grpc_server.status();
-  if (!http_server.ok()) {
+  absl::StatusOr<int> api_port = http_server.ok()
+                                     ? (*service)->StartHttpApi((*grpc_server)->InProcessChannel())
+                                     : http_server.status();
+  if (!api_port.ok()) {
     log::Error("start failed",
-               {{"program", spec.program}, {"error", http_server.status().ToString()}});
+               {{"program", spec.program}, {"error", api_port.status().ToString()}});
     if (grpc_server.ok()) grpc_server->reset();  // stop serving before stopping the service
     (*service)->Stop();
     return 1;
@@ -197,9 +184,16 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
 
   const int grpc_port = (*grpc_server)->port();
   const int metrics_port = (*http_server)->port();
-  log::Info("serving", {{"program", spec.program},
-                        {"grpc_port", static_cast<long long>(grpc_port)},
-                        {"metrics_port", static_cast<long long>(metrics_port)}});
+  if (*api_port != 0) {
+    log::Info("serving", {{"program", spec.program},
+                          {"grpc_port", static_cast<long long>(grpc_port)},
+                          {"metrics_port", static_cast<long long>(metrics_port)},
+                          {"api_port", static_cast<long long>(*api_port)}});
+  } else {
+    log::Info("serving", {{"program", spec.program},
+                          {"grpc_port", static_cast<long long>(grpc_port)},
+                          {"metrics_port", static_cast<long long>(metrics_port)}});
+  }
   (*service)->SetHealthReporter([&healthy, server = grpc_server->get()](bool serving) {
     healthy.store(serving);
     server->SetServing(serving);

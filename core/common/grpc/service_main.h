@@ -5,8 +5,9 @@
 //   2. Starts the service through `start`, which builds its logic and returns the gRPC services to
 //      serve (and may register metrics in the given registry).
 //   3. Serves them with GrpcServer on `listen`, serves /metrics and /healthz on `metrics_listen`,
-//      logs one "serving" line with both bound ports (structured log fields grpc_port,
-//      metrics_port: tests read them), then waits for SIGINT/SIGTERM.
+//      starts the service's HTTP API if it has one (RunningService::StartHttpApi), logs one
+//      "serving" line with the bound ports (structured log fields grpc_port, metrics_port and,
+//      with an HTTP API, api_port: tests read them), then waits for SIGINT/SIGTERM.
 //   4. On a signal: health NOT_SERVING, gRPC shutdown with `shutdown_grace`, then the service's
 //      Stop(), exit 0. A start failure logs the error and exits 1.
 //
@@ -25,6 +26,7 @@
 #include "core/common/config.h"
 #include "core/common/grpc/server.h"
 #include "core/common/metrics.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/impl/service_type.h"
 
 namespace glimpse {
@@ -33,6 +35,10 @@ class RunningService {
  public:
   virtual ~RunningService() = default;
   virtual std::vector<grpc::Service*> grpc_services() = 0;
+  // A service's data-plane HTTP API beside its gRPC one (the frontend's OpenAI API), started
+  // once the gRPC server listens, with an in-process channel to it: returns the bound port, 0
+  // when the service has none. An error fails the start (exit 1).
+  virtual absl::StatusOr<int> StartHttpApi(std::shared_ptr<grpc::Channel> /*self*/) { return 0; }
   // Called once both servers listen, with their bound ports (after the "serving" log line, before
   // waiting for a signal): e.g. register with the coordinator, which needs the gRPC port.
   virtual void OnServing(int /*grpc_port*/, int /*metrics_port*/) {}
