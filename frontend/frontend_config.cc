@@ -1,9 +1,12 @@
 #include "frontend/frontend_config.h"
 
+#include <filesystem>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "core/common/grpc/service_main.h"
+#include "core/common/http_server.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -57,6 +60,16 @@ std::vector<ConfigKey> FrontendConfigKeys() {
       {"coordinator_timeout", T::kDuration, "10s",
        "Deadline of each coordinator call (RouteTurn adds routing.max_queue_wait); the caller's "
        "deadline, when shorter, wins."},
+      {"openai.listen", T::kString, "127.0.0.1:0",
+       "host:port of the OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, "
+       "/v1/models; HTTPS with tls.*); empty: none."},
+      {"openai.model_name", T::kString, "",
+       "The model name /v1/models lists and requests name; empty: the model file's name without "
+       ".gguf."},
+      {"openai.threads", T::kInt, "16", "HTTP connections served at once."},
+      {"openai.max_body_bytes", T::kInt, "4194304", "Largest request body; larger is 413."},
+      {"openai.io_timeout", T::kDuration, "30s",
+       "A client that stalls sending its request or taking the response this long is dropped."},
   };
   for (ConfigKey& k : ClientTlsKeys("the coordinator and decode workers")) keys.push_back(k);
   return keys;
@@ -93,6 +106,33 @@ absl::StatusOr<FrontendOptions> OptionsFromConfig(const Config& c) {
   if (!policy.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("policy.*: ", policy.status().message()));
   }
+  return o;
+}
+
+absl::StatusOr<std::optional<OpenAiServerOptions>> OpenAiOptionsFromConfig(
+    const Config& c, const std::string& model_path) {
+  const std::string& listen = c.GetString("openai.listen");
+  if (listen.empty()) return std::nullopt;
+  ASSIGN_OR_RETURN(const HttpServerOptions address, ParseHttpAddress(listen, "openai.listen"));
+  OpenAiServerOptions o;
+  o.host = address.host;
+  o.port = address.port;
+  o.model_id = c.GetString("openai.model_name");
+  if (o.model_id.empty()) {
+    o.model_id = std::filesystem::path(model_path).filename().string();
+    if (absl::EndsWith(o.model_id, ".gguf")) o.model_id.resize(o.model_id.size() - 5);
+  }
+  const int64_t threads = c.GetInt("openai.threads");
+  o.max_body_bytes = c.GetInt("openai.max_body_bytes");
+  o.io_timeout = c.GetDuration("openai.io_timeout");
+  if (threads < 1 || threads > 1024 || o.max_body_bytes < 1024 || o.io_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "openai.threads must be in [1, 1024] (got %d), openai.max_body_bytes >= 1024 (got %d), "
+        "openai.io_timeout >= 1s",
+        threads, o.max_body_bytes));
+  }
+  o.threads = static_cast<int>(threads);
+  o.tls = {c.GetString("tls.cert"), c.GetString("tls.key"), c.GetString("tls.client_ca")};
   return o;
 }
 

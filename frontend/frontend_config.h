@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "core/common/config.h"
 #include "frontend/auth.h"
 #include "frontend/frontend_service.h"
+#include "frontend/openai_server.h"
 
 namespace glimpse::frontend {
 
@@ -23,6 +25,12 @@ std::vector<ConfigKey> FrontendConfigKeys();
 
 // Every value checked; errors name the key and the value. Reads no files.
 absl::StatusOr<FrontendOptions> OptionsFromConfig(const Config& config);
+
+// The OpenAI API's options (openai.*; TLS from tls.*, as the gRPC API's); nullopt when
+// openai.listen is empty (no HTTP API). `model_path` names the served model when
+// openai.model_name is empty (its file name without .gguf).
+absl::StatusOr<std::optional<OpenAiServerOptions>> OpenAiOptionsFromConfig(
+    const Config& config, const std::string& model_path);
 
 struct Tenancy {
   std::unique_ptr<Authenticator> auth;

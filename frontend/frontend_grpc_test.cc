@@ -3,6 +3,7 @@
 // "registered" at an address nobody serves stands in for one that fails mid-turn; the streaming
 // path with a real decode worker is covered by the end-to-end tests in tests/.
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 #include "core/model/test_files.h"
 #include "core/model/test_model.h"
 #include "frontend/frontend_service.h"
+#include "frontend/openai_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -240,6 +242,41 @@ TEST_F(FrontendGrpcTest, NoDecodeWorkerIsUnavailable) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(st.error_message(), HasSubstr("RouteTurn: no live decode worker is registered"));
   EXPECT_THAT(st.error_message(), HasSubstr(coordinator_.address));
+}
+
+// The OpenAI API in front of the same service: the bearer token travels as the call's metadata,
+// and gRPC errors come back as OpenAI error bodies with their HTTP status.
+TEST_F(FrontendGrpcTest, TheOpenAiApiForwardsTheTokenAndMapsErrorsToHttp) {
+  OpenAiServerOptions o;
+  o.model_id = "test-model";
+  auto api = OpenAiServer::Start(o, frontend_.server->InProcessChannel(), frontend_.registry);
+  ASSERT_TRUE(api.ok()) << api.status();
+  httplib::Client http("127.0.0.1", (*api)->port());
+  const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}]})";
+  auto anonymous = http.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  EXPECT_THAT(anonymous->body, HasSubstr("\"type\":\"authentication_error\""));
+
+  http.set_bearer_token_auth("tok-acme");
+  auto routed = http.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(routed);
+  EXPECT_EQ(routed->status, 503);
+  EXPECT_THAT(routed->body, HasSubstr("no live decode worker is registered"));
+  auto bad =
+      http.Post("/v1/completions", R"({"prompt": "x", "max_tokens": -1})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(bad->body, HasSubstr("max_tokens: -1 is outside"));
+  auto models = http.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_THAT(models->body, HasSubstr("\"id\":\"test-model\""));
+  EXPECT_THAT(frontend_.registry.Render(),
+              HasSubstr("glimpse_frontend_requests_total{method=\"Generate\",code="
+                        "\"UNAUTHENTICATED\"} 1"));
+  EXPECT_THAT(
+      frontend_.registry.Render(),
+      HasSubstr("glimpse_frontend_http_requests_total{endpoint=\"chat\",status=\"503\"} 1"));
 }
 
 TEST_F(FrontendGrpcTest, CoordinatorDownIsUnavailable) {

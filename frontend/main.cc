@@ -8,6 +8,7 @@
 #include "core/model/model_store.h"
 #include "frontend/frontend_config.h"
 #include "frontend/frontend_service.h"
+#include "frontend/openai_server.h"
 
 namespace glimpse::frontend {
 namespace {
@@ -15,14 +16,31 @@ namespace {
 class RunningFrontend : public RunningService {
  public:
   RunningFrontend(std::unique_ptr<model::Model> model, std::unique_ptr<FrontendMetrics> metrics,
-                  std::unique_ptr<FrontendService> service)
-      : model_(std::move(model)), metrics_(std::move(metrics)), service_(std::move(service)) {}
+                  std::unique_ptr<FrontendService> service,
+                  std::optional<OpenAiServerOptions> openai, metrics::MetricsRegistry& registry)
+      : model_(std::move(model)),
+        metrics_(std::move(metrics)),
+        service_(std::move(service)),
+        openai_options_(std::move(openai)),
+        registry_(registry) {}
   std::vector<grpc::Service*> grpc_services() override { return {service_.get()}; }
+  absl::StatusOr<int> StartHttpApi(std::shared_ptr<grpc::Channel> self) override {
+    if (!openai_options_) return 0;
+    ASSIGN_OR_RETURN(openai_, OpenAiServer::Start(*openai_options_, std::move(self), registry_));
+    log::Info("OpenAI API ready", {{"port", static_cast<long long>(openai_->port())},
+                                   {"model_name", openai_options_->model_id},
+                                   {"tls", openai_options_->tls.cert_file.empty() ? "off" : "on"}});
+    return openai_->port();
+  }
+  void Stop() override { openai_.reset(); }
 
  private:
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<FrontendMetrics> metrics_;
   std::unique_ptr<FrontendService> service_;
+  const std::optional<OpenAiServerOptions> openai_options_;
+  metrics::MetricsRegistry& registry_;
+  std::unique_ptr<OpenAiServer> openai_;
 };
 
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
@@ -33,6 +51,8 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, model::EnsureDefaultModel());
   }
+  ASSIGN_OR_RETURN(std::optional<OpenAiServerOptions> openai,
+                   OpenAiOptionsFromConfig(config, path));
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(path));
   auto metrics = std::make_unique<FrontendMetrics>(registry);
   ASSIGN_OR_RETURN(std::unique_ptr<FrontendService> service,
@@ -42,8 +62,8 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
                                {"fingerprint", model->fingerprint()},
                                {"coordinator", options.coordinator_address},
                                {"default_policy", PolicyString(service->limits().default_policy)}});
-  return std::make_unique<RunningFrontend>(std::move(model), std::move(metrics),
-                                           std::move(service));
+  return std::make_unique<RunningFrontend>(std::move(model), std::move(metrics), std::move(service),
+                                           std::move(openai), registry);
 }
 
 }  // namespace
@@ -55,7 +75,8 @@ int main(int argc, char** argv) {
   spec.summary =
       "The Glimpse frontend API (glimpse.v1.Frontend): Generate streams one turn of a session "
       "(tokens or chat messages), routed by the coordinator to a decode worker; EndSession, "
-      "GetSession, ToolCallEnded. Per-tenant bearer tokens (auth.tokens_file), tenant-salted "
+      "GetSession, ToolCallEnded; and the OpenAI HTTP API (openai.*). Per-tenant bearer tokens "
+      "(auth.tokens_file), tenant-salted "
       "state keys, TLS to callers (tls.*) and to the coordinator and workers (client_tls.*).";
   spec.keys = glimpse::frontend::FrontendConfigKeys();
   spec.reflection = false;  // the public endpoint

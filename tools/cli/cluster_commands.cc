@@ -156,7 +156,10 @@ absl::Status RunUp(const UpOptions& o) {
     return s;
   }
   std::cout << "frontend: " << cluster->frontend_address() << "\n"
+            << "openai: " << cluster->openai_url() << "\n"
             << "talk to it: glimpse chat --frontend " << cluster->frontend_address()
+            << "\n  or: curl " << cluster->openai_url()
+            << "/chat/completions -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}'"
             << "\nCtrl-C stops the cluster.\n"
             << std::flush;
   std::signal(SIGINT, OnSignal);

@@ -114,6 +114,13 @@ std::string LocalCluster::frontend_address() const {
   return "";
 }
 
+std::string LocalCluster::openai_url() const {
+  for (const ClusterMember& m : members_) {
+    if (m.name == "frontend") return absl::StrCat("http://127.0.0.1:", m.process.api_port(), "/v1");
+  }
+  return "";
+}
+
 void LocalCluster::Stop() {
   while (!members_.empty()) {
     members_.back().process.Terminate(absl::Seconds(10)).IgnoreError();

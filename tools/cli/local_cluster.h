@@ -45,6 +45,8 @@ class LocalCluster {
   ~LocalCluster();
 
   std::string frontend_address() const;
+  // The frontend's OpenAI-compatible API, "http://127.0.0.1:<port>/v1".
+  std::string openai_url() const;
   const std::vector<ClusterMember>& members() const { return members_; }
   void Stop();
 

@@ -7,13 +7,13 @@ PACKAGES=(
   g++ cmake make pkg-config git ccache unzip python3 python3-venv python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils librocksdb-dev rocksdb-tools libabsl-dev libyaml-cpp-dev
-  libopenblas-dev nlohmann-json3-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-matplotlib
   fortunes-min wordnet-base
   prometheus python3-yaml
   python3-grpcio python3-protobuf
-  iproute2
+  iproute2 curl
 )
 
 missing=()
