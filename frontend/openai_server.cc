@@ -44,14 +44,16 @@ struct Call {
     finished = true;
     return FromGrpcStatus(reader->Finish());
   }
-  ~Call() {
+  // The caller went away: the turn stops (the frontend and worker see the cancellation).
+  void Cancel() {
     if (finished || reader == nullptr) return;
     ctx.TryCancel();
     v1::GenerateEvent e;
     while (reader->Read(&e)) {
     }
-    reader->Finish().ok();
+    Finish().IgnoreError();
   }
+  ~Call() { Cancel(); }
 };
 
 std::string Sse(const json& data) { return absl::StrCat("data: ", data.dump(), "\n\n"); }
@@ -198,6 +200,7 @@ class Server final : public OpenAiServer {
         [this, parsed = std::move(parsed), call, writer, first = std::move(first),
          authorization = std::move(authorization)](size_t, httplib::DataSink& sink) {
           StreamEvents(parsed, *call, *writer, first, sink);
+          call->Cancel();  // when the client went away mid-stream
           EndOneOff(parsed, authorization);
           return true;
         });

@@ -270,7 +270,8 @@ def start_cluster(args, configs, tmp, services):
     start("prefill-worker", [f"--coordinator={coordinator.address}",
                              f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
                              "--threads=2", f"--lookahead_module={lookahead}"])
-    frontend = start("frontend", [f"--coordinator={coordinator.address}"])
+    frontend = start("frontend", [f"--coordinator={coordinator.address}",
+                                  "--openai.listen=127.0.0.1:0"])
 
     metrics_url = f"http://127.0.0.1:{coordinator.metrics_port}/metrics"
     wait_for("the workers to register with the coordinator",
