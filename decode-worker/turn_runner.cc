@@ -279,7 +279,9 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
   // Decode, streaming each token with the text it completes, up to a stop string.
   model::TextStream text(model_.tokenizer());
   bool first = true;
+  int32_t streamed = 0;  // tokens the callback saw (the engine may have sampled past a stop)
   auto on_token = [&](int32_t token) {
+    ++streamed;
     absl::StatusOr<std::string> piece = text.Push(token);
     model::StopStrings::Step shown = stops.Push(piece.ok() ? *piece : std::string());
     if (first) {
@@ -310,7 +312,7 @@ absl::StatusOr<TurnResult> TurnRunner::Run(const TurnRequest& r, const TurnCallb
     if (!last.text.empty() && callbacks.tokens) callbacks.tokens({}, last.text);
   }
   result.stop = stops.stopped() ? model::StopReason::kEndOfGeneration : gen->stop;
-  result.generated_tokens = static_cast<int32_t>(gen->tokens.size());
+  result.generated_tokens = stops.stopped() ? streamed : static_cast<int32_t>(gen->tokens.size());
   result.decode_tokens_per_second = gen->tokens.size() / std::max(gen->decode_seconds, 1e-9);
   // Every generated token but the last sampled one is in the cache now.
   const size_t fed = static_cast<size_t>(session.next_position()) - s.tokens.size();
