@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/common/grpc/status.h"
+#include "core/common/http_server.h"
 #include "core/common/log.h"
 #include "frontend/openai_api.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
@@ -82,6 +83,7 @@ class Server final : public OpenAiServer {
           "the OpenAI API cannot listen on %s:%d (in use?)", options_.host, options_.port));
     }
     thread_ = std::thread([this] { http_->listen_after_bind(); });
+    WaitUntilRunning(*http_);
     return absl::OkStatus();
   }
 
@@ -160,7 +162,11 @@ class Server final : public OpenAiServer {
     call->reader = stub_->Generate(&call->ctx, parsed->generate);
     // The first event (or the error instead of it) decides the HTTP status.
     v1::GenerateEvent first;
-    if (!call->reader->Read(&first)) return Fail(name, call->Finish(), res);
+    if (!call->reader->Read(&first)) {
+      const absl::Status failed = call->Finish();
+      EndOneOff(*parsed, authorization);  // a turn that failed after routing left a record
+      return Fail(name, failed, res);
+    }
 
     const openai::ResponseHeader header{
         absl::StrCat(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", RandomHex(12)),
@@ -206,8 +212,8 @@ class Server final : public OpenAiServer {
         });
   }
 
-  // Writes the turn's chunks to `sink` until the stream ends; a client that went away cancels
-  // the call (Call's destructor).
+  // Writes the turn's chunks to `sink` until the stream ends or the client goes away (the caller
+  // then cancels the call).
   void StreamEvents(const openai::ParsedRequest& parsed, Call& call, openai::ChunkWriter& writer,
                     const v1::GenerateEvent& first, httplib::DataSink& sink) {
     auto send = [&sink](const std::vector<json>& chunks) {
@@ -279,6 +285,7 @@ absl::StatusOr<std::unique_ptr<httplib::Server>> MakeHttp(const OpenAiServerOpti
   const size_t threads = static_cast<size_t>(o.threads);
   http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http->set_payload_max_length(static_cast<size_t>(o.max_body_bytes));
+  NoPortSharing(*http);
   const auto timeout = absl::ToChronoSeconds(o.io_timeout);
   http->set_read_timeout(timeout);
   http->set_write_timeout(timeout);

@@ -1,11 +1,11 @@
-// A minimal HTTP/1.1 server for operational endpoints: Prometheus /metrics, /healthz. Not for
-// data. One accept thread hands connections to kHttpConnectionThreads threads, each serving one
-// connection at a time, then closing it (Connection: close), so a few stalled clients cannot keep
-// a health probe waiting; connections accepted beyond kHttpMaxQueued waiting ones are closed at
-// once. Only GET is served: any other method is 405, an unknown path 404, a request line or
-// header block over 8 KiB or malformed 400; a client that stalls for more than io_timeout (2 s)
-// is dropped. Handlers may run on several threads at once. Binds to 127.0.0.1 unless told
-// otherwise.
+// A small HTTP/1.1 server for operational endpoints: Prometheus /metrics, /healthz. Not for
+// data (the frontend's OpenAI API has its own, frontend/openai_server.h). On cpp-httplib:
+// kHttpConnectionThreads threads serve one request per connection (Connection: close), and a
+// connection that sends nothing for a second is dropped, so a few stalled clients cannot keep a
+// health probe waiting. Only GET is served: any other method is 405 (Allow: GET), an unknown path
+// 404, a malformed request or an oversized head 400; a client that stalls mid-request or
+// mid-response for more than io_timeout (2 s) is dropped. Handlers may run on several threads at
+// once. Binds to 127.0.0.1 unless told otherwise.
 #pragma once
 
 #include <functional>
@@ -16,6 +16,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+namespace httplib {
+class Server;
+}  // namespace httplib
 
 namespace glimpse {
 
@@ -34,7 +38,6 @@ struct HttpServerOptions {
 };
 
 inline constexpr int kHttpConnectionThreads = 4;
-inline constexpr size_t kHttpMaxQueued = 64;
 
 class HttpServer {
  public:
@@ -46,6 +49,12 @@ class HttpServer {
   virtual ~HttpServer() = default;  // stops accepting and joins the thread
   virtual int port() const = 0;
 };
+
+// For servers on cpp-httplib (this one, the frontend's OpenAI API): bind without SO_REUSEPORT, so
+// a port in use is an error; and, after starting the listen thread, wait until it runs, so that a
+// server stopped at once does not hang.
+void NoPortSharing(httplib::Server& http);
+void WaitUntilRunning(httplib::Server& http);
 
 // "host:port" or "[v6]:port" (port 0: ephemeral) as options; the error names `key`.
 absl::StatusOr<HttpServerOptions> ParseHttpAddress(const std::string& address,
