@@ -8,7 +8,8 @@
 // full tables for S, ratios for the others) --decode_workers=2 --decode_mib=128
 // --prefill_workers=2 --no_demote --min_samples=100 (the estimator's) --ttls=1,2,5,10,30,60
 // (the fixed TTLs, seconds) --grpc_seconds=T (10)
-// --clients=C (32) --figures=FILE
+// --clients=C (32) --sync (the state store fsyncs before acknowledging: group commit)
+// --figures=FILE
 // --quick (100 sessions, one seed, 2 s of gRPC load).
 #include <unistd.h>
 
@@ -43,6 +44,7 @@ struct Flags {
   int decode_workers = 2;
   int prefill_workers = 2;
   bool no_demote = false;
+  bool sync = false;
   int min_samples = 100;
   std::vector<int> ttls_s = {1, 2, 5, 10, 30, 60};  // the fixed TTLs compared
   std::string figures = GLIMPSE_BENCH_DIR "/coordinator_figures.json";
@@ -58,7 +60,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       return true;
     };
     std::string v;
-    if (a == "--quick") {
+    if (a == "--sync") {
+      f->sync = true;
+    } else if (a == "--quick") {
       f->sessions = 100;
       f->seeds = 1;
       f->grpc_seconds = 2;
@@ -330,7 +334,7 @@ int RunGrpcLoad(const Flags& flags) {
                      ("glimpse_coord_bench_" + std::to_string(::getpid())))
                         .string();
   std::filesystem::remove_all(dir);
-  auto store = RocksStateStore::Open({dir, false});
+  auto store = RocksStateStore::Open({dir, flags.sync});
   if (!store.ok()) return 1;
   CoordinatorOptions o;
   auto svc = CoordinatorService::Create(o, Clock::Real(), store->get());
@@ -419,8 +423,13 @@ int RunGrpcLoad(const Flags& flags) {
   double ops = static_cast<double>(all.route_us.size() + all.end_us.size());
   std::printf(
       "\ngRPC load: %d concurrent clients (one channel each), real in-process server, "
-      "RocksDB state store (no fsync), %.1f s\n",
-      flags.clients, seconds);
+      "RocksDB state store (%s), %.1f s\n",
+      flags.clients,
+      flags.sync ? absl::StrFormat("fsync before each acknowledgement: %d fsyncs for %.0f calls",
+                                   (*store)->syncs(), ops)
+                       .c_str()
+                 : "no fsync",
+      seconds);
   std::printf("| op | ops/s | p50 us | p99 us |\n|---|---:|---:|---:|\n");
   std::printf("| RouteTurn | %.0f | %.0f | %.0f |\n", all.route_us.size() / seconds,
               Pct(all.route_us, 0.5), Pct(all.route_us, 0.99));
@@ -445,7 +454,7 @@ int main(int argc, char** argv) {
                  "usage: %s [--quick] [--sessions=N] [--rate=R] [--seed=S] [--seeds=K] "
                  "[--decode_workers=N] [--decode_mib=M] [--prefill_workers=N] [--no_demote] "
                  "[--min_samples=N] [--ttls=S1,S2,...] [--grpc_seconds=T] [--clients=C] "
-                 "[--figures=FILE]\n",
+                 "[--sync] [--figures=FILE]\n",
                  argv[0]);
     return 2;
   }

@@ -42,7 +42,11 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
       {"store.path", T::kString, "", "RocksDB directory for members, leases and estimator samples.",
        true},
       {"store.sync", T::kBool, "false",
-       "fsync every write (survives power loss); without it writes survive a process crash."},
+       "fsync writes before a call is acknowledged (survives power loss; concurrent calls share "
+       "one fsync, outside the service's lock); without it writes survive a process crash."},
+      {"store.min_free_bytes", T::kBytes, "64MiB",
+       "Below this much free disk under store.path the coordinator refuses changes "
+       "(RESOURCE_EXHAUSTED) and refuses to start."},
       {"membership.heartbeat_interval", T::kDuration, "1s", "Nodes heartbeat at least this often."},
       {"membership.missed_heartbeats", T::kInt, "3",
        "Missed intervals after which a node is declared dead."},

@@ -104,8 +104,14 @@ absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::Sta
     std::lock_guard<std::mutex> lock(mu_);
     if (!store_failed_.ok()) return store_failed_;
   }
+  // A disk that is nearly full refuses the change before anything moves (no fail-stop).
+  RETURN_IF_ERROR(store_->CanWrite());
   absl::StatusOr<T> out = call();
+  // The call wrote unsynced under mu_; the fsync runs here, outside it, shared with every
+  // call waiting at the same time.
+  const absl::Status durable = store_->Durable();
   std::lock_guard<std::mutex> lock(mu_);
+  NoteWriteLocked(durable);
   if (!store_failed_.ok()) return store_failed_;
   return out;
 }

@@ -731,10 +731,19 @@ TEST(CoordinatorRestartTest, RocksDbKeepsLeasesMembersAndSamples) {
 namespace glimpse::coordinator {
 namespace {
 
-// A store whose session writes fail while `fail` is set.
+// A store whose session writes fail while `fail` is set, whose syncs fail while `sync_fails`
+// is, and whose disk is nearly full while `full` is.
 class FailingStore : public StateStore {
  public:
   std::atomic<bool> fail{false};
+  std::atomic<bool> sync_fails{false};
+  std::atomic<bool> full{false};
+  absl::Status Durable() override {
+    return sync_fails ? absl::DataLossError("fsync failed") : absl::OkStatus();
+  }
+  absl::Status CanWrite() override {
+    return full ? absl::ResourceExhaustedError("the disk has 1 MiB free") : absl::OkStatus();
+  }
   absl::Status PutNode(const NodeSpec& node) override { return inner_.PutNode(node); }
   absl::Status DeleteNode(const std::string& id) override { return inner_.DeleteNode(id); }
   absl::Status PutSession(const SessionState& session) override {
@@ -786,6 +795,43 @@ TEST(CoordinatorDurabilityTest, AFailedStoreWriteFailsTheCallAndStopsEveryLaterC
   ASSERT_TRUE(s1.ok()) << s1.status();
   EXPECT_EQ(s1->turns, 1);  // the second turn was never acknowledged
   EXPECT_FALSE((*again)->GetSession("s2").ok());
+}
+
+// A nearly full disk refuses each change before anything moves, without stopping the
+// coordinator: once there is room, changes are accepted again.
+TEST(CoordinatorDurabilityTest, ANearlyFullDiskRefusesChangesAndNothingMoves) {
+  FakeClock clock;
+  FailingStore store;
+  int failures = 0;
+  CoordinatorOptions o = TestOptions();
+  o.on_store_failure = [&](const absl::Status&) { ++failures; };
+  auto svc = CoordinatorService::Create(o, &clock, &store);
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+  store.full = true;
+  absl::StatusOr<RouteResult> refused = (*svc)->RouteTurn(Turn("s1", 0, 500, 100));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_FALSE((*svc)->GetSession("s1").ok());  // no record, no reservation
+  store.full = false;
+  EXPECT_TRUE((*svc)->RouteTurn(Turn("s1", 0, 500, 100)).ok());
+  EXPECT_EQ(failures, 0);
+}
+
+// An fsync that fails fails the call that waited for it and stops every later change, as a
+// failed write does.
+TEST(CoordinatorDurabilityTest, AFailedSyncFailsTheCallAndStopsLaterChanges) {
+  FakeClock clock;
+  FailingStore store;
+  auto svc = CoordinatorService::Create(TestOptions(), &clock, &store);
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+  store.sync_fails = true;
+  absl::StatusOr<RouteResult> turn = (*svc)->RouteTurn(Turn("s1", 0, 500, 100));
+  EXPECT_EQ(turn.status().code(), absl::StatusCode::kUnavailable) << turn.status();
+  EXPECT_NE(turn.status().message().find("fsync failed"), std::string::npos);
+  store.sync_fails = false;
+  EXPECT_EQ((*svc)->RouteTurn(Turn("s2", 0, 100, 10)).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -110,8 +110,11 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
   auto health = std::make_shared<HealthLatch>();
   options->on_store_failure = [health](const absl::Status&) { health->Fail(); };
   auto store =
-      RocksStateStore::Open({config.GetString("store.path"), config.GetBool("store.sync")});
+      RocksStateStore::Open({config.GetString("store.path"), config.GetBool("store.sync"),
+                             static_cast<uint64_t>(config.GetBytes("store.min_free_bytes"))});
   if (!store.ok()) return store.status();
+  // A disk already too full to take writes refuses the start, as a cache node's does.
+  if (absl::Status room = (*store)->CanWrite(); !room.ok()) return room;
   auto service = CoordinatorService::Create(*options, Clock::Real(), store->get());
   if (!service.ok()) return service.status();
   RegisterMetrics(service->get(), registry);

@@ -1,8 +1,13 @@
 #include "coordinator/rocks_state_store.h"
 
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 
@@ -30,26 +35,75 @@ absl::StatusOr<std::unique_ptr<RocksStateStore>> RocksStateStore::Open(
         "coordinator store: cannot open RocksDB at %s: %s", options.path, s.ToString()));
   }
   return std::unique_ptr<RocksStateStore>(
-      new RocksStateStore(std::unique_ptr<rocksdb::DB>(raw), options.sync));
+      new RocksStateStore(std::unique_ptr<rocksdb::DB>(raw), options));
 }
 
-RocksStateStore::RocksStateStore(std::unique_ptr<rocksdb::DB> db, bool sync)
-    : db_(std::move(db)), sync_(sync) {}
+RocksStateStore::RocksStateStore(std::unique_ptr<rocksdb::DB> db,
+                                 const RocksStateStoreOptions& options)
+    : db_(std::move(db)), options_(options) {}
 
 RocksStateStore::~RocksStateStore() {
   if (db_) (void)db_->Close();
 }
 
 absl::Status RocksStateStore::Put(const std::string& key, const std::string& value) {
-  rocksdb::WriteOptions wo;
-  wo.sync = sync_;
-  return FromRocks(db_->Put(wo, key, value), absl::StrCat("put ", key));
+  const absl::Status s = FromRocks(db_->Put({}, key, value), absl::StrCat("put ", key));
+  written_.fetch_add(1);
+  return s;
 }
 
 absl::Status RocksStateStore::Delete(const std::string& key) {
-  rocksdb::WriteOptions wo;
-  wo.sync = sync_;
-  return FromRocks(db_->Delete(wo, key), absl::StrCat("delete ", key));
+  const absl::Status s = FromRocks(db_->Delete({}, key), absl::StrCat("delete ", key));
+  written_.fetch_add(1);
+  return s;
+}
+
+absl::Status RocksStateStore::Durable() {
+  if (!options_.sync) return absl::OkStatus();
+  const uint64_t mine = written_.load();
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  while (sync_failed_.ok() && synced_ < mine) {
+    if (syncing_) {  // the fsync under way may not cover `mine`: wait, then look again
+      synced_cv_.wait(lock);
+      continue;
+    }
+    syncing_ = true;
+    const uint64_t covered = written_.load();  // every write issued so far is in the WAL
+    lock.unlock();
+    const absl::Status s = FromRocks(db_->SyncWAL(), "sync the WAL");
+    lock.lock();
+    syncing_ = false;
+    ++syncs_;
+    if (s.ok()) synced_ = std::max(synced_, covered);
+    if (!s.ok()) sync_failed_ = s;
+    synced_cv_.notify_all();
+  }
+  return sync_failed_;
+}
+
+int64_t RocksStateStore::syncs() const {
+  std::lock_guard<std::mutex> lock(sync_mu_);
+  return syncs_;
+}
+
+absl::Status RocksStateStore::CanWrite() {
+  std::lock_guard<std::mutex> lock(room_mu_);
+  const absl::Time now = absl::Now();
+  if (now - room_checked_ < absl::Milliseconds(250)) return room_;
+  room_checked_ = now;
+  struct statvfs st;
+  if (statvfs(options_.path.c_str(), &st) != 0) {
+    room_ = absl::OkStatus();  // cannot tell: RocksDB's own errors still fail-stop
+    return room_;
+  }
+  const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  room_ = free >= options_.min_free_bytes
+              ? absl::OkStatus()
+              : absl::ResourceExhaustedError(absl::StrFormat(
+                    "coordinator store: the disk under %s has %d bytes free, under "
+                    "store.min_free_bytes = %d; no change is accepted until there is room",
+                    options_.path, free, options_.min_free_bytes));
+  return room_;
 }
 
 absl::Status RocksStateStore::PutNode(const NodeSpec& node) {

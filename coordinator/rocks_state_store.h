@@ -1,13 +1,21 @@
 // RocksStateStore: the coordinator's StateStore in RocksDB (one database directory; key prefixes
-// "n/" nodes, "s/" sessions, "e" the estimator). Writes go through the WAL; with `sync` each is
-// fsynced (survives power loss), without it a write survives a process crash (SIGKILL) but not
-// the machine's. Thread-safe (RocksDB is).
+// "n/" nodes, "s/" sessions, "e" the estimator). Writes go to the WAL unsynced, so the caller's
+// lock is never held across an fsync; with `sync`, Durable() syncs the WAL, and concurrent callers
+// share one fsync (group commit): what Durable() acknowledged survives power loss. Without `sync`
+// a write survives a process crash (SIGKILL) but not the machine's. CanWrite() refuses while the
+// disk has less than min_free_bytes free (checked at most every 250 ms), before RocksDB would fail
+// a write. Thread-safe.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/state_store.h"
 
 namespace rocksdb {
@@ -19,6 +27,7 @@ namespace glimpse::coordinator {
 struct RocksStateStoreOptions {
   std::string path;  // directory; created when missing
   bool sync = false;
+  uint64_t min_free_bytes = uint64_t{64} << 20;
 };
 
 class RocksStateStore : public StateStore {
@@ -33,14 +42,30 @@ class RocksStateStore : public StateStore {
   absl::Status DeleteSession(const std::string& id) override;
   absl::Status PutEstimator(const std::string& json) override;
   absl::StatusOr<StoredState> Load() override;
+  absl::Status Durable() override;
+  absl::Status CanWrite() override;
+
+  int64_t syncs() const;  // WAL fsyncs so far (each may cover many writes)
 
  private:
-  RocksStateStore(std::unique_ptr<rocksdb::DB> db, bool sync);
+  RocksStateStore(std::unique_ptr<rocksdb::DB> db, const RocksStateStoreOptions& options);
   absl::Status Put(const std::string& key, const std::string& value);
   absl::Status Delete(const std::string& key);
 
   const std::unique_ptr<rocksdb::DB> db_;
-  const bool sync_;
+  const RocksStateStoreOptions options_;
+
+  std::atomic<uint64_t> written_{0};  // writes issued
+  mutable std::mutex sync_mu_;
+  std::condition_variable synced_cv_;
+  uint64_t synced_ = 0;       // GUARDED_BY(sync_mu_): writes known durable
+  bool syncing_ = false;      // GUARDED_BY(sync_mu_): one caller runs the fsync
+  absl::Status sync_failed_;  // GUARDED_BY(sync_mu_): sticky
+  int64_t syncs_ = 0;         // GUARDED_BY(sync_mu_)
+
+  std::mutex room_mu_;
+  absl::Time room_checked_ = absl::InfinitePast();  // GUARDED_BY(room_mu_)
+  absl::Status room_;                               // GUARDED_BY(room_mu_)
 };
 
 }  // namespace glimpse::coordinator

@@ -34,6 +34,11 @@ class StateStore {
   virtual absl::Status DeleteSession(const std::string& id) = 0;
   virtual absl::Status PutEstimator(const std::string& json) = 0;
   virtual absl::StatusOr<StoredState> Load() = 0;
+  // Returns once every write made before the call is durable (a store that syncs: one fsync
+  // serves every caller waiting at the time, so callers should call it outside their own locks).
+  virtual absl::Status Durable() { return absl::OkStatus(); }
+  // RESOURCE_EXHAUSTED while the store cannot take more writes safely (its disk nearly full).
+  virtual absl::Status CanWrite() { return absl::OkStatus(); }
 };
 
 std::string EncodeNode(const NodeSpec& node);

@@ -1,7 +1,12 @@
 #include "coordinator/state_store.h"
 
+#include <atomic>
 #include <filesystem>
+#include <limits>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/rocks_state_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -90,6 +95,56 @@ TEST(RocksStateStoreTest, RecordsSurviveReopen) {
   EXPECT_EQ(b.ttl, s.ttl);
   EXPECT_EQ(b.kv_tokens, 1234);
   EXPECT_EQ(st->estimator_json, "{\"x\":1}");
+  std::filesystem::remove_all(dir);
+}
+
+// Writers on many threads each wait for durability; every acknowledged record is there after a
+// reopen, and the fsyncs never outnumber the writes (concurrent callers may share one).
+TEST(RocksStateStoreTest, DurableWritesFromManyThreadsSurviveReopen) {
+  const std::string dir = TempDir("store-sync");
+  constexpr int kThreads = 8, kEach = 20;
+  {
+    auto store = RocksStateStore::Open({dir, /*sync=*/true});
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::vector<std::thread> threads;
+    std::atomic<int> failed{0};
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          SessionState s;
+          s.id = absl::StrCat("s-", t, "-", i);
+          s.tenant = "acme";
+          if (!(*store)->PutSession(s).ok() || !(*store)->Durable().ok()) ++failed;
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_GE((*store)->syncs(), 1);
+    EXPECT_LE((*store)->syncs(), kThreads * kEach);
+  }
+  auto reopened = RocksStateStore::Open({dir, true});
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  absl::StatusOr<StoredState> state = (*reopened)->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->sessions.size(), static_cast<size_t>(kThreads * kEach));
+  reopened->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RocksStateStoreTest, ADiskUnderTheFreeSpaceFloorRefusesWrites) {
+  const std::string dir = TempDir("store-room");
+  {
+    auto roomy = RocksStateStore::Open({dir, false, /*min_free_bytes=*/0});
+    ASSERT_TRUE(roomy.ok()) << roomy.status();
+    EXPECT_TRUE((*roomy)->CanWrite().ok());
+  }
+  auto full = RocksStateStore::Open({dir, false, std::numeric_limits<uint64_t>::max()});
+  ASSERT_TRUE(full.ok()) << full.status();
+  const absl::Status room = (*full)->CanWrite();
+  EXPECT_EQ(room.code(), absl::StatusCode::kResourceExhausted) << room;
+  EXPECT_NE(room.message().find(dir), std::string::npos) << room;
+  full->reset();
   std::filesystem::remove_all(dir);
 }
 
