@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 GLIMPSE := $(BUILD_DIR)/tools/cli/glimpse
 
-.PHONY: all deps model build build-run test run bench fuzz clean
+.PHONY: all deps model build build-run test run bench fuzz soak clean
 
 all: build
 
@@ -71,6 +71,15 @@ define run_fuzzer
 	  || { tail -n 60 $(FUZZ_DIR)/fuzz-$(1).log; exit 1; }
 	@grep -E '^Done [0-9]+ runs' $(FUZZ_DIR)/fuzz-$(1).log | sed 's/^/fuzz: $(1): /'
 endef
+
+# ThreadSanitizer, then AddressSanitizer with UBSan, over the concurrency-heavy suites (engine,
+# decode worker turns, cache node, coordinator), SOAK_REPEAT shuffled runs each, in clang trees of
+# their own (build-soak-thread/, build-soak-address/). Not part of `make test`: the two builds and
+# runs take about half an hour on 2 cores.
+SOAK_REPEAT ?= 3
+soak: deps model
+	@bash tools/sanitizers/soak.sh thread build-soak-thread $(SOAK_REPEAT) $(JOBS)
+	@bash tools/sanitizers/soak.sh address build-soak-address $(SOAK_REPEAT) $(JOBS)
 
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -88,11 +88,11 @@ class CacheNodeServiceTest : public ::testing::Test {
     EXPECT_EQ(h->id, request_id_);
     std::vector<uint32_t> sizes;
     for (const auto& p : r->manifest.pages) sizes.push_back(p.bytes);
-    auto pages = kvstate::UnpackPages(
+    auto unpacked = kvstate::UnpackPages(
         *h, std::span<const std::span<const uint8_t>>(batch->buffers()).subspan(1), sizes);
-    if (!pages.ok()) return pages.status();
+    if (!unpacked.ok()) return unpacked.status();
     Fetched f{*std::move(r), {}};
-    for (const auto& p : *pages) f.pages.emplace_back(p.begin(), p.end());
+    for (const auto& p : *unpacked) f.pages.emplace_back(p.begin(), p.end());
     return f;
   }
 

@@ -65,8 +65,9 @@ void Write(Level level, std::string_view msg, std::initializer_list<Field> field
   line["ts"] = UtcTimestamp();
   line["level"] = LevelName(level);
   line["msg"] = std::string(msg);
-  for (const auto& [key, value] : fields) {
-    std::visit([&](const auto& v) { line[std::string(key)] = v; }, value);
+  for (const Field& field : fields) {
+    nlohmann::ordered_json& slot = line[std::string(field.first)];
+    std::visit([&slot](const auto& v) { slot = v; }, field.second);
   }
   const std::string text = line.dump() + "\n";
   std::fwrite(text.data(), 1, text.size(), stderr);  // one write keeps lines whole
