@@ -7,9 +7,9 @@
 // endpoints use UCP_ERR_HANDLING_MODE_PEER and ucx_perftest gets -e, so both pick the same UCX
 // lanes), as between hosts; shm+tcp = posix,sysv,cma,tcp,self, what the services run with. In shm
 // and shm+tcp our two engines share a host, so their endpoint is a shared-memory one without UCX
-// error handling (Options::local_shared_memory), and ucx_perftest runs without -e. (With peer error
-// handling UCX 1.13 would move shm+tcp's bulk data over TCP: it wants UCT_MD_FLAG_INVALIDATE_RMA
-// for a rendezvous lane, which CMA lacks.)
+// error handling (UcxOptions::local_shared_memory), and ucx_perftest runs without -e. (With peer
+// error handling UCX 1.13 would move shm+tcp's bulk data over TCP: it wants
+// UCT_MD_FLAG_INVALIDATE_RMA for a rendezvous lane, which CMA lacks.)
 //
 // For each set and page size (64 KiB, 256 KiB, 1 MiB, 4 MiB) this process sends --total_mib MiB to
 // a glimpse_transport_peer child ("recv" mode), after a warm-up of 1/8 of that, in batches of up

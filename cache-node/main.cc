@@ -110,7 +110,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.limits.max_pages = c.GetInt("put.max_pages");
   o.max_tokens = c.GetInt("put.max_tokens");
   o.ticket_timeout = c.GetDuration("put.ticket_timeout");
-  transport::Options t;
+  transport::UcxOptions t;
   t.max_inflight_bytes = c.GetBytes("transport.max_inflight");
   t.receive_pool_bytes = c.GetBytes("transport.receive_pool");
   cluster::ApplyTransportKeys(c, &t);

@@ -361,8 +361,7 @@ TEST_F(ClusterTest, EnginesNobodyRegisteredAreRefused) {
   EXPECT_EQ(nodes.nodes(0).client_ucx_addresses_size(),
             2);  // its cache client's engines (cache_engines)
 
-  absl::StatusOr<std::unique_ptr<transport::Transport>> outsider =
-      transport::CreateUcxTransport(transport::Options{});
+  absl::StatusOr<std::unique_ptr<transport::Transport>> outsider = transport::CreateUcxTransport();
   ASSERT_TRUE(outsider.ok()) << outsider.status();
   absl::StatusOr<transport::PeerId> inbox = (*outsider)->Connect(nodes.nodes(0).ucx_address());
   ASSERT_TRUE(inbox.ok()) << inbox.status();

@@ -31,7 +31,7 @@ std::vector<ConfigKey> MembershipKeys(std::string_view role) {
   };
 }
 
-void ApplyTransportKeys(const Config& c, transport::Options* o) {
+void ApplyTransportKeys(const Config& c, transport::UcxOptions* o) {
   o->allow_no_peer_failure_detection = c.GetBool("transport.allow_no_peer_failure_detection");
   o->local_shared_memory = c.GetBool("transport.local_shared_memory");
   o->local_receive_window_bytes = static_cast<size_t>(c.GetBytes("transport.local_receive_window"));

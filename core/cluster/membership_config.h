@@ -10,6 +10,7 @@
 #include "core/cluster/coordinator_link.h"
 #include "core/common/config.h"
 #include "core/transport/peer_allowlist.h"
+#include "core/transport/ucx/ucx_transport.h"
 
 namespace glimpse::cluster {
 
@@ -21,7 +22,7 @@ std::vector<ConfigKey> MembershipKeys(std::string_view role);
 
 // The node's UCX engine options among those keys (allow_no_peer_failure_detection,
 // local_shared_memory, local_receive_window_bytes).
-void ApplyTransportKeys(const Config& c, transport::Options* o);
+void ApplyTransportKeys(const Config& c, transport::UcxOptions* o);
 
 // All of CoordinatorLinkOptions but the addresses and capacity; grpc_address is the host.
 CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,

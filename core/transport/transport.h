@@ -45,6 +45,7 @@ using TransferId = uint64_t;
 // Largest number of buffers in one batch (the tag layout reserves 12 bits for the index).
 inline constexpr size_t kMaxBuffersPerBatch = 4096;
 
+// What every backend honours; a backend's own knobs live with it (ucx/ucx_transport.h: UcxOptions).
 struct Options {
   // Bound on bytes submitted but not yet completed (sum over all transfers of this engine).
   size_t max_inflight_bytes = size_t{1} << 30;
@@ -65,32 +66,6 @@ struct Options {
   // is refused too; its data, if the peer sends any, is not drained (UCX keeps it unmatched).
   size_t max_receive_bytes = size_t{2} << 30;
   size_t max_receive_bytes_per_sender = size_t{1} << 30;
-  // UCX backend: endpoints to engines on this host (ucx_locality::LocalHostKey: same boot, user,
-  // IPC and PID namespaces), where both have this on and a shared-memory transport in UCX_TLS,
-  // are opened without UCX peer error handling, so that UCX moves their bytes through shared
-  // memory (posix/sysv, CMA). With error handling UCX 1.13 keeps them on TCP loopback, as no
-  // shared-memory transport there can detect a dead peer. A local peer that dies then surfaces
-  // through transfer deadlines, the receive stall timeout or a failed CMA read, not through UCX's
-  // keepalive (tested: ucx_two_process_test), and the endpoint to it is never flushed (it stays
-  // allocated until the engine is destroyed).
-  bool local_shared_memory = true;
-  // UCX backend: receives for a local shared-memory sender's buffers are posted at most this many
-  // bytes ahead (at least one buffer), per sender; the rest wait in order, their bytes still at
-  // the sender (UCX's rendezvous: for a large buffer only a small request crosses until the
-  // receive is posted). Over shared memory the receiver pulls each buffer straight into the
-  // posted one (CMA), so fewer posted buffers keep the one being written in cache. Senders over
-  // TCP are not held back: there each posted receive costs a round trip through the sender
-  // before its bytes move. Zero: no window. (Measurements: bench/RESULTS.md, "Transport".)
-  size_t local_receive_window_bytes = size_t{2} << 20;
-  // UCX backend: when no transport to a peer can detect its failure (e.g. UCX_TLS of shared
-  // memory only: posix, sysv and CMA in UCX 1.13), Connect refuses the peer (FailedPrecondition)
-  // unless this is set; failures then surface as for local_shared_memory.
-  bool allow_no_peer_failure_detection = false;
-  // UCX backend: how long the progress thread, or a Wait() / Receive() caller that progresses the
-  // worker itself, keeps busy-polling after its last completion before it sleeps. Longer trades
-  // CPU for wake-up latency; on a shared host a spinning thread takes the core that the peer's
-  // copies or the checksums need (bench/RESULTS.md, "Transport"). Zero: never spin.
-  absl::Duration progress_spin = absl::Microseconds(50);
 };
 
 struct SubmitOptions {

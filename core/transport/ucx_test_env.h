@@ -17,7 +17,7 @@ struct TlsCase {
 };
 // shm: pure shared memory (posix/sysv active messages, CMA bulk). shm_tcp: what the services run
 // with; engines in one process, or two on one host, reach each other through shared memory
-// without UCX error handling (Options::local_shared_memory). tcp: sockets only, with UCX's peer
+// without UCX error handling (UcxOptions::local_shared_memory). tcp: sockets only, with UCX's peer
 // failure detection.
 inline constexpr TlsCase kTlsCases[] = {{"shm", "posix,sysv,cma,self", false},
                                         {"shm_tcp", "posix,sysv,cma,tcp,self", true},
@@ -32,8 +32,8 @@ class UcxTlsTest : public ::testing::TestWithParam<TlsCase> {
   }
 };
 
-inline Options TestOptions(const TlsCase& c) {
-  Options o;
+inline UcxOptions TestOptions(const TlsCase& c) {
+  UcxOptions o;
   o.allow_no_peer_failure_detection = !c.detects_peer_failure;
   return o;
 }

@@ -25,7 +25,7 @@ struct Pair {
   PeerId a_to_b = 0;
 };
 
-Pair MakePair(Options options) {
+Pair MakePair(UcxOptions options) {
   Pair p;
   auto a = CreateUcxTransport(options);
   auto b = CreateUcxTransport(options);
@@ -85,10 +85,10 @@ TEST_P(UcxInProcess, BatchesOf1To64BuffersOf1ByteTo4MiB) {
   EXPECT_EQ(mb.receive_buffers_deferred > 0, m.local_peers > 0) << mb.receive_buffers_deferred;
 }
 
-// A receive window of one buffer (Options::local_receive_window_bytes): batches submitted
+// A receive window of one buffer (UcxOptions::local_receive_window_bytes): batches submitted
 // together queue behind each other at the receiver, whole and in order, and none is left pending.
 TEST_P(UcxInProcess, BatchesQueuedBehindAReceiveWindowArriveWholeAndInOrder) {
-  Options options = TestOptions(GetParam());
+  UcxOptions options = TestOptions(GetParam());
   options.local_receive_window_bytes = 1;
   Pair p = MakePair(options);
   const std::pair<size_t, size_t> shapes[] = {{3, (1 << 20) + 5}, {64, 0},      {1, 1},
@@ -202,7 +202,7 @@ TEST_P(UcxInProcess, GarbageAndUnreachableAddressesAreClearErrors) {
 }
 
 TEST_P(UcxInProcess, DeadlineExpiryFailsBothSides) {
-  Options options = TestOptions(GetParam());
+  UcxOptions options = TestOptions(GetParam());
   options.receive_stall_timeout = absl::Seconds(1);
   Pair p = MakePair(options);
   auto bufs = MakeBuffers(64, 4 << 20, 0);  // 256 MiB: cannot finish in 1 us
@@ -285,7 +285,7 @@ TEST_P(UcxInProcess, DestroyWithTransfersInFlight) {
 }
 
 TEST_P(UcxInProcess, BackPressureBoundIsNeverExceeded) {
-  Options options = TestOptions(GetParam());
+  UcxOptions options = TestOptions(GetParam());
   options.max_inflight_bytes = 8 << 20;
   Pair p = MakePair(options);
   std::thread drain([&] {
@@ -354,7 +354,7 @@ TEST_P(UcxInProcess, RegisteredMemoryShips) {
 // events and must still be woken for every step. Batches that landed in full but were not yet
 // Receive()d (so not yet checksummed) are not "stalled": they wait past receive_stall_timeout.
 TEST_P(UcxInProcess, NoBusyPollingAndBatchesWaitingForReceive) {
-  Options options = TestOptions(GetParam());
+  UcxOptions options = TestOptions(GetParam());
   options.progress_spin = absl::ZeroDuration();
   options.receive_stall_timeout = absl::Milliseconds(300);
   Pair p = MakePair(options);
@@ -417,14 +417,14 @@ TEST_P(UcxInProcess, TransferCompletesWithoutWaitAfterACallerDrove) {
 }
 
 TEST(UcxTransport, NegativeProgressSpinIsInvalid) {
-  Options options;
+  UcxOptions options;
   options.progress_spin = absl::Microseconds(-1);
   EXPECT_EQ(CreateUcxTransport(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(UcxTransport, PureShmWithoutFailureDetectionIsRefusedUnlessTheEnginesShareAHost) {
   setenv("UCX_TLS", "posix,sysv,cma,self", 1);
-  Options remote;  // as if on different hosts: neither offers shared-memory endpoints
+  UcxOptions remote;  // as if on different hosts: neither offers shared-memory endpoints
   remote.local_shared_memory = false;
   auto a = CreateUcxTransport(remote);
   auto b = CreateUcxTransport(remote);
@@ -463,9 +463,9 @@ TEST(UcxTransport, LocalPeersUseSharedMemoryOnlyWhereUcxTlsHasIt) {
 
 // Options for an engine that raw UCP senders talk to over `tls` (UCX_TLS is set for the engines
 // made next): a batch that sees no data fails after 300 ms.
-Options RawPeerOptions(const char* tls) {
+UcxOptions RawPeerOptions(const char* tls) {
   setenv("UCX_TLS", tls, 1);
-  Options options;
+  UcxOptions options;
   options.receive_stall_timeout = absl::Milliseconds(300);
   return options;
 }
@@ -543,7 +543,7 @@ class RawUcpSender {
 // waits behind it in the sender's receive window, fails with it rather than being posted and
 // stalling on its own one timeout later.
 TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
-  const Options options = RawPeerOptions("posix,sysv,cma,tcp,self");
+  const UcxOptions options = RawPeerOptions("posix,sysv,cma,tcp,self");
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
@@ -571,7 +571,7 @@ TEST(UcxTransport, BatchesQueuedBehindAStalledBatchFailWithIt) {
 // Forged headers: one asks for 64 GiB in 16 buffers of 4 GiB, one is longer than any valid header.
 // Both are refused before anything is allocated for them, and the engine keeps serving.
 TEST(UcxTransport, AForgedHeaderBeyondTheReceiveBudgetIsRefusedBeforeAnyAllocation) {
-  const Options options = RawPeerOptions("tcp,self");
+  const UcxOptions options = RawPeerOptions("tcp,self");
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
@@ -607,7 +607,7 @@ TEST(UcxTransport, AForgedHeaderBeyondTheReceiveBudgetIsRefusedBeforeAnyAllocati
 // complete it inside the call that posts it), the batch fails with DataLoss, and nothing else
 // happens to the engine.
 TEST(UcxTransport, DataLongerThanItsHeaderSaysIsDataLoss) {
-  const Options options = RawPeerOptions("tcp,self");
+  const UcxOptions options = RawPeerOptions("tcp,self");
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();
   RawUcpSender sender((*rx)->LocalAddress());
@@ -641,7 +641,7 @@ TEST(UcxTransport, DataLongerThanItsHeaderSaysIsDataLoss) {
 // A sender's batch beyond its share of the receive budget is refused and its bytes dropped as
 // they come; the sender's transfer ends, and its next batch, within budget, arrives whole.
 TEST_P(UcxInProcess, ABatchBeyondTheSendersReceiveBudgetIsRefusedAndTheNextArrives) {
-  Options options = TestOptions(GetParam());
+  UcxOptions options = TestOptions(GetParam());
   options.max_receive_bytes_per_sender = 1 << 20;
   Pair p = MakePair(options);
   auto big = MakeBuffers(2, 1 << 20, 0);

@@ -50,7 +50,7 @@ TEST_P(UcxTwoProcess, ChildSendsBatchesOfMixedSizes) {
 }
 
 TEST_P(UcxTwoProcess, SenderKilledMidBatchGivesReceiverAnError) {
-  Options options = TestOptions(GetParam());
+  UcxOptions options = TestOptions(GetParam());
   options.receive_stall_timeout = absl::Seconds(2);
   auto rx = CreateUcxTransport(options);
   ASSERT_TRUE(rx.ok()) << rx.status();

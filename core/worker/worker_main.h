@@ -18,6 +18,7 @@
 #include "core/model/model.h"
 #include "core/transport/peer_allowlist.h"
 #include "core/transport/transport.h"
+#include "core/transport/ucx/ucx_transport.h"
 #include "core/worker/session_state.h"
 
 namespace glimpse::worker {
@@ -31,7 +32,7 @@ struct WorkerBase {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<kernels::ThreadPool> pool;
   std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node
-  transport::Options transport;                      // for the worker's own engines
+  transport::UcxOptions transport;                   // for the worker's own engines
   std::shared_ptr<transport::PeerAllowlist> peers;   // null: engines accept any peer
   // All but ucx_address and capacity_bytes (the cache client's engines are client addresses);
   // grpc_address is the host.

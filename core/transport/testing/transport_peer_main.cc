@@ -73,7 +73,7 @@ int Send(gt::Transport& t, const std::string& addr, int batches, size_t bufs, si
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   std::string mode = argv[1];
-  gt::Options options;
+  gt::UcxOptions options;
   options.receive_stall_timeout = absl::Seconds(3);
   const char* allow = std::getenv("GLIMPSE_TRANSPORT_ALLOW_NO_PEER_FAILURE_DETECTION");
   options.allow_no_peer_failure_detection = allow != nullptr && allow[0] == '1';

@@ -50,14 +50,14 @@ class UcxRegion : public MemoryRegion {
 
 }  // namespace
 
-UcxEngine::UcxEngine(const Options& options)
+UcxEngine::UcxEngine(const UcxOptions& options)
     : options_(options), pool_(std::make_shared<BufferPool>(options.receive_pool_bytes)) {
   std::random_device rd;
   engine_id_ = (rd() ^ (static_cast<uint32_t>(getpid()) * 2654435761u)) & ucx_wire::kEngineIdMask;
   if (engine_id_ == 0) engine_id_ = 1;
 }
 
-absl::StatusOr<std::unique_ptr<UcxEngine>> UcxEngine::Create(const Options& options) {
+absl::StatusOr<std::unique_ptr<UcxEngine>> UcxEngine::Create(const UcxOptions& options) {
   if (options.max_inflight_bytes == 0) return absl::InvalidArgumentError("max_inflight_bytes 0");
   if (options.progress_spin < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("progress_spin < 0");
@@ -332,7 +332,7 @@ absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_
     p.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLER;
     e->peer_failure_detection = false;
   };
-  // A peer on this host (Options::local_shared_memory): without error handling, so that UCX may
+  // A peer on this host (UcxOptions::local_shared_memory): without error handling, so that UCX may
   // pick its shared-memory transports.
   if (local) without_error_handling();
   ucp_ep_h ep = nullptr;
@@ -348,7 +348,7 @@ absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_
       TearDown(e, absl::OkStatus(), CloseMode::kFlush);
       return absl::FailedPreconditionError(absl::StrFormat(
           "no UCX transport to engine %07x can detect peer failure (UCX 1.13 posix/sysv "
-          "cannot): add tcp to UCX_TLS or set Options::allow_no_peer_failure_detection",
+          "cannot): add tcp to UCX_TLS or set UcxOptions::allow_no_peer_failure_detection",
           e->remote_id));
     }
   }
@@ -502,7 +502,7 @@ std::span<const UcxSetting> UcxDefaultSettings() {
   return kDefaults;
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const Options& options) {
+absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& options) {
   ASSIGN_OR_RETURN(auto engine, ucx_internal::UcxEngine::Create(options));
   return std::unique_ptr<Transport>(std::move(engine));
 }

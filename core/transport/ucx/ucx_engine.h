@@ -21,6 +21,7 @@
 #include "absl/functional/function_ref.h"
 #include "core/transport/transport.h"
 #include "core/transport/ucx/ucx_buffer_pool.h"
+#include "core/transport/ucx/ucx_transport.h"
 #include "core/transport/ucx/ucx_wire.h"
 
 namespace glimpse::transport::ucx_internal {
@@ -115,7 +116,7 @@ struct ReadyItem {
 
 class UcxEngine : public Transport {
  public:
-  static absl::StatusOr<std::unique_ptr<UcxEngine>> Create(const Options& options);
+  static absl::StatusOr<std::unique_ptr<UcxEngine>> Create(const UcxOptions& options);
   ~UcxEngine() override;
 
   std::string LocalAddress() const override { return address_; }
@@ -143,7 +144,7 @@ class UcxEngine : public Transport {
   void UnregisterMemory(ucp_mem_h memh, const uint8_t* start);
 
  private:
-  explicit UcxEngine(const Options& options);
+  explicit UcxEngine(const UcxOptions& options);
   absl::Status Init();
   // The progress thread: runs the worker while no caller does (see DriveUntil).
   void ProgressLoop();
@@ -159,7 +160,7 @@ class UcxEngine : public Transport {
     bool worked = false;  // since the last clock reading
     absl::Time last_work;
   };
-  // One step of the worker's holder: a ProgressOnce pass; once Options::progress_spin has gone
+  // One step of the worker's holder: a ProgressOnce pass; once UcxOptions::progress_spin has gone
   // by without work, a sleep on UCX's event fd instead (mu_ released; woken by UCX events and
   // Wake(), at the latest at `wake_by` or after kMaxWorkerSleep, for deadlines).
   void TakeTurn(std::unique_lock<std::mutex>& l, WorkerTurn& t, absl::Time wake_by);
@@ -190,8 +191,9 @@ class UcxEngine : public Transport {
   static constexpr absl::Duration kMaxCallerWait = absl::Milliseconds(100);
   void PollHeaders();
   void CheckDeadlines(absl::Time now);
-  // `local`: a peer on this host that takes shared-memory endpoints (Options::local_shared_memory),
-  // connected without UCX error handling; otherwise with it where UCX offers a lane.
+  // `local`: a peer on this host that takes shared-memory endpoints
+  // (UcxOptions::local_shared_memory), connected without UCX error handling; otherwise with it
+  // where UCX offers a lane.
   absl::StatusOr<ucp_ep_h> CreateEndpoint(std::span<const uint8_t> ucp_address, EndpointState* e,
                                           bool local);
   void TearDown(EndpointState* e, absl::Status why, CloseMode mode);
@@ -227,7 +229,7 @@ class UcxEngine : public Transport {
   ucp_mem_h FindMemh(const uint8_t* p, size_t n);
   void Wake();
 
-  const Options options_;
+  const UcxOptions options_;
   uint32_t engine_id_ = 0;
   std::string address_;
   uint64_t shm_host_ = 0;  // in address_: LocalHostKey() if local_shared_memory applies, else 0
@@ -271,7 +273,7 @@ class UcxEngine : public Transport {
   // buffer at a time and outside mu_, while the bytes UCX just wrote are still in cache (and,
   // when another thread progresses the worker, while it moves the next buffers).
   std::deque<BufferRef> landed_;
-  // Options::local_receive_window_bytes, per local sender engine: its announced buffers not yet
+  // UcxOptions::local_receive_window_bytes, per local sender engine: its announced buffers not yet
   // posted, in arrival order, and the bytes of its posted ones.
   struct SenderWindow {
     std::deque<BufferRef> waiting;

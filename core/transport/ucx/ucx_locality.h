@@ -1,6 +1,6 @@
 // Which peers a UCX engine may reach through shared memory. UCX 1.13 offers no shared-memory
 // transport under peer error handling (none can detect a dead peer), so an engine opens endpoints
-// without it to peers it knows to be on its host (Options::local_shared_memory) and leaves
+// without it to peers it knows to be on its host (UcxOptions::local_shared_memory) and leaves
 // everything else to TCP or RDMA with UCX's failure detection.
 #pragma once
 

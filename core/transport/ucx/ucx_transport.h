@@ -24,15 +24,15 @@
 // from a last-in-first-out pool. A Wait() or Receive() caller progresses the worker itself, and
 // the progress thread stays off it while a caller does and for 1 ms after, so a busy sender or
 // receiver is one thread. Whoever progresses the worker busy-polls only for
-// Options::progress_spin (50 us) after the last completion, then sleeps on UCX's event fd, so
+// UcxOptions::progress_spin (50 us) after the last completion, then sleeps on UCX's event fd, so
 // it keeps no core from the threads that move and check bytes.
 //
 // UCX 1.13 has no shared-memory transport that can detect a dead peer, and with peer error
 // handling takes a rendezvous lane only from a transport whose memory domain can invalidate
 // remote access (UCT_MD_FLAG_INVALIDATE_RMA), which CMA's cannot: with error handling, bulk data
 // between processes on one host would move over TCP loopback. So endpoints to engines on the same
-// host (ucx_locality, Options::local_shared_memory) go without UCX error handling and ride shared
-// memory; all others keep it. The engine reads TCP in larger pieces (UcxDefaultSettings).
+// host (ucx_locality, UcxOptions::local_shared_memory) go without UCX error handling and ride
+// shared memory; all others keep it. The engine reads TCP in larger pieces (UcxDefaultSettings).
 //
 // Failure handling: endpoints (but local ones) use UCP_ERR_HANDLING_MODE_PEER. A failed endpoint
 // fails its transfers with Unavailable and is force-closed. Nothing else is ever force-closed:
@@ -59,7 +59,38 @@
 
 namespace glimpse::transport {
 
-absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const Options& options = {});
+// The backend-neutral options plus the UCX backend's own knobs (services set these from the
+// transport.* config keys, core/cluster/membership_config.h).
+struct UcxOptions : Options {
+  // Endpoints to engines on this host (ucx_locality::LocalHostKey: same boot, user,
+  // IPC and PID namespaces), where both have this on and a shared-memory transport in UCX_TLS,
+  // are opened without UCX peer error handling, so that UCX moves their bytes through shared
+  // memory (posix/sysv, CMA). With error handling UCX 1.13 keeps them on TCP loopback, as no
+  // shared-memory transport there can detect a dead peer. A local peer that dies then surfaces
+  // through transfer deadlines, the receive stall timeout or a failed CMA read, not through UCX's
+  // keepalive (tested: ucx_two_process_test), and the endpoint to it is never flushed (it stays
+  // allocated until the engine is destroyed).
+  bool local_shared_memory = true;
+  // Receives for a local shared-memory sender's buffers are posted at most this many
+  // bytes ahead (at least one buffer), per sender; the rest wait in order, their bytes still at
+  // the sender (UCX's rendezvous: for a large buffer only a small request crosses until the
+  // receive is posted). Over shared memory the receiver pulls each buffer straight into the
+  // posted one (CMA), so fewer posted buffers keep the one being written in cache. Senders over
+  // TCP are not held back: there each posted receive costs a round trip through the sender
+  // before its bytes move. Zero: no window. (Measurements: bench/RESULTS.md, "Transport".)
+  size_t local_receive_window_bytes = size_t{2} << 20;
+  // When no transport to a peer can detect its failure (e.g. UCX_TLS of shared
+  // memory only: posix, sysv and CMA in UCX 1.13), Connect refuses the peer (FailedPrecondition)
+  // unless this is set; failures then surface as for local_shared_memory.
+  bool allow_no_peer_failure_detection = false;
+  // How long the progress thread, or a Wait() / Receive() caller that progresses the
+  // worker itself, keeps busy-polling after its last completion before it sleeps. Longer trades
+  // CPU for wake-up latency; on a shared host a spinning thread takes the core that the peer's
+  // copies or the checksums need (bench/RESULTS.md, "Transport"). Zero: never spin.
+  absl::Duration progress_spin = absl::Microseconds(50);
+};
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& options = {});
 
 // UCX settings every engine applies unless the environment sets them: `env` is the variable that
 // overrides one, `key` the name ucp_config_modify takes. Public so that a benchmark can give

@@ -5,7 +5,7 @@
 //   u32 magic 'GUA2' | u32 ucp_len | u32 crc32c(engine_id ++ shm_host ++ ucp bytes) |
 //   u64 engine_id | u64 shm_host | ucp bytes
 // shm_host: the engine's host key (LocalHostKey) if it takes shared-memory endpoints from engines
-// on its host (Options::local_shared_memory), else 0. An older 'GUA1' address (no shm_host) is
+// on its host (UcxOptions::local_shared_memory), else 0. An older 'GUA1' address (no shm_host) is
 // read as shm_host 0. The CRC lets Connect() reject garbage before UCX parses it (UCX trusts its
 // address blobs).
 //
