@@ -19,8 +19,9 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
+
+from load_clients import run_clients
 
 TOPICS = ["a lighthouse keeper", "a lost robot", "a mountain village", "a river pilot",
           "a clockmaker", "a desert station", "a night train", "a library cat"]
@@ -134,33 +135,18 @@ class Server:
 
 
 def run_sessions(server, sessions, turns, max_tokens, eog_ids):
-    results = [None] * sessions
-    errors = [None] * sessions
-
     def client(k):
-        try:
-            ids = server.tokenize(first_turn(k))
-            out = []
-            for i in range(turns):
-                if i > 0:
-                    answer = out[-1][0]
-                    ended = bool(answer) and answer[-1] in eog_ids
-                    ids = ids + answer + server.tokenize(follow_up(i, ended))
-                out.append(server.stream_turn(ids, max_tokens))
-            results[k] = out
-        except Exception as e:  # reported below, with the session
-            errors[k] = e
+        ids = server.tokenize(first_turn(k))
+        out = []
+        for i in range(turns):
+            if i > 0:
+                answer = out[-1][0]
+                ended = bool(answer) and answer[-1] in eog_ids
+                ids = ids + answer + server.tokenize(follow_up(i, ended))
+            out.append(server.stream_turn(ids, max_tokens))
+        return out
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(sessions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    for k, e in enumerate(errors):
-        if e is not None:
-            raise RuntimeError(f"session {k}: {e}")
+    results, wall = run_clients(sessions, client)
     ttft = [t[1] for r in results for t in r]
     itl = [x for r in results for t in r for x in t[2]]
     generated = sum(len(t[0]) for r in results for t in r)

@@ -19,7 +19,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "pyt
 import build_protos  # noqa: E402
 
 build_protos.main(["--quiet"])
+from load_clients import run_clients  # noqa: E402
 from glimpse_client import GlimpseClient  # noqa: E402
 
 TOPICS = ["a lighthouse keeper", "a lost robot", "a mountain village", "a river pilot",
@@ -117,25 +117,9 @@ def http_session(cluster, sid, k, turns, max_tokens):
 
 
 def run(cluster, path, n, turns, max_tokens, tag):
-    results, errors = [None] * n, [None] * n
     fn = grpc_session if path == "grpc" else http_session
-
-    def client(k):
-        try:
-            results[k] = fn(cluster, f"{tag}-{path}-{n}-{k}", k, turns, max_tokens)
-        except Exception as e:  # reported with the session
-            errors[k] = e
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    for k, e in enumerate(errors):
-        if e is not None:
-            raise RuntimeError(f"{path} session {k}: {e}")
+    results, wall = run_clients(
+        n, lambda k: fn(cluster, f"{tag}-{path}-{n}-{k}", k, turns, max_tokens))
     tokens = sum(x[0] for r in results for x in r)
     return tokens / wall, quantile([x[1] for r in results for x in r], 0.5)
 

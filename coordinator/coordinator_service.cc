@@ -99,13 +99,15 @@ void CoordinatorService::PersistLocked(const SessionState& s) {
 }
 
 template <typename T>
-absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::StatusOr<T>()>& call) {
+absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::StatusOr<T>()>& call,
+                                                   bool grows) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!store_failed_.ok()) return store_failed_;
   }
-  // A disk that is nearly full refuses the change before anything moves (no fail-stop).
-  RETURN_IF_ERROR(store_->CanWrite());
+  // A disk that is nearly full refuses new records before anything moves (no fail-stop);
+  // heartbeats go on, so members are not declared dead for it.
+  if (grows) RETURN_IF_ERROR(store_->CanWrite());
   absl::StatusOr<T> out = call();
   // The call wrote unsynced under mu_; the fsync runs here, outside it, shared with every
   // call waiting at the same time.
@@ -118,7 +120,7 @@ absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::Sta
 
 absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNode(
     const NodeSpec& spec) {
-  return Acknowledged<Registered>([&] { return RegisterNodeUnchecked(spec); });
+  return Acknowledged<Registered>([&] { return RegisterNodeUnchecked(spec); }, /*grows=*/true);
 }
 
 absl::StatusOr<std::vector<std::string>> CoordinatorService::Heartbeat(const std::string& node,
@@ -131,7 +133,7 @@ absl::StatusOr<int> CoordinatorService::Deregister(const std::string& node) {
 }
 
 absl::StatusOr<RouteResult> CoordinatorService::RouteTurn(const RouteRequest& r) {
-  return Acknowledged<RouteResult>([&] { return RouteTurnUnchecked(r); });
+  return Acknowledged<RouteResult>([&] { return RouteTurnUnchecked(r); }, /*grows=*/true);
 }
 
 absl::StatusOr<LeaseResult> CoordinatorService::EndTurn(const EndTurnRequest& r) {

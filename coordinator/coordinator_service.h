@@ -240,7 +240,10 @@ class CoordinatorService {
   // Runs `call` unless the store has failed, and answers the store's failure instead of its
   // result when a write failed meanwhile.
   template <typename T>
-  absl::StatusOr<T> Acknowledged(const std::function<absl::StatusOr<T>()>& call);
+  // `grows`: the call may add records (a node, a session), so a nearly full disk refuses it;
+  // the others (liveness, turn ends, releases) only rewrite or drop bounded ones and always run.
+  absl::StatusOr<T> Acknowledged(const std::function<absl::StatusOr<T>()>& call,
+                                 bool grows = false);
   // Records a store write's outcome; returns the first failure (or OK).
   absl::Status NoteWriteLocked(absl::Status written);
 

@@ -758,36 +758,44 @@ class FailingStore : public StateStore {
   MemoryStateStore inner_;
 };
 
-// A write the store fails fails the call that made it, and the coordinator changes nothing more
-// (fail-stop) while it still answers reads; a restart finds the last acknowledged state.
-TEST(CoordinatorDurabilityTest, AFailedStoreWriteFailsTheCallAndStopsEveryLaterChange) {
+// A coordinator on a FailingStore with one decode worker, d1; `failures` counts store failures.
+class CoordinatorDurabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o = TestOptions();
+    o.on_store_failure = [this](const absl::Status&) { ++failures; };
+    auto created = CoordinatorService::Create(o, &clock, &store);
+    ASSERT_TRUE(created.ok()) << created.status();
+    svc = *std::move(created);
+    ASSERT_TRUE(svc->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+  }
   FakeClock clock;
   FailingStore store;
   int failures = 0;
-  CoordinatorOptions o = TestOptions();
-  o.on_store_failure = [&](const absl::Status&) { ++failures; };
-  auto svc = CoordinatorService::Create(o, &clock, &store);
-  ASSERT_TRUE(svc.ok()) << svc.status();
-  ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
-  ASSERT_TRUE((*svc)->RouteTurn(Turn("s1", 0, 500, 100)).ok());
-  ASSERT_TRUE((*svc)->EndTurn({"s1", 550, "grep", std::nullopt, std::nullopt}).ok());
+  std::unique_ptr<CoordinatorService> svc;
+};
+
+// A write the store fails fails the call that made it, and the coordinator changes nothing more
+// (fail-stop) while it still answers reads; a restart finds the last acknowledged state.
+TEST_F(CoordinatorDurabilityTest, AFailedStoreWriteFailsTheCallAndStopsEveryLaterChange) {
+  ASSERT_TRUE(svc->RouteTurn(Turn("s1", 0, 500, 100)).ok());
+  ASSERT_TRUE(svc->EndTurn({"s1", 550, "grep", std::nullopt, std::nullopt}).ok());
 
   store.fail = true;
-  absl::StatusOr<RouteResult> second = (*svc)->RouteTurn(Turn("s1", 550, 50, 100));
+  absl::StatusOr<RouteResult> second = svc->RouteTurn(Turn("s1", 550, 50, 100));
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
   EXPECT_NE(second.status().message().find("the disk went away"), std::string::npos);
   EXPECT_EQ(failures, 1);
   store.fail = false;  // the disk is back, but nothing is acknowledged until a restart
-  EXPECT_EQ((*svc)->RouteTurn(Turn("s2", 0, 100, 10)).status().code(),
+  EXPECT_EQ(svc->RouteTurn(Turn("s2", 0, 100, 10)).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(svc->RegisterNode(Node("d2", NodeRole::kDecode, 10'000, 7002)).status().code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ((*svc)->RegisterNode(Node("d2", NodeRole::kDecode, 10'000, 7002)).status().code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ((*svc)->Heartbeat("d1", {}).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(svc->Heartbeat("d1", {}).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(failures, 1);
-  EXPECT_TRUE((*svc)->GetSession("s1").ok());  // reads go on
-  EXPECT_EQ((*svc)->ListNodes(std::nullopt, false).size(), 1u);
-  EXPECT_EQ((*svc)->Flush().code(), absl::StatusCode::kUnavailable);
-  svc->reset();
+  EXPECT_TRUE(svc->GetSession("s1").ok());  // reads go on
+  EXPECT_EQ(svc->ListNodes(std::nullopt, false).size(), 1u);
+  EXPECT_EQ(svc->Flush().code(), absl::StatusCode::kUnavailable);
+  svc.reset();
 
   auto again = CoordinatorService::Create(TestOptions(), &clock, &store);
   ASSERT_TRUE(again.ok()) << again.status();
@@ -797,41 +805,28 @@ TEST(CoordinatorDurabilityTest, AFailedStoreWriteFailsTheCallAndStopsEveryLaterC
   EXPECT_FALSE((*again)->GetSession("s2").ok());
 }
 
-// A nearly full disk refuses each change before anything moves, without stopping the
-// coordinator: once there is room, changes are accepted again.
-TEST(CoordinatorDurabilityTest, ANearlyFullDiskRefusesChangesAndNothingMoves) {
-  FakeClock clock;
-  FailingStore store;
-  int failures = 0;
-  CoordinatorOptions o = TestOptions();
-  o.on_store_failure = [&](const absl::Status&) { ++failures; };
-  auto svc = CoordinatorService::Create(o, &clock, &store);
-  ASSERT_TRUE(svc.ok()) << svc.status();
-  ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+// A nearly full disk refuses new records before anything moves, without stopping the
+// coordinator or its heartbeats: once there is room, turns are accepted again.
+TEST_F(CoordinatorDurabilityTest, ANearlyFullDiskRefusesChangesAndNothingMoves) {
   store.full = true;
-  absl::StatusOr<RouteResult> refused = (*svc)->RouteTurn(Turn("s1", 0, 500, 100));
+  absl::StatusOr<RouteResult> refused = svc->RouteTurn(Turn("s1", 0, 500, 100));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
-  EXPECT_FALSE((*svc)->GetSession("s1").ok());  // no record, no reservation
+  EXPECT_FALSE(svc->GetSession("s1").ok());    // no record, no reservation
+  EXPECT_TRUE(svc->Heartbeat("d1", {}).ok());  // liveness goes on
   store.full = false;
-  EXPECT_TRUE((*svc)->RouteTurn(Turn("s1", 0, 500, 100)).ok());
+  EXPECT_TRUE(svc->RouteTurn(Turn("s1", 0, 500, 100)).ok());
   EXPECT_EQ(failures, 0);
 }
 
 // An fsync that fails fails the call that waited for it and stops every later change, as a
 // failed write does.
-TEST(CoordinatorDurabilityTest, AFailedSyncFailsTheCallAndStopsLaterChanges) {
-  FakeClock clock;
-  FailingStore store;
-  auto svc = CoordinatorService::Create(TestOptions(), &clock, &store);
-  ASSERT_TRUE(svc.ok()) << svc.status();
-  ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+TEST_F(CoordinatorDurabilityTest, AFailedSyncFailsTheCallAndStopsLaterChanges) {
   store.sync_fails = true;
-  absl::StatusOr<RouteResult> turn = (*svc)->RouteTurn(Turn("s1", 0, 500, 100));
+  absl::StatusOr<RouteResult> turn = svc->RouteTurn(Turn("s1", 0, 500, 100));
   EXPECT_EQ(turn.status().code(), absl::StatusCode::kUnavailable) << turn.status();
   EXPECT_NE(turn.status().message().find("fsync failed"), std::string::npos);
   store.sync_fails = false;
-  EXPECT_EQ((*svc)->RouteTurn(Turn("s2", 0, 100, 10)).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(svc->RouteTurn(Turn("s2", 0, 100, 10)).status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -3,19 +3,9 @@
 #include <algorithm>
 #include <string>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
+#include "frontend/turn_request.h"
 
 namespace glimpse::frontend {
-namespace {
-
-// "hot", "warm", "recompute" (the enum's name without its prefix).
-std::string SourceName(v1::StateSource source) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(source), "STATE_SOURCE_"));
-}
-
-}  // namespace
-
 FrontendMetrics::FrontendMetrics(metrics::MetricsRegistry& r)
     : registry_(r),
       ttft_(r.AddHistogram("glimpse_frontend_ttft_seconds",
@@ -56,7 +46,7 @@ void FrontendMetrics::Request(std::string_view method, absl::StatusCode code) {
 void FrontendMetrics::TurnStarted(const v1::TurnStarted& started) {
   registry_
       .AddCounter("glimpse_frontend_turns_total", "Turns by where the session's KV came from.",
-                  {{"source", SourceName(started.source())}})
+                  {{"source", StateSourceName(started.source())}})
       .Increment();
   reused_tokens_.Increment(std::max(0, started.reused_tokens()));
   prefilled_tokens_.Increment(std::max(0, started.prefilled_tokens()));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
+#include "frontend/turn_request.h"
 
 namespace glimpse::frontend::openai {
 namespace {
@@ -313,10 +314,6 @@ absl::Status ParsePrompt(const json& body, v1::GenerateRequest& g) {
   return absl::OkStatus();
 }
 
-std::string SourceName(v1::StateSource source) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(source), "STATE_SOURCE_"));
-}
-
 json Extension(const TurnSummary& turn) {
   json ext = {{"source", turn.source},
               {"decode_worker", turn.decode_worker},
@@ -359,14 +356,6 @@ std::string ArgumentsText(std::string_view inside, const json& call) {
     if (json::parse(raw, nullptr, /*allow_exceptions=*/false) == args) return raw;
   }
   return args.dump();
-}
-
-// Bytes at the end of `s` that `marker` starts with (a marker that may still complete).
-size_t MarkerTail(std::string_view s, std::string_view marker) {
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -507,13 +496,13 @@ ParsedReply ParseToolCalls(std::string_view text) {
 
 void TurnSummary::Add(const v1::GenerateEvent& event) {
   if (event.has_started()) {
-    source = SourceName(event.started().source());
+    source = StateSourceName(event.started().source());
     decode_worker = event.decode_worker_id();
     prompt_tokens = event.prompt_tokens();
     reused_tokens = event.started().reused_tokens();
     if (!event.prefill_worker_id().empty()) {
       prefill_worker = event.prefill_worker_id();
-      prefill_source = SourceName(event.prefill().source());
+      prefill_source = StateSourceName(event.prefill().source());
       reused_tokens = event.prefill().reused_tokens();
     }
   } else if (event.has_done()) {
@@ -596,8 +585,9 @@ std::vector<json> ChunkWriter::Text(std::string_view piece) {
     }
     held_.append(piece);
     const size_t open = held_.find(kCallOpen);
-    const size_t shown_bytes =
-        open != std::string::npos ? open : held_.size() - MarkerTail(held_, kCallOpen);
+    const size_t shown_bytes = open != std::string::npos
+                                   ? open
+                                   : held_.size() - model::PartialMatchAtEnd(held_, kCallOpen);
     in_call_ = open != std::string::npos;
     shown = held_.substr(0, shown_bytes);
     held_.erase(0, shown_bytes);

@@ -25,25 +25,20 @@ absl::StatusOr<StopStrings> StopStrings::Create(std::vector<std::string> stops) 
   return StopStrings(std::move(stops));
 }
 
-size_t StopStrings::HeldTail() const {
-  size_t held = 0;
-  for (const std::string& stop : stops_) {
-    // Longest proper prefix of `stop` that pending_ ends with (a full match was found already).
-    const size_t most = std::min(pending_.size(), stop.size() - 1);
-    for (size_t n = most; n > held; --n) {
-      if (std::string_view(pending_).substr(pending_.size() - n) ==
-          std::string_view(stop).substr(0, n)) {
-        held = n;
-        break;
-      }
-    }
+size_t PartialMatchAtEnd(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
   }
-  return held;
+  return 0;
 }
 
 StopStrings::Step StopStrings::Push(std::string_view piece) {
   Step step;
   if (stopped_) return step;
+  if (stops_.empty()) {  // the common case: nothing to look for, nothing held
+    step.text.assign(piece);
+    return step;
+  }
   pending_.append(piece);
   // Every earlier byte was returned only once no stop string could start there, so a match lies
   // inside pending_.
@@ -55,7 +50,9 @@ StopStrings::Step StopStrings::Push(std::string_view piece) {
     pending_.clear();
     return step;
   }
-  const size_t shown = pending_.size() - HeldTail();
+  size_t held = 0;
+  for (const std::string& stop : stops_) held = std::max(held, PartialMatchAtEnd(pending_, stop));
+  const size_t shown = pending_.size() - held;
   step.text = pending_.substr(0, shown);
   pending_.erase(0, shown);
   return step;

@@ -23,6 +23,10 @@ namespace glimpse::model {
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopBytes = 256;
 
+// Length of the longest tail of `text` that is a proper prefix of `marker` (bytes that may yet
+// become `marker` once more text arrives); 0 when none is.
+size_t PartialMatchAtEnd(std::string_view text, std::string_view marker);
+
 // InvalidArgument naming `field` when there are more than kMaxStopStrings strings or one is empty
 // or longer than kMaxStopBytes.
 absl::Status ValidateStopStrings(const std::vector<std::string>& stops,
@@ -43,8 +47,6 @@ class StopStrings {
 
  private:
   explicit StopStrings(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  // Bytes at the end of pending_ that some stop string starts with.
-  size_t HeldTail() const;
 
   std::vector<std::string> stops_;
   std::string pending_;  // pushed, not returned, no stop string inside
