@@ -19,12 +19,6 @@ constexpr auto kRoomRetry = std::chrono::milliseconds(20);
 // just ended storing its state, then an idle hot copy make_room drops) come back within it.
 constexpr auto kIdleRoomWait = std::chrono::seconds(5);
 
-// Removes `s` from `from` (where it is).
-template <typename T>
-void Erase(std::vector<std::shared_ptr<T>>& from, const T* s) {
-  from.erase(std::find_if(from.begin(), from.end(), [&](const auto& r) { return r.get() == s; }));
-}
-
 // Pool bytes of one page per (layer, kv-head) of `cache`: what a sequence's next step may add.
 int64_t StepPageBytes(const model::KvCache& cache) {
   return int64_t{cache.n_layers()} * cache.n_kv_heads() *
@@ -33,18 +27,15 @@ int64_t StepPageBytes(const model::KvCache& cache) {
 
 }  // namespace
 
+// A job waiting to start (Run's admission; the waiting caller's).
 struct Engine::Job {
-  const std::function<absl::Status()>* work = nullptr;
   int64_t pool_bytes = 0;
-  bool waited = false;  // counted in work_waited_for_memory (the engine thread's)
-  // Since when nothing has been running or parked while it waited (the engine thread's).
+  bool waited = false;  // counted in work_waited_for_memory
+  // Since when nothing has been running or parked while it waited.
   std::optional<Clock::time_point> idle_since;
-  absl::Status status;
-  bool done = false;  // GUARDED_BY(Engine::mu_)
-  std::condition_variable cv;
 };
 
-// A decoding sequence. The engine thread owns `state`, `logits` and `unfed` while it runs; the
+// A decoding sequence. The model's turn owns `state`, `logits` and `unfed` while it runs; the
 // rest is shared with the consumer under Engine::mu_.
 struct Engine::Sequence {
   Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens, Parking p,
@@ -59,7 +50,7 @@ struct Engine::Sequence {
   const Parking parking;
   model::DecodeObserver* const observer;  // may be null
   const int32_t start_position;           // generated tokens are fed from here
-  bool parked = false;                    // out of the pool, waiting (the engine thread's)
+  bool parked = false;                    // out of the pool, waiting (the model's turn's)
   int64_t parked_bytes = 0;               // pool bytes its pages took when it was parked
   std::vector<float> logits;              // of the last fed token
   std::optional<int32_t> unfed;           // sampled, to be fed at the next step
@@ -76,24 +67,84 @@ Engine::Engine(const model::Model& model, kernels::ThreadPool& pool, EngineOptio
 
 Engine::~Engine() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     stop_ = true;
+    wake_.notify_all();
+    wake_.wait(lock, [&] { return callers_ == 0; });  // waiting jobs leave; started ones finish
   }
-  wake_.notify_all();
   thread_.join();
 }
 
 absl::Status Engine::Run(const std::function<absl::Status()>& work, int64_t pool_bytes) {
-  auto job = std::make_shared<Job>();
-  job->work = &work;
-  job->pool_bytes = pool_bytes;
+  Job job;
+  job.pool_bytes = pool_bytes;
   std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
-  jobs_.push_back(job);
+  ++callers_;
+  jobs_.push_back(&job);
   ++stats_.queued_work;
+  absl::Status status;
+  while (true) {
+    wake_.wait(lock, [&] { return stop_ || jobs_.front() == &job; });
+    if (stop_) {
+      jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));
+      --stats_.queued_work;
+      status = absl::CancelledError("the engine stopped");
+      break;
+    }
+    lock.unlock();
+    {
+      ComputeTurns::Turn turn(turns_);
+      Admit();
+      if (!parked_.empty()) Unpark();
+      if (Admitted(job)) {
+        {
+          std::lock_guard<std::mutex> started(mu_);
+          jobs_.pop_front();
+          --stats_.queued_work;
+          ++stats_.working;
+          wake_.notify_all();  // the next job may start
+        }
+        status = Work(work, turn);
+        lock.lock();
+        --stats_.working;
+        break;
+      }
+    }
+    lock.lock();
+    // Nothing tells a waiting job that pages were freed elsewhere: it looks again soon.
+    wake_.wait_for(lock, kRoomRetry, [&] { return stop_; });
+  }
+  --callers_;
   wake_.notify_all();
-  job->cv.wait(lock, [&] { return job->done; });
-  return job->status;
+  return status;
+}
+
+absl::Status Engine::Work(const std::function<absl::Status()>& work, ComputeTurns::Turn& turn) {
+  const auto start = Clock::now();
+  JobSteps steps;
+  double yielded = 0.0;
+  absl::Status status;
+  {
+    const model::ChunkHook shared_passes(
+        [&](std::span<const model::BatchRows> chunk, const model::RunRows& run) {
+          absl::StatusOr<model::PassOutputs> out = StepWithChunk(chunk, run, steps);
+          const auto yield_start = Clock::now();
+          turn.Yield();  // the other jobs' chunks go next
+          yielded += SecondsSince(yield_start);
+          return out;
+        });
+    status = work();
+  }
+  const double seconds = SecondsSince(start) - steps.seconds - yielded;
+  // A job whose chunks carried steps gave the decodes their turn; one whose chunks did not (or
+  // that had none) is followed by a step.
+  Admit();
+  if (!running_.empty() && steps.count == 0) Step();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.work_done;
+  stats_.work_seconds += seconds;
+  return status;
 }
 
 absl::StatusOr<model::GenerationResult> Engine::Decode(
@@ -133,8 +184,13 @@ absl::StatusOr<model::GenerationResult> Engine::Decode(
 }
 
 EngineStats Engine::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  s.work_yields = turns_.stats().yields;
+  return s;
 }
 
 void Engine::Finish(Sequence& s, absl::Status status) {
@@ -145,93 +201,68 @@ void Engine::Finish(Sequence& s, absl::Status status) {
   s.cv.notify_all();
 }
 
-void Engine::Admit(Sequences& running) {
-  Sequences joined;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    joined.swap(joining_);
-    stats_.running += static_cast<int64_t>(joined.size());
-    stats_.joining -= static_cast<int64_t>(joined.size());
-  }
-  for (std::shared_ptr<Sequence>& s : joined) {
+void Engine::Admit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.running += static_cast<int64_t>(joining_.size());
+  stats_.joining -= static_cast<int64_t>(joining_.size());
+  for (std::shared_ptr<Sequence>& s : joining_) {
     s->order = ++joins_;
-    running.push_back(std::move(s));
+    running_.push_back(std::move(s));
   }
+  joining_.clear();
+}
+
+void Engine::Erase(const Sequence* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_.erase(
+      std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == s; }));
+}
+
+bool Engine::Runnable() const {
+  return std::any_of(running_.begin(), running_.end(), [&](const auto& s) {
+    return s->stop_requested || static_cast<int64_t>(s->pending.size()) < options_.max_pending;
+  });
 }
 
 void Engine::Loop() {
-  Sequences running;
-  Sequences parked;      // oldest first
-  auto runnable = [&] {  // under mu_
-    return std::any_of(running.begin(), running.end(), [&](const auto& s) {
-      return s->stop_requested || static_cast<int64_t>(s->pending.size()) < options_.max_pending;
-    });
-  };
-  // A job's prefill chunks carry the next token of every running sequence (and of those that
-  // joined meanwhile); the decode rows' share of those passes is theirs, not the job's.
-  JobSteps job_steps;
-  const model::ChunkHook shared_passes(
-      [&](std::span<const model::BatchRows> chunk, const model::RunRows& run) {
-        return StepWithChunk(chunk, run, running, parked, job_steps);
-      });
-  bool held = false;  // the first job waits for room in the pool
   while (true) {
-    std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      // Started jobs carry the steps in their chunks' passes.
       auto ready = [&] {
-        return stop_ || (!jobs_.empty() && !held) || !joining_.empty() || runnable();
+        return stop_ || (stats_.working == 0 && (!joining_.empty() || Runnable()));
       };
-      if (parked.empty() && !held) {
+      if (parked_.empty()) {
         wake_.wait(lock, ready);
       } else {  // nothing tells the engine that pages were freed elsewhere: look again soon
         wake_.wait_for(lock, kRoomRetry, ready);
       }
       if (stop_) break;
-      if (!jobs_.empty()) job = jobs_.front();
+      if (stats_.working > 0) continue;
     }
-    Admit(running);
-    if (!parked.empty()) Unpark(running, parked);
-    held = job && !Admitted(*job, running, parked);
-    if (held) job.reset();
-    if (job) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        jobs_.pop_front();  // `job` (only this thread pops)
-        --stats_.queued_work;
-      }
-      const auto start = Clock::now();
-      job_steps = {};
-      const absl::Status status = (*job->work)();
+    ComputeTurns::Turn turn(turns_);
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      job->status = status;
-      job->done = true;
-      ++stats_.work_done;
-      stats_.work_seconds += SecondsSince(start) - job_steps.seconds;
-      job->cv.notify_all();
+      if (stats_.working > 0) continue;  // a job started meanwhile: its chunks step
     }
-    // A job whose chunks carried steps gave the decodes their turn: the next job's chunks (or a
-    // step of their own, when no job is queued) come next, so prefills are not slowed to one per
-    // two steps.
-    if (!running.empty() && !(job && job_steps.count > 0)) Step(running, parked);
+    Admit();
+    if (!parked_.empty()) Unpark();
+    if (!running_.empty()) Step();
   }
-  // Stopping: nothing more runs.
+  // Stopping: no job is left (the destructor waited for them), nothing more runs.
   Sequences left;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(joining_);
     stats_.joining -= static_cast<int64_t>(left.size());
-    for (auto& job : jobs_) {
-      job->status = absl::CancelledError("the engine stopped");
-      job->done = true;
-      job->cv.notify_all();
-    }
-    jobs_.clear();
     stats_.running += static_cast<int64_t>(left.size());
   }
-  left.insert(left.end(), running.begin(), running.end());
-  left.insert(left.end(), parked.begin(), parked.end());
+  left.insert(left.end(), running_.begin(), running_.end());
+  left.insert(left.end(), parked_.begin(), parked_.end());
   for (auto& s : left) Finish(*s, absl::CancelledError("the engine stopped"));
+  std::lock_guard<std::mutex> lock(mu_);
+  running_.clear();
+  parked_.clear();
 }
 
 std::optional<int32_t> Engine::Sample(Sequence& s) {
@@ -261,10 +292,10 @@ struct Engine::Feed {
   }
 };
 
-Engine::Feed Engine::Gather(const Sequences& running) {
+Engine::Feed Engine::Gather() {
   Feed feed;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& s : running) {
+  for (const auto& s : running_) {
     if (s->stop_requested) {
       s->state.result().stop = model::StopReason::kCancelled;
       feed.finished.push_back(s.get());
@@ -310,23 +341,23 @@ void Engine::Fed(Feed& feed, std::span<std::vector<float>> logits, double second
   if (with_prefill) ++stats_.steps_with_prefill;
 }
 
-void Engine::Retire(const Feed& feed, Sequences& running) {
+void Engine::Retire(const Feed& feed) {
   for (Sequence* s : feed.finished) {
     Finish(*s, absl::OkStatus());
-    Erase(running, s);
+    Erase(s);
   }
   for (const auto& [s, status] : feed.failed) {
     Finish(*s, status);
-    Erase(running, s);
+    Erase(s);
   }
 }
 
 // One step: every running sequence that has a token to feed and room in its consumer's queue feeds
 // it; every sequence that got logits samples its next token (a sequence that just joined samples
 // from its prompt's logits first).
-void Engine::Step(Sequences& running, Sequences& parked) {
+void Engine::Step() {
   const auto start = Clock::now();
-  Feed feed = Gather(running);
+  Feed feed = Gather();
   const std::vector<model::BatchRows> rows = feed.Rows();
   if (!rows.empty()) {
     absl::StatusOr<model::PassOutputs> out = pass_.Run(rows);
@@ -341,7 +372,7 @@ void Engine::Step(Sequences& running, Sequences& parked) {
       Fed(feed, *out, SecondsSince(start), /*with_prefill=*/false);
     } else if (out.status().code() == absl::StatusCode::kResourceExhausted &&
                feed.feeding.size() > 1) {
-      Preempt(feed.feeding, out.status(), running, parked);  // the others try again next step
+      Preempt(feed.feeding, out.status());  // the others try again next step
     } else {
       if (out.status().code() == absl::StatusCode::kResourceExhausted) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -349,36 +380,35 @@ void Engine::Step(Sequences& running, Sequences& parked) {
       }
       for (Sequence* s : feed.feeding) {
         Finish(*s, out.status());
-        Erase(running, s);
+        Erase(s);
       }
     }
   }
-  Retire(feed, running);
+  Retire(feed);
 }
 
 absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::BatchRows> chunk,
                                                          const model::RunRows& run,
-                                                         Sequences& running, Sequences& parked,
                                                          JobSteps& steps) {
   const auto start = Clock::now();
-  Admit(running);
-  Feed feed = Gather(running);
+  Admit();
+  Feed feed = Gather();
   std::vector<model::BatchRows> rows(chunk.begin(), chunk.end());
   const std::vector<model::BatchRows> decode_rows = feed.Rows();
   rows.insert(rows.end(), decode_rows.begin(), decode_rows.end());
   if (decode_rows.empty()) {
-    Retire(feed, running);
+    Retire(feed);
     return run(chunk);
   }
   absl::StatusOr<model::PassOutputs> out = run(rows);
   if (!out.ok()) {
     // Nothing changed: the chunk runs alone (and fails for its own reasons, if it does), and the
     // decodes take a step of their own, with its room making and preemption.
-    Retire(feed, running);
+    Retire(feed);
     absl::StatusOr<model::PassOutputs> own = run(chunk);
     const auto step_start = Clock::now();
-    if (!running.empty()) {
-      Step(running, parked);
+    if (!running_.empty()) {
+      Step();
       ++steps.count;
     }
     steps.seconds += SecondsSince(step_start);
@@ -396,24 +426,24 @@ absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::
   steps.seconds += share;
   ++steps.count;
   Fed(feed, std::span(*out).subspan(chunk.size()), share, /*with_prefill=*/true);
-  Retire(feed, running);
+  Retire(feed);
   out->resize(chunk.size());
   return out;
 }
 
-absl::Status Engine::Park(Sequence& s, Sequences& running, Sequences& parked) {
+absl::Status Engine::Park(Sequence& s) {
   if (!s.parking.park) return absl::FailedPreconditionError("the sequence cannot be parked");
   const int64_t bytes = s.session->cache().TotalBytes();
   const size_t fed = static_cast<size_t>(s.session->next_position() - s.start_position);
   RETURN_IF_ERROR(s.parking.park(std::span(s.state.result().tokens).first(fed)));
   s.parked_bytes = bytes;
-  auto in_running =
-      std::find_if(running.begin(), running.end(), [&](const auto& r) { return r.get() == &s; });
-  parked.insert(std::upper_bound(parked.begin(), parked.end(), s.order,
-                                 [](uint64_t order, const auto& p) { return order < p->order; }),
-                std::move(*in_running));
-  running.erase(in_running);
   std::lock_guard<std::mutex> lock(mu_);
+  auto in_running =
+      std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &s; });
+  parked_.insert(std::upper_bound(parked_.begin(), parked_.end(), s.order,
+                                  [](uint64_t order, const auto& p) { return order < p->order; }),
+                 std::move(*in_running));
+  running_.erase(in_running);
   s.parked = true;
   --stats_.running;
   ++stats_.parked;
@@ -421,11 +451,10 @@ absl::Status Engine::Park(Sequence& s, Sequences& running, Sequences& parked) {
   return absl::OkStatus();
 }
 
-void Engine::Preempt(const std::vector<Sequence*>& feeding, const absl::Status& full,
-                     Sequences& running, Sequences& parked) {
+void Engine::Preempt(const std::vector<Sequence*>& feeding, const absl::Status& full) {
   Sequence* youngest = *std::max_element(
       feeding.begin(), feeding.end(), [](Sequence* x, Sequence* y) { return x->order < y->order; });
-  const absl::Status parked_it = Park(*youngest, running, parked);
+  const absl::Status parked_it = Park(*youngest);
   if (parked_it.ok()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -433,17 +462,17 @@ void Engine::Preempt(const std::vector<Sequence*>& feeding, const absl::Status& 
   }
   Finish(*youngest, absl::ResourceExhaustedError(
                         absl::StrCat(full.message(), "; not parked: ", parked_it.message())));
-  Erase(running, youngest);
+  Erase(youngest);
 }
 
-bool Engine::Admitted(Job& job, const Sequences& running, const Sequences& parked) {
+bool Engine::Admitted(Job& job) {
   const model::KvPool* pool = options_.kv_pool;
   if (job.pool_bytes <= 0 || pool == nullptr || pool->budget_bytes() == 0) return true;
   if (job.pool_bytes > pool->budget_bytes()) return true;  // never fits: it fails at once
   auto free = [&] { return pool->budget_bytes() - pool->stats().used_bytes; };
   if (free() < job.pool_bytes && options_.make_room) options_.make_room(job.pool_bytes - free());
   if (free() >= job.pool_bytes) return true;
-  if (!running.empty() || !parked.empty()) {
+  if (!running_.empty() || !parked_.empty()) {
     job.idle_since.reset();
   } else if (!job.idle_since) {
     job.idle_since = Clock::now();
@@ -458,13 +487,13 @@ bool Engine::Admitted(Job& job, const Sequences& running, const Sequences& parke
   return false;
 }
 
-void Engine::Unpark(Sequences& running, Sequences& parked) {
-  while (!parked.empty()) {
-    Sequence& s = *parked.front();
+void Engine::Unpark() {
+  while (!parked_.empty()) {
+    Sequence& s = *parked_.front();
     const model::KvCache& cache = s.session->cache();
     const model::KvPool& pool = cache.pool();
     const int64_t need =
-        s.parked_bytes + static_cast<int64_t>(running.size() + 1) * StepPageBytes(cache);
+        s.parked_bytes + static_cast<int64_t>(running_.size() + 1) * StepPageBytes(cache);
     absl::Status st;
     if (pool.budget_bytes() > 0 && s.parked_bytes + StepPageBytes(cache) > pool.budget_bytes()) {
       st = absl::ResourceExhaustedError(
@@ -478,7 +507,7 @@ void Engine::Unpark(Sequences& running, Sequences& parked) {
       // Older sequences come first: younger running ones make way when that is enough.
       std::vector<Sequence*> younger;
       int64_t freeable = 0;
-      for (const auto& r : running) {
+      for (const auto& r : running_) {
         if (r->order > s.order && r->parking.park) {
           younger.push_back(r.get());
           freeable += r->session->cache().TotalBytes();
@@ -490,14 +519,17 @@ void Engine::Unpark(Sequences& running, Sequences& parked) {
         if (free() + freeable < need) return;  // not yet: pages held elsewhere must come back
         for (Sequence* y : younger) {
           if (free() >= need) break;
-          if (!Park(*y, running, parked).ok()) return;
+          if (!Park(*y).ok()) return;
         }
       }
       st = s.parking.unpark();
       if (absl::IsResourceExhausted(st)) return;  // not yet
     }
-    std::shared_ptr<Sequence> back = parked.front();
-    parked.erase(parked.begin());
+    std::shared_ptr<Sequence> back = parked_.front();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      parked_.erase(parked_.begin());
+    }
     if (!st.ok()) {
       if (absl::IsResourceExhausted(st)) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -512,8 +544,8 @@ void Engine::Unpark(Sequences& running, Sequences& parked) {
       --stats_.parked;
       ++stats_.running;
       ++stats_.resumes;
+      running_.push_back(std::move(back));
     }
-    running.push_back(std::move(back));
   }
 }
 
@@ -524,8 +556,10 @@ void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::Sa
           static_cast<double>(s.joining));
   w.Gauge(p + "parked", "Preempted sequences waiting for the KV pool to take them back.", {},
           static_cast<double>(s.parked));
-  w.Gauge(p + "queued_work", "Prefills and other jobs waiting for the engine.", {},
+  w.Gauge(p + "queued_work", "Prefills and other jobs waiting to start.", {},
           static_cast<double>(s.queued_work));
+  w.Gauge(p + "working", "Prefills and other jobs started and taking turns chunk by chunk.", {},
+          static_cast<double>(s.working));
   w.Counter(p + "steps_total", "Decode steps.", {}, static_cast<double>(s.steps));
   w.Counter(p + "step_rows_total", "Rows over the decode steps (rows / steps: the mean batch).", {},
             static_cast<double>(s.rows));
@@ -537,7 +571,10 @@ void AddEngineMetrics(const EngineStats& s, std::string_view prefix, metrics::Sa
             {}, s.step_seconds);
   w.Counter(p + "work_total", "Jobs run between steps (prefills).", {},
             static_cast<double>(s.work_done));
-  w.Counter(p + "work_seconds_total", "Time in jobs.", {}, s.work_seconds);
+  w.Counter(p + "work_seconds_total",
+            "Time in jobs, without the decode steps their chunks carried.", {}, s.work_seconds);
+  w.Counter(p + "work_yields_total", "Chunk boundaries where a job let another job go first.", {},
+            static_cast<double>(s.work_yields));
   w.Counter(p + "work_waited_for_memory_total",
             "Jobs (prefills) that waited for room in the KV pool before they started.", {},
             static_cast<double>(s.work_waited_for_memory));

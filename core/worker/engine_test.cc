@@ -1,6 +1,6 @@
 // The engine on the real default model: sequences decoded together give their solo tokens, work
-// runs between steps, a consumer that stops stops its sequence, a full pool parks the youngest and
-// brings it back with its solo tokens.
+// runs between steps and concurrent jobs take turns chunk by chunk, a consumer that stops stops its
+// sequence, a full pool parks the youngest and brings it back with its solo tokens.
 #include "core/worker/engine.h"
 
 #include <atomic>
@@ -340,6 +340,53 @@ TEST_F(EngineTest, RunningSequencesStepInThePassesOfALongPrefillsChunks) {
   EXPECT_EQ(steps_during, chunks);
   model::Session solo(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
   EXPECT_EQ(lb, *solo.Forward(b));
+}
+
+// Concurrent prefill jobs take turns chunk by chunk: a short prompt that arrives during a long one
+// is done before the long one's prefill is, and both give their solo logits.
+TEST_F(EngineTest, AShortPrefillGoesBetweenTheChunksOfALongOne) {
+  constexpr int32_t kChunk = 32;
+  Engine engine(*model_, model::testing::SharedPool());
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "The lighthouse keeper wrote in the log every night. ";
+  const std::vector<int32_t> long_prompt = Prompt(text + "What did the keeper write in?");
+  const std::vector<int32_t> short_prompt = Prompt(kTexts[3]);
+  ASSERT_GE(long_prompt.size(), 6 * kChunk);
+  ASSERT_LE(short_prompt.size(), kChunk);
+  const model::SessionOptions chunked{.prefill_chunk = kChunk};
+  model::Session solo_long(*model_, model::testing::SharedPool(), chunked);
+  model::Session solo_short(*model_, model::testing::SharedPool(), chunked);
+  const std::vector<float> long_alone = *solo_long.Forward(long_prompt);
+  const std::vector<float> short_alone = *solo_short.Forward(short_prompt);
+
+  model::Session sl(*model_, model::testing::SharedPool(), chunked);
+  model::Session ss(*model_, model::testing::SharedPool(), chunked);
+  std::vector<float> ll, ls;
+  std::atomic<bool> short_done = false;
+  bool short_done_first = false;
+  std::thread short_job;
+  ASSERT_TRUE(engine
+                  .Run([&]() -> absl::Status {
+                    // The short job arrives while this one holds the model.
+                    short_job = std::thread([&] {
+                      ls = Prefill(engine, ss, short_prompt);
+                      short_done = true;
+                    });
+                    while (engine.Stats().queued_work == 0) std::this_thread::yield();
+                    ASSIGN_OR_RETURN(ll, sl.Forward(long_prompt));
+                    short_done_first = short_done;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  short_job.join();
+  EXPECT_TRUE(short_done_first);
+  EXPECT_GE(engine.Stats().work_yields, 1);
+  EXPECT_EQ(ll, long_alone);
+  EXPECT_EQ(ls, short_alone);
+  const EngineStats stats = engine.Stats();
+  EXPECT_EQ(stats.working, 0);
+  EXPECT_EQ(stats.queued_work, 0);
+  EXPECT_EQ(stats.work_done, 2);
 }
 
 // When a chunk's pass with the running decodes does not fit the pool, the chunk runs alone and
