@@ -1,8 +1,7 @@
 // Turns on the real default model against a real cache node (in-process, gRPC + loopback
-// transport): recompute, hot and warm starts, eviction with its evicted pages stored, and bad
-// input that leaves the hot copy alone.
-#include "decode-worker/turn_runner.h"
-
+// transport): a decode worker's turns (worker::TurnRunner::Decode) — recompute, hot and warm
+// starts, the turn's states, eviction with its evicted pages stored, and bad input that leaves the
+// hot copy alone.
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -15,12 +14,13 @@
 #include "core/model/generator.h"
 #include "core/model/test_model.h"
 #include "core/transport/loopback/loopback_transport.h"
+#include "core/worker/turn_runner.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::decode_worker {
 namespace {
 
-class TurnRunnerTest : public ::testing::Test {
+class DecodeTurnTest : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = model::testing::SharedDefaultModel();
@@ -31,9 +31,10 @@ class TurnRunnerTest : public ::testing::Test {
     auto client = node_->NewClient();
     ASSERT_TRUE(client.ok()) << client.status();
     cache_ = *std::move(client);
-    hot_ = std::make_unique<HotSessions>(int64_t{1} << 30, /*reencode_idle=*/true);
-    runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
-                                           nullptr, *hot_, TurnRunnerOptions{});
+    hot_ = std::make_unique<worker::HotSessions>(int64_t{1} << 30, /*reencode_idle=*/true);
+    runner_ = std::make_unique<worker::TurnRunner>(
+        *model_, model::testing::SharedPool(),
+        worker::TurnParts{.cache = cache_.get(), .hot = hot_.get()}, worker::TurnRunnerOptions{});
   }
   void TearDown() override {
     runner_.reset();
@@ -49,47 +50,48 @@ class TurnRunnerTest : public ::testing::Test {
     return model_->tokenizer().Encode(text);
   }
 
-  TurnRequest Request(std::vector<int32_t> tokens, const std::string& method = "",
-                      double ratio = 1.0, const std::string& codec = "fp16") const {
-    TurnRequest r;
+  worker::TurnRequest Request(std::vector<int32_t> tokens, const std::string& method = "",
+                              double ratio = 1.0, const std::string& codec = "fp16") const {
+    worker::TurnRequest r;
     r.session_id = "s1";
     r.namespace_key = kvstate::MakeNamespaceKey(
         "tenant", *kvstate::FingerprintFromHex(model_->fingerprint()), method + codec);
     r.tokens = std::move(tokens);
     r.max_tokens = 6;
-    r.policy = *ParsePolicy(method, ratio, codec);
+    r.policy = *worker::ParsePolicy(method, ratio, codec);
     return r;
   }
 
   // Runs a turn, collecting the streamed ids and text.
-  absl::StatusOr<TurnResult> Run(const TurnRequest& r, std::vector<int32_t>* ids = nullptr,
-                                 std::string* text = nullptr, int stop_after = 0) {
+  absl::StatusOr<worker::TurnResult> Run(const worker::TurnRequest& r,
+                                         std::vector<int32_t>* ids = nullptr,
+                                         std::string* text = nullptr, int stop_after = 0) {
     int seen = 0;
-    TurnCallbacks cb;
+    worker::TurnCallbacks cb;
     cb.tokens = [&](std::span<const int32_t> got, const std::string& piece) {
       if (ids) ids->insert(ids->end(), got.begin(), got.end());
       if (text) *text += piece;
       seen += static_cast<int>(got.size());
       return stop_after == 0 || seen < stop_after;
     };
-    return runner_->Run(r, cb);
+    return runner_->Decode(r, cb);
   }
 
   const model::Model* model_ = nullptr;
   std::unique_ptr<model::KvPool> kv_pool_;  // declared before hot_: outlives its sessions
   std::unique_ptr<cache_node::testing::TestCacheNode> node_;
   std::unique_ptr<cache_client::CacheClient> cache_;
-  std::unique_ptr<HotSessions> hot_;
-  std::unique_ptr<TurnRunner> runner_;
+  std::unique_ptr<worker::HotSessions> hot_;
+  std::unique_ptr<worker::TurnRunner> runner_;
 };
 
-TEST_F(TurnRunnerTest, RecomputeGeneratesWhatAPlainSessionGenerates) {
+TEST_F(DecodeTurnTest, RecomputeGeneratesWhatAPlainSessionGenerates) {
   const auto prompt = Chat("What is the capital of France?");
   std::vector<int32_t> ids;
   std::string text;
   auto turn = Run(Request(prompt), &ids, &text);
   ASSERT_TRUE(turn.ok()) << turn.status();
-  EXPECT_EQ(turn->start.source, Source::kRecompute);
+  EXPECT_EQ(turn->start.source, worker::Source::kRecompute);
   EXPECT_EQ(turn->start.prefilled_tokens, static_cast<int32_t>(prompt.size()));
 
   model::Session plain(*model_, model::testing::SharedPool());
@@ -105,7 +107,33 @@ TEST_F(TurnRunnerTest, RecomputeGeneratesWhatAPlainSessionGenerates) {
   EXPECT_EQ(turn->start.kept_entries, turn->start.total_entries);
 }
 
-TEST_F(TurnRunnerTest, NextTurnsContinueHotThenWarmAndGenerateTheSame) {
+// A turn is in one state at a time: prefilling until its first event, decoding while it streams,
+// and counted done when it returns (failed ones too).
+TEST_F(DecodeTurnTest, ATurnMovesThroughItsStatesAndIsDoneWhenItReturns) {
+  using worker::TurnState;
+  auto in = [&](TurnState s) { return runner_->stats().in_state[static_cast<size_t>(s)]; };
+  std::vector<int64_t> prefilling_at_start, decoding_at_token;
+  worker::TurnCallbacks cb;
+  cb.started = [&](const worker::TurnStart&) {
+    prefilling_at_start.push_back(in(TurnState::kPrefilling));
+  };
+  cb.tokens = [&](std::span<const int32_t>, const std::string&) {
+    decoding_at_token.push_back(in(TurnState::kDecoding));
+    return true;
+  };
+  ASSERT_TRUE(runner_->Decode(Request(Chat("Hi!")), cb).ok());
+  EXPECT_EQ(prefilling_at_start, std::vector<int64_t>{1});
+  ASSERT_FALSE(decoding_at_token.empty());
+  EXPECT_EQ(decoding_at_token, std::vector<int64_t>(decoding_at_token.size(), 1));
+  worker::TurnRequest bad = Request(Chat("Hi!"));
+  bad.policy.method = "no-such-method";
+  EXPECT_FALSE(runner_->Decode(bad, cb).ok());  // refused before it starts: not a turn
+  const worker::TurnStats stats = runner_->stats();
+  EXPECT_EQ(stats.in_state, (std::array<int64_t, worker::kTurnStates>{}));
+  EXPECT_EQ(stats.done, 1);
+}
+
+TEST_F(DecodeTurnTest, NextTurnsContinueHotThenWarmAndGenerateTheSame) {
   std::vector<int32_t> conversation = Chat("Name three colours of the rainbow.");
   std::vector<int32_t> ids;
   auto t1 = Run(Request(conversation), &ids);
@@ -119,7 +147,7 @@ TEST_F(TurnRunnerTest, NextTurnsContinueHotThenWarmAndGenerateTheSame) {
   std::vector<int32_t> hot_ids;
   auto hot = Run(Request(conversation), &hot_ids);
   ASSERT_TRUE(hot.ok()) << hot.status();
-  EXPECT_EQ(hot->start.source, Source::kHot);
+  EXPECT_EQ(hot->start.source, worker::Source::kHot);
   EXPECT_EQ(hot->start.reused_tokens, t1->kv_tokens);
 
   // The same turn again after the hot copy is gone: from the cache node. Turn 2's stored state
@@ -129,17 +157,17 @@ TEST_F(TurnRunnerTest, NextTurnsContinueHotThenWarmAndGenerateTheSame) {
   std::vector<int32_t> warm_ids;
   auto warm = Run(Request(conversation), &warm_ids);
   ASSERT_TRUE(warm.ok()) << warm.status();
-  EXPECT_EQ(warm->start.source, Source::kWarm);
+  EXPECT_EQ(warm->start.source, worker::Source::kWarm);
   EXPECT_EQ(warm->start.reused_tokens, t1->kv_tokens);
   EXPECT_GT(warm->start.load_seconds, 0.0);
   EXPECT_EQ(warm_ids, hot_ids);  // fp16 pages of fp32 KV: the same greedy tokens here
 }
 
-TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
+TEST_F(DecodeTurnTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
   std::string long_text;
   for (int i = 0; i < 12; ++i) long_text += "Paris is the capital of France and a city of art. ";
   const auto prompt = Chat(long_text + "Summarise.");
-  const TurnRequest request = Request(prompt, "streamingllm", 0.3, "int8");
+  const worker::TurnRequest request = Request(prompt, "streamingllm", 0.3, "int8");
   auto turn = Run(request);
   ASSERT_TRUE(turn.ok()) << turn.status();
   const int64_t heads = int64_t{model_->config().n_layers} * model_->config().n_kv_heads;
@@ -176,7 +204,7 @@ TEST_F(TurnRunnerTest, EvictionKeepsTheBudgetAndStoresTheEvictedPages) {
 // Turn 1 evicts under SnapKV; turn 2 (hot) is offered turn 1's evicted entries back (recall) and
 // still keeps its budget. Every position of the conversation is then either hot in the stored
 // state or in the cold tier GatherColdEntries assembles from the stored states, never both.
-TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConversation) {
+TEST_F(DecodeTurnTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConversation) {
   std::string long_text;
   for (int i = 0; i < 10; ++i) {
     long_text += "Room " + std::to_string(i) + " has a blue door and a lamp. ";
@@ -194,7 +222,7 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
   std::vector<int32_t> ids2;
   auto t2 = Run(Request(conversation, "snapkv", 0.3), &ids2);
   ASSERT_TRUE(t2.ok()) << t2.status();
-  EXPECT_EQ(t2->start.source, Source::kHot);
+  EXPECT_EQ(t2->start.source, worker::Source::kHot);
   EXPECT_GT(t2->start.recall_candidates, 0);
   EXPECT_GE(t2->start.recalled_entries, 0);
   EXPECT_LE(t2->start.recalled_entries, t2->start.recall_candidates);
@@ -205,7 +233,7 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
   std::vector<int32_t> summarised = conversation;
   summarised.insert(summarised.end(), ids2.begin(), ids2.end() - 1);
   ASSERT_EQ(static_cast<int64_t>(summarised.size()), t2->kv_tokens);
-  const TurnRequest r = Request(summarised, "snapkv", 0.3);
+  const worker::TurnRequest r = Request(summarised, "snapkv", 0.3);
   auto stored = worker::LoadStoredPrefix(*cache_, *model_, model::testing::SharedPool(), {},
                                          r.namespace_key, summarised, "s1", /*with_cold=*/true);
   ASSERT_TRUE(stored.has_value());
@@ -236,7 +264,7 @@ TEST_F(TurnRunnerTest, RecallOffersEarlierEvictionsBackAndTheTiersCoverTheConver
   }
 }
 
-TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {
+TEST_F(DecodeTurnTest, ACancelledTurnStopsAndIsStillStored) {
   std::vector<int32_t> ids;
   auto turn = Run(Request(Chat("Count from one to ten.")), &ids, nullptr, /*stop_after=*/2);
   ASSERT_TRUE(turn.ok()) << turn.status();
@@ -245,10 +273,10 @@ TEST_F(TurnRunnerTest, ACancelledTurnStopsAndIsStillStored) {
   EXPECT_TRUE(turn->state_key.has_value());
 }
 
-TEST_F(TurnRunnerTest, AStopStringEndsTheTurnAndItsTextStopsBeforeIt) {
+TEST_F(DecodeTurnTest, AStopStringEndsTheTurnAndItsTextStopsBeforeIt) {
   const auto prompt = Chat("Count from one to ten, one number per line.");
   std::string full;
-  TurnRequest r = Request(prompt);
+  worker::TurnRequest r = Request(prompt);
   r.max_tokens = 24;
   ASSERT_TRUE(Run(r, nullptr, &full).ok());
   // A stop string from the middle of what the turn generates unstopped (greedy: the same text).
@@ -269,12 +297,12 @@ TEST_F(TurnRunnerTest, AStopStringEndsTheTurnAndItsTextStopsBeforeIt) {
   EXPECT_EQ(Run(r).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(TurnRunnerTest, BadInputIsRefusedAndTheHotCopyStays) {
+TEST_F(DecodeTurnTest, BadInputIsRefusedAndTheHotCopyStays) {
   const auto prompt = Chat("Hello!");
   ASSERT_TRUE(Run(Request(prompt)).ok());
   ASSERT_EQ(hot_->Stats().sessions, 1);
 
-  TurnRequest bad = Request(prompt);
+  worker::TurnRequest bad = Request(prompt);
   bad.tokens.push_back(model_->config().vocab_size);
   EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kInvalidArgument);
   bad = Request(prompt);
@@ -287,22 +315,26 @@ TEST_F(TurnRunnerTest, BadInputIsRefusedAndTheHotCopyStays) {
   EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(hot_->Stats().sessions, 1);
 
-  EXPECT_EQ(ParsePolicy("nope", 0.5, "fp16").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParsePolicy("snapkv", 0.0, "fp16").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParsePolicy("snapkv", 0.5, "fp4").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(worker::ParsePolicy("nope", 0.5, "fp16").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(worker::ParsePolicy("snapkv", 0.0, "fp16").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(worker::ParsePolicy("snapkv", 0.5, "fp4").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
+TEST_F(DecodeTurnTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
   std::vector<std::unique_ptr<transport::Transport>> transports;
   transports.push_back(*transport::CreateLoopbackTransport(node_->fabric()));
   auto dead = cache_client::CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(2)},
                                                 std::move(transports));
   ASSERT_TRUE(dead.ok());
-  HotSessions hot(int64_t{1} << 30, /*reencode_idle=*/true);
-  TurnRunner runner(*model_, model::testing::SharedPool(), dead->get(), nullptr, hot, {});
-  auto turn = runner.Run(Request(Chat("Hi")), {});
+  worker::HotSessions hot(int64_t{1} << 30, /*reencode_idle=*/true);
+  worker::TurnRunner runner(*model_, model::testing::SharedPool(),
+                            worker::TurnParts{.cache = dead->get(), .hot = &hot}, {});
+  auto turn = runner.Decode(Request(Chat("Hi")), {});
   ASSERT_TRUE(turn.ok()) << turn.status();
-  EXPECT_EQ(turn->start.source, Source::kRecompute);
+  EXPECT_EQ(turn->start.source, worker::Source::kRecompute);
   EXPECT_FALSE(turn->state_key.has_value());
   EXPECT_EQ(hot.Stats().sessions, 1);
 }
@@ -310,7 +342,7 @@ TEST_F(TurnRunnerTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
 // A worker's KV pool holds sessions in their codec; when a turn needs room, idle hot copies go
 // (least recently used first) and their sessions continue warm; greedy tokens are those of a
 // session held in the same format.
-TEST_F(TurnRunnerTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStillAnswer) {
+TEST_F(DecodeTurnTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStillAnswer) {
   const model::ModelConfig& c = model_->config();
   const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
   const auto prompt = Chat("What is the capital of France?");  // under 64 tokens with the answer
@@ -320,17 +352,18 @@ TEST_F(TurnRunnerTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStil
       model::KvPool::Options{.budget_bytes = heads * probe.PageBytes(kernels::KvDType::kI8) * 3 / 2,
                              .head_dim = c.head_dim});
   model::KvPool& pool = *kv_pool_;
-  TurnRunnerOptions o;
+  worker::TurnRunnerOptions o;
   o.kv_pool = &pool;
-  runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
-                                         nullptr, *hot_, o);
-  TurnRequest a = Request(prompt, "", 1.0, "int8");
+  runner_ = std::make_unique<worker::TurnRunner>(
+      *model_, model::testing::SharedPool(),
+      worker::TurnParts{.cache = cache_.get(), .hot = hot_.get()}, o);
+  worker::TurnRequest a = Request(prompt, "", 1.0, "int8");
   std::vector<int32_t> ids_a;
   auto ta = Run(a, &ids_a);
   ASSERT_TRUE(ta.ok()) << ta.status();
   EXPECT_EQ(pool.stats().used_pages[static_cast<size_t>(kernels::KvDType::kI8)], heads);
 
-  TurnRequest b = a;
+  worker::TurnRequest b = a;
   b.session_id = "s2";
   auto tb = Run(b);
   ASSERT_TRUE(tb.ok()) << tb.status();
@@ -353,11 +386,11 @@ TEST_F(TurnRunnerTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStil
 
 // Turns of different sessions run at once (their decodes share the engine's steps) and each
 // streams what it streams alone, with its own eviction.
-TEST_F(TurnRunnerTest, ConcurrentTurnsOfDifferentSessionsStreamWhatTheyStreamAlone) {
+TEST_F(DecodeTurnTest, ConcurrentTurnsOfDifferentSessionsStreamWhatTheyStreamAlone) {
   const char* const questions[] = {"What is the capital of France?", "Name three primes.",
                                    "Tell me about lighthouses."};
   constexpr int kTurns = 3;
-  std::vector<TurnRequest> requests;
+  std::vector<worker::TurnRequest> requests;
   for (int i = 0; i < kTurns; ++i) {
     requests.push_back(Request(Chat(questions[i]), i == 1 ? "snapkv" : "", i == 1 ? 0.5 : 1.0));
     requests.back().session_id = "c" + std::to_string(i);
@@ -365,7 +398,7 @@ TEST_F(TurnRunnerTest, ConcurrentTurnsOfDifferentSessionsStreamWhatTheyStreamAlo
   }
   std::vector<std::vector<int32_t>> alone(kTurns), together(kTurns);
   for (int i = 0; i < kTurns; ++i) {
-    TurnRequest r = requests[i];
+    worker::TurnRequest r = requests[i];
     r.session_id += "-alone";
     ASSERT_TRUE(Run(r, &alone[i]).ok());
   }
@@ -379,13 +412,13 @@ TEST_F(TurnRunnerTest, ConcurrentTurnsOfDifferentSessionsStreamWhatTheyStreamAlo
     EXPECT_TRUE(status[i].ok()) << status[i];
     EXPECT_EQ(together[i], alone[i]) << questions[i];
   }
-  EXPECT_GE(runner_->EngineStats().steps, 10);
+  EXPECT_GE(runner_->engine_stats().steps, 10);
 }
 
 // Two turns in a pool that holds either to its end but not both: when a decode step does not
 // fit, the younger decode is parked on the cache node and resumes when the older one's pages are
 // free (its idle hot copy dropped), and both stream the tokens they stream alone.
-TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStreamsAlone) {
+TEST_F(DecodeTurnTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStreamsAlone) {
   const model::ModelConfig& c = model_->config();
   const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
   constexpr int32_t kPage = 16;
@@ -412,11 +445,12 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
                                              std::max(last[0] + first[1], last[1] + first[0]),
                              .page_tokens = kPage,
                              .head_dim = c.head_dim});
-  TurnRunnerOptions o;
+  worker::TurnRunnerOptions o;
   o.kv_pool = kv_pool_.get();
   o.page_tokens = kPage;
-  runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
-                                         nullptr, *hot_, o);
+  runner_ = std::make_unique<worker::TurnRunner>(
+      *model_, model::testing::SharedPool(),
+      worker::TurnParts{.cache = cache_.get(), .hot = hot_.get()}, o);
   // Each consumer waits at its first token for the other's: both decodes are running.
   std::mutex mu;
   std::condition_variable cv;
@@ -426,10 +460,10 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
-      TurnRequest r = Request(prompts[i]);
+      worker::TurnRequest r = Request(prompts[i]);
       r.session_id = "p" + std::to_string(i);
       r.max_tokens = kMax;
-      TurnCallbacks cb;
+      worker::TurnCallbacks cb;
       cb.tokens = [&](std::span<const int32_t> ids, const std::string&) {
         if (got[i].empty() && !ids.empty()) {
           std::unique_lock<std::mutex> lock(mu);
@@ -440,7 +474,7 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
         got[i].insert(got[i].end(), ids.begin(), ids.end());
         return true;
       };
-      status[i] = runner_->Run(r, cb).status();
+      status[i] = runner_->Decode(r, cb).status();
     });
   }
   for (std::thread& t : threads) t.join();
@@ -448,12 +482,14 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
     ASSERT_TRUE(status[i].ok()) << status[i];
     EXPECT_EQ(got[i], alone[i]) << "turn " << i;
   }
-  const worker::EngineStats stats = runner_->EngineStats();
+  const worker::EngineStats stats = runner_->engine_stats();
   EXPECT_GE(stats.preemptions, 1);
   EXPECT_EQ(stats.resumes, stats.preemptions);
   EXPECT_EQ(stats.parked, 0);
   EXPECT_EQ(stats.failed_for_memory, 0);
   EXPECT_GE(hot_->Stats().dropped_for_room, 1);
+  // Every parked turn came back to decoding and ended.
+  EXPECT_EQ(runner_->stats().in_state, (std::array<int64_t, worker::kTurnStates>{}));
   // The parked states are deleted: the node holds the two turns' states only.
   auto node_stats = cache_->Stats();
   ASSERT_TRUE(node_stats.ok()) << node_stats.status();
@@ -465,7 +501,7 @@ TEST_F(TurnRunnerTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
 
 // Room is made for what a turn may hold: with decode-time eviction that is budget + interval
 // entries per head, not its prompt plus max_tokens, so an idle hot copy that fits beside it stays.
-TEST_F(TurnRunnerTest, ATurnWithADecodeBudgetNeedsRoomOnlyForItsBound) {
+TEST_F(DecodeTurnTest, ATurnWithADecodeBudgetNeedsRoomOnlyForItsBound) {
   const model::ModelConfig& c = model_->config();
   const int64_t heads = int64_t{c.n_layers} * c.n_kv_heads;
   const auto prompt = Chat("What is the capital of France?");  // under 64 tokens
@@ -473,13 +509,14 @@ TEST_F(TurnRunnerTest, ATurnWithADecodeBudgetNeedsRoomOnlyForItsBound) {
   // Three pages per head: the idle copy's one and a bounded turn's one fit, a 200-token turn not.
   kv_pool_ = std::make_unique<model::KvPool>(model::KvPool::Options{
       .budget_bytes = heads * probe.PageBytes(kernels::KvDType::kI8) * 3, .head_dim = c.head_dim});
-  TurnRunnerOptions o;
+  worker::TurnRunnerOptions o;
   o.kv_pool = kv_pool_.get();
-  runner_ = std::make_unique<TurnRunner>(*model_, model::testing::SharedPool(), cache_.get(),
-                                         nullptr, *hot_, o);
-  TurnRequest a = Request(prompt, "", 1.0, "int8");
+  runner_ = std::make_unique<worker::TurnRunner>(
+      *model_, model::testing::SharedPool(),
+      worker::TurnParts{.cache = cache_.get(), .hot = hot_.get()}, o);
+  worker::TurnRequest a = Request(prompt, "", 1.0, "int8");
   ASSERT_TRUE(Run(a).ok());
-  TurnRequest bounded = Request(prompt, "streamingllm", 1.0, "int8");
+  worker::TurnRequest bounded = Request(prompt, "streamingllm", 1.0, "int8");
   ASSERT_TRUE(SetDecodeEviction(bounded.policy, 40, 8).ok());
   bounded.session_id = "bounded";
   bounded.max_tokens = 200;
@@ -488,7 +525,7 @@ TEST_F(TurnRunnerTest, ATurnWithADecodeBudgetNeedsRoomOnlyForItsBound) {
   EXPECT_EQ(hot_->Stats().dropped_for_room, 0);
   EXPECT_EQ(hot_->Stats().sessions, 2);
 
-  TurnRequest unbounded = Request(prompt, "", 1.0, "int8");
+  worker::TurnRequest unbounded = Request(prompt, "", 1.0, "int8");
   unbounded.session_id = "unbounded";
   unbounded.max_tokens = 200;
   ASSERT_TRUE(Run(unbounded).ok());
@@ -500,10 +537,10 @@ TEST_F(TurnRunnerTest, ATurnWithADecodeBudgetNeedsRoomOnlyForItsBound) {
 // Decode-time eviction keeps a turn's generation within budget + interval entries per head and
 // gives the tokens an in-process decode with the same eviction gives; a method that cannot evict
 // while decoding fails the turn before it runs.
-TEST_F(TurnRunnerTest, DecodeTimeEvictionBoundsTheGenerationAndStoresWhatItEvicts) {
+TEST_F(DecodeTurnTest, DecodeTimeEvictionBoundsTheGenerationAndStoresWhatItEvicts) {
   const auto prompt = Chat("Write a long poem about the sea and the ships that sail on it.");
   constexpr int64_t kBudget = 40, kInterval = 8;
-  TurnRequest r = Request(prompt, "streamingllm", 1.0);
+  worker::TurnRequest r = Request(prompt, "streamingllm", 1.0);
   ASSERT_TRUE(SetDecodeEviction(r.policy, kBudget, kInterval).ok());
   r.max_tokens = 48;
   std::vector<int32_t> ids;
@@ -528,7 +565,7 @@ TEST_F(TurnRunnerTest, DecodeTimeEvictionBoundsTheGenerationAndStoresWhatItEvict
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(ids, want->tokens);
 
-  TurnRequest bad = Request(prompt, "expected_attention", 0.5);
+  worker::TurnRequest bad = Request(prompt, "expected_attention", 0.5);
   ASSERT_TRUE(SetDecodeEviction(bad.policy, kBudget, kInterval).ok());
   bad.session_id = "s2";
   EXPECT_EQ(Run(bad).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -32,21 +32,21 @@ absl::StatusOr<model::SamplingOptions> SamplingFromProto(const v1::SamplingParam
   return o;
 }
 
-v1::StateSource SourceToProto(Source s) {
+v1::StateSource SourceToProto(worker::Source s) {
   switch (s) {
-    case Source::kHot:
+    case worker::Source::kHot:
       return v1::STATE_SOURCE_HOT;
-    case Source::kWarm:
+    case worker::Source::kWarm:
       return v1::STATE_SOURCE_WARM;
-    case Source::kRecompute:
+    case worker::Source::kRecompute:
       return v1::STATE_SOURCE_RECOMPUTE;
-    case Source::kPrefillWorker:
+    case worker::Source::kPrefillWorker:
       return v1::STATE_SOURCE_PREFILL_WORKER;
   }
   return v1::STATE_SOURCE_UNSPECIFIED;
 }
 
-v1::DecodeEvent StartedEvent(const TurnStart& s) {
+v1::DecodeEvent StartedEvent(const worker::TurnStart& s) {
   v1::DecodeEvent e;
   v1::TurnStarted* t = e.mutable_started();
   t->set_source(SourceToProto(s.source));
@@ -61,7 +61,7 @@ v1::DecodeEvent StartedEvent(const TurnStart& s) {
   return e;
 }
 
-v1::DecodeEvent DoneEvent(const TurnResult& r) {
+v1::DecodeEvent DoneEvent(const worker::TurnResult& r) {
   v1::DecodeEvent e;
   v1::TurnDone* d = e.mutable_done();
   d->set_finish_reason(r.stop == model::StopReason::kEndOfGeneration ? "stop"
@@ -82,8 +82,8 @@ v1::DecodeEvent DoneEvent(const TurnResult& r) {
 
 }  // namespace
 
-absl::StatusOr<TurnRequest> FromProto(const v1::DecodeTurnRequest& request) {
-  TurnRequest r;
+absl::StatusOr<worker::TurnRequest> FromProto(const v1::DecodeTurnRequest& request) {
+  worker::TurnRequest r;
   RETURN_IF_ERROR(worker::CheckSessionId(request.session_id()));
   r.session_id = request.session_id();
   ASSIGN_OR_RETURN(r.namespace_key, worker::NamespaceFromBytes(request.namespace_key()));
@@ -98,7 +98,7 @@ absl::StatusOr<TurnRequest> FromProto(const v1::DecodeTurnRequest& request) {
   return r;
 }
 
-DecodeWorkerGrpc::DecodeWorkerGrpc(TurnRunner& runner, HotSessions& hot,
+DecodeWorkerGrpc::DecodeWorkerGrpc(worker::TurnRunner& runner, worker::HotSessions& hot,
                                    metrics::MetricsRegistry& registry)
     : runner_(runner),
       hot_(hot),
@@ -115,7 +115,7 @@ DecodeWorkerGrpc::DecodeWorkerGrpc(TurnRunner& runner, HotSessions& hot,
       full_bytes_(registry.AddCounter("glimpse_decode_worker_full_fp16_bytes_total",
                                       "What the same states would take as unevicted fp16 KV.")) {
   registry.AddCollector([&hot, &runner](metrics::SampleWriter& w) {
-    const HotStats s = hot.Stats();
+    const worker::HotStats s = hot.Stats();
     w.Gauge("glimpse_decode_worker_hot_sessions", "Sessions whose KV is held here.", {},
             static_cast<double>(s.sessions));
     w.Gauge("glimpse_decode_worker_hot_bytes", "KV bytes of the hot sessions.", {},
@@ -126,7 +126,8 @@ DecodeWorkerGrpc::DecodeWorkerGrpc(TurnRunner& runner, HotSessions& hot,
     w.Counter("glimpse_decode_worker_hot_reencoded_for_room_total",
               "Idle hot sessions re-encoded into a smaller format to make KV pool room.", {},
               static_cast<double>(s.reencoded_for_room));
-    AddEngineMetrics(runner.EngineStats(), "glimpse_decode_worker", w);
+    worker::AddEngineMetrics(runner.engine_stats(), "glimpse_decode_worker", w);
+    worker::AddTurnMetrics(runner.stats(), "glimpse_decode_worker", w);
   });
 }
 
@@ -142,11 +143,11 @@ grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
                                           const v1::DecodeTurnRequest* request,
                                           grpc::ServerWriter<v1::DecodeEvent>* writer) {
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<TurnRequest> turn = FromProto(*request);
+  absl::StatusOr<worker::TurnRequest> turn = FromProto(*request);
   if (!turn.ok()) return Fail(turn.status());
   turn->received = t0;
-  TurnCallbacks callbacks;
-  callbacks.started = [&](const TurnStart& s) { writer->Write(StartedEvent(s)); };
+  worker::TurnCallbacks callbacks;
+  callbacks.started = [&](const worker::TurnStart& s) { writer->Write(StartedEvent(s)); };
   callbacks.tokens = [&](std::span<const int32_t> ids, const std::string& text) {
     v1::DecodeEvent e;
     v1::TokenChunk* chunk = e.mutable_tokens();
@@ -154,12 +155,12 @@ grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
     chunk->set_text(text);
     return writer->Write(e) && !context->IsCancelled();
   };
-  absl::StatusOr<TurnResult> result = runner_.Run(*turn, callbacks);
+  absl::StatusOr<worker::TurnResult> result = runner_.Decode(*turn, callbacks);
   if (!result.ok()) return Fail(result.status());
   writer->Write(DoneEvent(*result));
   registry_
       .AddCounter("glimpse_decode_worker_turns_total", "Turns by where the KV came from.",
-                  {{"source", std::string(SourceName(result->start.source))}})
+                  {{"source", std::string(worker::SourceName(result->start.source))}})
       .Increment();
   ttft_.Observe(result->start.ttft_seconds);
   turn_seconds_.Observe(
@@ -168,7 +169,7 @@ grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
   state_bytes_.Increment(static_cast<double>(result->state_bytes));
   full_bytes_.Increment(static_cast<double>(result->full_fp16_bytes));
   log::Info("turn done", {{"session", turn->session_id},
-                          {"source", std::string(SourceName(result->start.source))},
+                          {"source", std::string(worker::SourceName(result->start.source))},
                           {"reused", static_cast<long long>(result->start.reused_tokens)},
                           {"prefilled", static_cast<long long>(result->start.prefilled_tokens)},
                           {"generated", static_cast<long long>(result->generated_tokens)},

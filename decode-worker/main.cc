@@ -1,4 +1,5 @@
-// glimpse-decode-worker: flags and wiring only (docs/workers.md "Decode worker"; turn_runner.h).
+// glimpse-decode-worker: flags and wiring only (docs/workers.md "Decode worker";
+// core/worker/turn_runner.h).
 #include <memory>
 #include <thread>
 
@@ -29,10 +30,10 @@ class Running final : public RunningService {
   std::vector<grpc::Service*> grpc_services() override { return {grpc_.get()}; }
   // Registers once the gRPC port is known.
   void OnServing(int grpc_port, int) override {
-    HotSessions* hot_sessions = hot.get();
+    worker::HotSessions* hot_sessions = hot.get();
     const model::KvPool* kv_pool = base.kv_pool.get();
     auto load = [hot_sessions, kv_pool] {
-      const HotStats s = hot_sessions->Stats();
+      const worker::HotStats s = hot_sessions->Stats();
       v1::NodeLoad l;
       l.set_queue_length(s.busy);
       // The pool's pages in use: idle hot copies and running turns alike (capacity = kv_memory).
@@ -51,8 +52,8 @@ class Running final : public RunningService {
 
   worker::WorkerBase base;
   std::unique_ptr<worker::DeliveryInbox> inbox;
-  std::unique_ptr<HotSessions> hot;
-  std::unique_ptr<TurnRunner> runner;
+  std::unique_ptr<worker::HotSessions> hot;
+  std::unique_ptr<worker::TurnRunner> runner;
   std::unique_ptr<DecodeWorkerGrpc> grpc_;
 
  private:
@@ -82,8 +83,9 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
               "Batches refused because the sender is not registered with the coordinator.", {},
               static_cast<double>(s.peers_refused));
   });
-  r->hot = std::make_unique<HotSessions>(c.GetBytes("kv_memory"), c.GetBool("idle_reencode"));
-  TurnRunnerOptions o;
+  r->hot =
+      std::make_unique<worker::HotSessions>(c.GetBytes("kv_memory"), c.GetBool("idle_reencode"));
+  worker::TurnRunnerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
   o.max_output_tokens = static_cast<int32_t>(c.GetInt("max_output_tokens"));
@@ -92,8 +94,10 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.profile = r->base.profile;
   o.kv_pool = r->base.kv_pool.get();
   o.delivery_timeout = c.GetDuration("delivery_timeout");
-  r->runner = std::make_unique<TurnRunner>(*r->base.model, *r->base.pool, r->base.cache.get(),
-                                           r->inbox.get(), *r->hot, o);
+  r->runner = std::make_unique<worker::TurnRunner>(
+      *r->base.model, *r->base.pool,
+      worker::TurnParts{.cache = r->base.cache.get(), .hot = r->hot.get(), .inbox = r->inbox.get()},
+      o);
   r->grpc_ = std::make_unique<DecodeWorkerGrpc>(*r->runner, *r->hot, registry);
   r->base.link.ucx_address = r->inbox->address();
   r->base.link.capacity_bytes = c.GetBytes("kv_memory");

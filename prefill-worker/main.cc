@@ -1,4 +1,5 @@
-// glimpse-prefill-worker: flags and wiring only (docs/workers.md "Prefill worker"; prefiller.h).
+// glimpse-prefill-worker: flags and wiring only (docs/workers.md "Prefill worker";
+// core/worker/turn_runner.h).
 #include <memory>
 
 #include "core/common/grpc/service_main.h"
@@ -35,7 +36,7 @@ class Running final : public RunningService {
 
   worker::WorkerBase base;
   std::unique_ptr<transport::Transport> ship;
-  std::unique_ptr<Prefiller> prefiller;
+  std::unique_ptr<worker::TurnRunner> runner;
   std::unique_ptr<PrefillWorkerGrpc> grpc_;
 
  private:
@@ -49,7 +50,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   worker::AddCacheClientMetrics(r->base, "prefill_worker", registry);
   worker::AddKvPoolMetrics(r->base, "prefill_worker", registry);
   ASSIGN_OR_RETURN(r->ship, r->base.NewEngine());
-  PrefillerOptions o;
+  worker::TurnRunnerOptions o;
   o.page_tokens = c.GetInt("page_tokens");
   o.limits = r->base.limits;
   o.lookahead_module = c.GetString("lookahead_module");
@@ -57,9 +58,10 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.kv_pool = r->base.kv_pool.get();
   o.ship_timeout = c.GetDuration("ship_timeout");
   o.prefill_chunk_tokens = r->base.prefill_chunk_tokens;
-  r->prefiller =
-      std::make_unique<Prefiller>(*r->base.model, *r->base.pool, r->base.cache.get(), *r->ship, o);
-  r->grpc_ = std::make_unique<PrefillWorkerGrpc>(*r->prefiller, registry);
+  r->runner = std::make_unique<worker::TurnRunner>(
+      *r->base.model, *r->base.pool,
+      worker::TurnParts{.cache = r->base.cache.get(), .ship = r->ship.get()}, o);
+  r->grpc_ = std::make_unique<PrefillWorkerGrpc>(*r->runner, registry);
   r->base.link.ucx_address = r->ship->LocalAddress();
   return r;
 }

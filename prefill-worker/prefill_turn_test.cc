@@ -1,9 +1,8 @@
 // A prefill worker and a decode worker on the real default model, with a real cache node
 // (in-process, gRPC + loopback transport): the decode worker continues from the delivery exactly
 // as it would from the same state loaded warm; both tiers are stored; a later prefill starts from
-// the decode worker's stored state; bad jobs are refused before any work.
-#include "prefill-worker/prefiller.h"
-
+// the decode worker's stored state; concurrent jobs interleave and ship what they ship alone; bad
+// jobs are refused before any work.
 #include <cmath>
 #include <thread>
 
@@ -11,17 +10,17 @@
 #include "core/common/status_macros.h"
 #include "core/model/test_model.h"
 #include "core/transport/loopback/loopback_transport.h"
-#include "decode-worker/turn_runner.h"
+#include "core/worker/turn_runner.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::prefill_worker {
 namespace {
 
-using decode_worker::Source;
-using decode_worker::TurnRequest;
-using decode_worker::TurnResult;
+using worker::Source;
+using worker::TurnRequest;
+using worker::TurnResult;
 
-class PrefillerTest : public ::testing::Test {
+class PrefillTurnTest : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = model::testing::SharedDefaultModel();
@@ -34,14 +33,18 @@ class PrefillerTest : public ::testing::Test {
     ship_ = *transport::CreateLoopbackTransport(node_->fabric());
     inbox_ = std::make_unique<worker::DeliveryInbox>(
         *transport::CreateLoopbackTransport(node_->fabric()));
-    prefiller_ = std::make_unique<Prefiller>(*model_, model::testing::SharedPool(),
-                                             prefill_cache_.get(), *ship_, PrefillerOptions{});
-    hot_ = std::make_unique<decode_worker::HotSessions>(int64_t{1} << 30,
-                                                        /*reencode_idle=*/true);
-    decode_worker::TurnRunnerOptions d;
+    prefiller_ = std::make_unique<worker::TurnRunner>(
+        *model_, model::testing::SharedPool(),
+        worker::TurnParts{.cache = prefill_cache_.get(), .ship = ship_.get()},
+        worker::TurnRunnerOptions{});
+    hot_ = std::make_unique<worker::HotSessions>(int64_t{1} << 30,
+                                                 /*reencode_idle=*/true);
+    worker::TurnRunnerOptions d;
     d.delivery_timeout = absl::Milliseconds(300);
-    runner_ = std::make_unique<decode_worker::TurnRunner>(
-        *model_, model::testing::SharedPool(), decode_cache_.get(), inbox_.get(), *hot_, d);
+    runner_ = std::make_unique<worker::TurnRunner>(
+        *model_, model::testing::SharedPool(),
+        worker::TurnParts{.cache = decode_cache_.get(), .hot = hot_.get(), .inbox = inbox_.get()},
+        d);
   }
   void TearDown() override {
     runner_.reset();
@@ -65,8 +68,8 @@ class PrefillerTest : public ::testing::Test {
     return kvstate::MakeNamespaceKey("tenant", *kvstate::FingerprintFromHex(model_->fingerprint()),
                                      "snapkv:0.3:int8");
   }
-  PrefillJob Job(std::vector<int32_t> tokens, uint64_t delivery) const {
-    PrefillJob j;
+  worker::PrefillJob Job(std::vector<int32_t> tokens, uint64_t delivery) const {
+    worker::PrefillJob j;
     j.session_id = "s1";
     j.namespace_key = Namespace();
     j.tokens = std::move(tokens);
@@ -75,9 +78,9 @@ class PrefillerTest : public ::testing::Test {
     j.delivery_id = delivery;
     return j;
   }
-  TurnRequest Decode(const std::string& session, std::vector<int32_t> tokens,
-                     uint64_t delivery) const {
-    TurnRequest r;
+  worker::TurnRequest Decode(const std::string& session, std::vector<int32_t> tokens,
+                             uint64_t delivery) const {
+    worker::TurnRequest r;
     r.session_id = session;
     r.namespace_key = Namespace();
     r.tokens = std::move(tokens);
@@ -86,22 +89,23 @@ class PrefillerTest : public ::testing::Test {
     r.delivery_id = delivery;
     return r;
   }
-  absl::StatusOr<TurnResult> RunDecode(const TurnRequest& r, std::vector<int32_t>* ids) {
-    decode_worker::TurnCallbacks cb;
+  absl::StatusOr<worker::TurnResult> RunDecode(const worker::TurnRequest& r,
+                                               std::vector<int32_t>* ids) {
+    worker::TurnCallbacks cb;
     cb.tokens = [&](std::span<const int32_t> got, const std::string&) {
       ids->insert(ids->end(), got.begin(), got.end());
       return true;
     };
-    return runner_->Run(r, cb);
+    return runner_->Decode(r, cb);
   }
 
   // Turn 1 of session s1, prefilled here (delivery 1) and decoded; `conversation` then also holds
   // its answer and the user's `next` message, ready for turn 2.
-  absl::StatusOr<TurnResult> FirstTurn(std::vector<int32_t>& conversation,
-                                       const std::string& next) {
-    RETURN_IF_ERROR(prefiller_->Run(Job(conversation, 1)).status());
+  absl::StatusOr<worker::TurnResult> FirstTurn(std::vector<int32_t>& conversation,
+                                               const std::string& next) {
+    RETURN_IF_ERROR(prefiller_->Prefill(Job(conversation, 1)).status());
     std::vector<int32_t> ids;
-    absl::StatusOr<TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
+    absl::StatusOr<worker::TurnResult> t1 = RunDecode(Decode("s1", conversation, 1), &ids);
     if (!t1.ok()) return t1;
     conversation.insert(conversation.end(), ids.begin(), ids.end());
     const std::vector<int32_t> more = model_->tokenizer().Encode(
@@ -115,17 +119,17 @@ class PrefillerTest : public ::testing::Test {
   std::unique_ptr<cache_client::CacheClient> prefill_cache_, decode_cache_;
   std::unique_ptr<transport::Transport> ship_;
   std::unique_ptr<worker::DeliveryInbox> inbox_;
-  std::unique_ptr<Prefiller> prefiller_;
-  std::unique_ptr<decode_worker::HotSessions> hot_;
-  std::unique_ptr<decode_worker::TurnRunner> runner_;
+  std::unique_ptr<worker::TurnRunner> prefiller_;  // the prefill worker's
+  std::unique_ptr<worker::HotSessions> hot_;
+  std::unique_ptr<worker::TurnRunner> runner_;
 };
 
-TEST_F(PrefillerTest, TheDecodeWorkerContinuesFromTheDeliveryAsFromTheSameStateLoadedWarm) {
+TEST_F(PrefillTurnTest, TheDecodeWorkerContinuesFromTheDeliveryAsFromTheSameStateLoadedWarm) {
   std::string text;
   for (int i = 0; i < 24; ++i) text += "The Seine flows through Paris to the sea. ";
   const std::vector<int32_t> prompt = Chat(text + "Where does it flow?");
   const int32_t n = static_cast<int32_t>(prompt.size());
-  absl::StatusOr<PrefillOutcome> p = prefiller_->Run(Job(prompt, 42));
+  absl::StatusOr<worker::PrefillOutcome> p = prefiller_->Prefill(Job(prompt, 42));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(p->warm);
   EXPECT_EQ(p->prefilled_tokens, n - 1);
@@ -152,27 +156,28 @@ TEST_F(PrefillerTest, TheDecodeWorkerContinuesFromTheDeliveryAsFromTheSameStateL
   EXPECT_GT(evicted_pages, 0);
 
   std::vector<int32_t> delivered_ids;
-  absl::StatusOr<TurnResult> delivered = RunDecode(Decode("s1", prompt, 42), &delivered_ids);
+  absl::StatusOr<worker::TurnResult> delivered =
+      RunDecode(Decode("s1", prompt, 42), &delivered_ids);
   ASSERT_TRUE(delivered.ok()) << delivered.status();
-  EXPECT_EQ(delivered->start.source, Source::kPrefillWorker);
+  EXPECT_EQ(delivered->start.source, worker::Source::kPrefillWorker);
   EXPECT_EQ(delivered->start.reused_tokens, n - 1);
   EXPECT_EQ(delivered->start.prefilled_tokens, 1);
   EXPECT_EQ(delivered->start.kept_entries, p->kept_entries + heads);
 
   // Another session, no delivery: warm from what the prefill worker stored; the same tokens.
   std::vector<int32_t> warm_ids;
-  absl::StatusOr<TurnResult> warm = RunDecode(Decode("s2", prompt, 0), &warm_ids);
+  absl::StatusOr<worker::TurnResult> warm = RunDecode(Decode("s2", prompt, 0), &warm_ids);
   ASSERT_TRUE(warm.ok()) << warm.status();
-  EXPECT_EQ(warm->start.source, Source::kWarm);
+  EXPECT_EQ(warm->start.source, worker::Source::kWarm);
   EXPECT_EQ(warm->start.reused_tokens, n - 1);
   EXPECT_EQ(warm_ids, delivered_ids);
 }
 
-TEST_F(PrefillerTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
+TEST_F(PrefillTurnTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
   std::vector<int32_t> conversation = Chat("Name three colours of the rainbow.");
-  absl::StatusOr<TurnResult> t1 = FirstTurn(conversation, "And two more?");
+  absl::StatusOr<worker::TurnResult> t1 = FirstTurn(conversation, "And two more?");
   ASSERT_TRUE(t1.ok()) << t1.status();
-  absl::StatusOr<PrefillOutcome> p2 = prefiller_->Run(Job(conversation, 2));
+  absl::StatusOr<worker::PrefillOutcome> p2 = prefiller_->Prefill(Job(conversation, 2));
   ASSERT_TRUE(p2.ok()) << p2.status();
   EXPECT_TRUE(p2->warm);
   EXPECT_EQ(p2->reused_tokens, t1->kv_tokens);
@@ -181,85 +186,87 @@ TEST_F(PrefillerTest, ALaterTurnsPrefillStartsFromTheDecodeWorkersStoredState) {
   // there is nothing to recall.
   EXPECT_EQ(p2->recall_candidates, 0);
   std::vector<int32_t> ids2;
-  absl::StatusOr<TurnResult> t2 = RunDecode(Decode("s1", conversation, 2), &ids2);
+  absl::StatusOr<worker::TurnResult> t2 = RunDecode(Decode("s1", conversation, 2), &ids2);
   ASSERT_TRUE(t2.ok()) << t2.status();
-  EXPECT_EQ(t2->start.source, Source::kPrefillWorker);  // the delivery wins over the hot copy
+  EXPECT_EQ(t2->start.source,
+            worker::Source::kPrefillWorker);  // the delivery wins over the hot copy
 }
 
 // A session hot on the decode worker gets only a delta: the prefill starts from the state the
 // decode worker stored, ships what it lacks and what to drop, and the decode worker's hot copy
 // ends holding the same entries a whole delivery of the same prefill gives a fresh session.
-TEST_F(PrefillerTest, AHotSessionGetsADeltaThatEndsWhereAWholeDeliveryDoes) {
+TEST_F(PrefillTurnTest, AHotSessionGetsADeltaThatEndsWhereAWholeDeliveryDoes) {
   std::string long_text;
   for (int i = 0; i < 12; ++i) long_text += "Shelf " + std::to_string(i) + " holds red books. ";
   std::vector<int32_t> conversation = Chat(long_text + "Which shelf is first?");
-  absl::StatusOr<TurnResult> t1 =
+  absl::StatusOr<worker::TurnResult> t1 =
       FirstTurn(conversation, "And which shelf is last? Answer with its number and say why.");
   ASSERT_TRUE(t1.ok()) << t1.status();
 
-  PrefillJob whole_job = Job(conversation, 2);
-  absl::StatusOr<PrefillOutcome> whole = prefiller_->Run(whole_job);
+  worker::PrefillJob whole_job = Job(conversation, 2);
+  absl::StatusOr<worker::PrefillOutcome> whole = prefiller_->Prefill(whole_job);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_FALSE(whole->delta);
   std::vector<int32_t> whole_ids;
-  absl::StatusOr<TurnResult> fresh = RunDecode(Decode("s2", conversation, 2), &whole_ids);
+  absl::StatusOr<worker::TurnResult> fresh = RunDecode(Decode("s2", conversation, 2), &whole_ids);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
-  ASSERT_EQ(fresh->start.source, Source::kPrefillWorker);
+  ASSERT_EQ(fresh->start.source, worker::Source::kPrefillWorker);
 
-  PrefillJob delta_job = Job(conversation, 3);
+  worker::PrefillJob delta_job = Job(conversation, 3);
   delta_job.hot_tokens = static_cast<int32_t>(t1->kv_tokens);
-  absl::StatusOr<PrefillOutcome> delta = prefiller_->Run(delta_job);
+  absl::StatusOr<worker::PrefillOutcome> delta = prefiller_->Prefill(delta_job);
   ASSERT_TRUE(delta.ok()) << delta.status();
   EXPECT_TRUE(delta->delta);
   EXPECT_EQ(delta->reused_tokens, t1->kv_tokens);
   EXPECT_LT(delta->shipped_bytes, whole->shipped_bytes);
   std::vector<int32_t> delta_ids;
-  absl::StatusOr<TurnResult> hot = RunDecode(Decode("s1", conversation, 3), &delta_ids);
+  absl::StatusOr<worker::TurnResult> hot = RunDecode(Decode("s1", conversation, 3), &delta_ids);
   ASSERT_TRUE(hot.ok()) << hot.status();
-  EXPECT_EQ(hot->start.source, Source::kPrefillWorker);
+  EXPECT_EQ(hot->start.source, worker::Source::kPrefillWorker);
   EXPECT_EQ(hot->start.kept_entries, fresh->start.kept_entries);
   EXPECT_EQ(hot->start.reused_tokens, fresh->start.reused_tokens);
 
   // A delta for a session this decode worker does not hold: logged, and the turn goes on without.
-  PrefillJob stray = Job(conversation, 4);
+  worker::PrefillJob stray = Job(conversation, 4);
   stray.hot_tokens = static_cast<int32_t>(t1->kv_tokens);
-  ASSERT_TRUE(prefiller_->Run(stray).ok());
+  ASSERT_TRUE(prefiller_->Prefill(stray).ok());
   std::vector<int32_t> stray_ids;
-  absl::StatusOr<TurnResult> other = RunDecode(Decode("s3", conversation, 4), &stray_ids);
+  absl::StatusOr<worker::TurnResult> other = RunDecode(Decode("s3", conversation, 4), &stray_ids);
   ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_NE(other->start.source, Source::kPrefillWorker);
+  EXPECT_NE(other->start.source, worker::Source::kPrefillWorker);
 }
 
-TEST_F(PrefillerTest, ADeliveryThatNeverComesOrDoesNotFitLeavesTheTurnToStartWithoutIt) {
+TEST_F(PrefillTurnTest, ADeliveryThatNeverComesOrDoesNotFitLeavesTheTurnToStartWithoutIt) {
   const std::vector<int32_t> prompt = Chat("Hello there!");
   std::vector<int32_t> ids;
-  absl::StatusOr<TurnResult> never = RunDecode(Decode("s1", prompt, 7), &ids);
+  absl::StatusOr<worker::TurnResult> never = RunDecode(Decode("s1", prompt, 7), &ids);
   ASSERT_TRUE(never.ok()) << never.status();
-  EXPECT_EQ(never->start.source, Source::kRecompute);
+  EXPECT_EQ(never->start.source, worker::Source::kRecompute);
 
   // A delivery of another conversation: refused by its state key.
-  ASSERT_TRUE(prefiller_->Run(Job(Chat("Something else entirely."), 8)).ok());
+  ASSERT_TRUE(prefiller_->Prefill(Job(Chat("Something else entirely."), 8)).ok());
   ids.clear();
-  absl::StatusOr<TurnResult> other = RunDecode(Decode("s2", prompt, 8), &ids);
+  absl::StatusOr<worker::TurnResult> other = RunDecode(Decode("s2", prompt, 8), &ids);
   ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_NE(other->start.source, Source::kPrefillWorker);
+  EXPECT_NE(other->start.source, worker::Source::kPrefillWorker);
 }
 
 // A prefill worker whose pool holds KIVI ships its full pages as they are: a KIVI delivery
 // without eviction is far smaller than an fp16 one (the rows are sealed before they ship).
-TEST_F(PrefillerTest, AKiviDeliveryShipsSealedPagesNotFp16) {
+TEST_F(PrefillTurnTest, AKiviDeliveryShipsSealedPagesNotFp16) {
   model::KvPool pool({.page_tokens = 64, .head_dim = model_->config().head_dim});
-  PrefillerOptions o;
+  worker::TurnRunnerOptions o;
   o.kv_pool = &pool;
-  Prefiller prefiller(*model_, model::testing::SharedPool(), nullptr, *ship_, o);
+  worker::TurnRunner prefiller(*model_, model::testing::SharedPool(),
+                               worker::TurnParts{.ship = ship_.get()}, o);
   std::string text;
   for (int i = 0; i < 20; ++i) text += "Lighthouses guide ships along the coast at night. ";
   uint64_t shipped[2] = {};
   uint64_t delivery = 70;
   for (const char* codec : {"fp16", "kivi4"}) {
-    PrefillJob job = Job(Chat(text), ++delivery);
+    worker::PrefillJob job = Job(Chat(text), ++delivery);
     job.policy = *worker::ParsePolicy("", 1.0, codec);
-    absl::StatusOr<PrefillOutcome> p = prefiller.Run(job);
+    absl::StatusOr<worker::PrefillOutcome> p = prefiller.Prefill(job);
     ASSERT_TRUE(p.ok()) << codec << ": " << p.status();
     ASSERT_GT(p->delivered_tokens, 200);
     shipped[codec == std::string("kivi4")] = p->shipped_bytes;
@@ -270,26 +277,27 @@ TEST_F(PrefillerTest, AKiviDeliveryShipsSealedPagesNotFp16) {
 
 // Jobs run concurrently (their prefills take turns one chunk at a time): each ships what it ships
 // when it runs alone.
-TEST_F(PrefillerTest, ConcurrentJobsTakeTurnsAndShipWhatTheyShipAlone) {
-  PrefillerOptions o;
+TEST_F(PrefillTurnTest, ConcurrentJobsTakeTurnsAndShipWhatTheyShipAlone) {
+  worker::TurnRunnerOptions o;
   o.prefill_chunk_tokens = 32;
-  Prefiller prefiller(*model_, model::testing::SharedPool(), nullptr, *ship_, o);
+  worker::TurnRunner prefiller(*model_, model::testing::SharedPool(),
+                               worker::TurnParts{.ship = ship_.get()}, o);
   std::string text;
   for (int i = 0; i < 30; ++i) text += "The archive keeps letters from every harbour town. ";
   const std::vector<int32_t> prompts[] = {Chat(text + "Summarise."), Chat("Name a colour.")};
   uint64_t delivery = 90;
-  PrefillOutcome alone[2];
+  worker::PrefillOutcome alone[2];
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<PrefillOutcome> p = prefiller.Run(Job(prompts[i], ++delivery));
+    absl::StatusOr<worker::PrefillOutcome> p = prefiller.Prefill(Job(prompts[i], ++delivery));
     ASSERT_TRUE(p.ok()) << p.status();
     alone[i] = *p;
   }
   ASSERT_GT(alone[0].prefilled_tokens, 8 * o.prefill_chunk_tokens);  // many turns to take
-  absl::StatusOr<PrefillOutcome> together[2];
+  absl::StatusOr<worker::PrefillOutcome> together[2];
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) {
     const uint64_t id = ++delivery;
-    threads.emplace_back([&, i, id] { together[i] = prefiller.Run(Job(prompts[i], id)); });
+    threads.emplace_back([&, i, id] { together[i] = prefiller.Prefill(Job(prompts[i], id)); });
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 2; ++i) {
@@ -297,20 +305,26 @@ TEST_F(PrefillerTest, ConcurrentJobsTakeTurnsAndShipWhatTheyShipAlone) {
     EXPECT_EQ(together[i]->kept_entries, alone[i].kept_entries) << i;
     EXPECT_EQ(together[i]->shipped_bytes, alone[i].shipped_bytes) << i;
   }
-  const worker::ComputeTurns::Stats s = prefiller.TurnStats();
-  EXPECT_EQ(s.computing, 0);
-  EXPECT_EQ(s.waiting, 0);
+  const worker::EngineStats s = prefiller.engine_stats();
+  EXPECT_EQ(s.working, 0);
+  EXPECT_EQ(s.queued_work, 0);
+  EXPECT_GE(s.work_yields, 1);  // they did interleave
+  const worker::TurnStats turns = prefiller.stats();
+  for (int64_t n : turns.in_state) EXPECT_EQ(n, 0);
+  EXPECT_EQ(turns.done, 4);
 }
 
-TEST_F(PrefillerTest, BadJobsAreRefusedNamingTheField) {
+TEST_F(PrefillTurnTest, BadJobsAreRefusedNamingTheField) {
   const std::vector<int32_t> prompt = Chat("Hi");
-  auto code_and_message = [&](const PrefillJob& j) { return prefiller_->Run(j).status(); };
+  auto code_and_message = [&](const worker::PrefillJob& j) {
+    return prefiller_->Prefill(j).status();
+  };
   absl::Status st = code_and_message(Job({prompt[0]}, 1));
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("at least 2"), std::string_view::npos) << st;
   st = code_and_message(Job(prompt, 0));
   EXPECT_EQ(st.message(), "delivery_id must be nonzero");
-  PrefillJob j = Job(prompt, 3);
+  worker::PrefillJob j = Job(prompt, 3);
   j.tokens[1] = model_->config().vocab_size;
   EXPECT_EQ(code_and_message(j).code(), absl::StatusCode::kInvalidArgument);
   j = Job(prompt, 3);

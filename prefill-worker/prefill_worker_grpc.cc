@@ -11,7 +11,7 @@
 namespace glimpse::prefill_worker {
 namespace {
 
-void ToProto(const PrefillOutcome& o, v1::PrefillResponse* r) {
+void ToProto(const worker::PrefillOutcome& o, v1::PrefillResponse* r) {
   r->set_source(o.warm ? v1::STATE_SOURCE_WARM : v1::STATE_SOURCE_RECOMPUTE);
   r->set_reused_tokens(o.reused_tokens);
   r->set_prefilled_tokens(o.prefilled_tokens);
@@ -30,8 +30,8 @@ void ToProto(const PrefillOutcome& o, v1::PrefillResponse* r) {
 
 }  // namespace
 
-absl::StatusOr<PrefillJob> FromProto(const v1::PrefillRequest& request) {
-  PrefillJob job;
+absl::StatusOr<worker::PrefillJob> FromProto(const v1::PrefillRequest& request) {
+  worker::PrefillJob job;
   RETURN_IF_ERROR(worker::CheckSessionId(request.session_id()));
   job.session_id = request.session_id();
   ASSIGN_OR_RETURN(job.namespace_key, worker::NamespaceFromBytes(request.namespace_key()));
@@ -47,8 +47,8 @@ absl::StatusOr<PrefillJob> FromProto(const v1::PrefillRequest& request) {
   return job;
 }
 
-PrefillWorkerGrpc::PrefillWorkerGrpc(Prefiller& prefiller, metrics::MetricsRegistry& registry)
-    : prefiller_(prefiller),
+PrefillWorkerGrpc::PrefillWorkerGrpc(worker::TurnRunner& runner, metrics::MetricsRegistry& registry)
+    : runner_(runner),
       registry_(registry),
       seconds_(registry.AddHistogram("glimpse_prefill_worker_prefill_seconds",
                                      "Whole prefills: queue, load, prefill, store and ship.",
@@ -62,13 +62,8 @@ PrefillWorkerGrpc::PrefillWorkerGrpc(Prefiller& prefiller, metrics::MetricsRegis
   registry.AddCollector([this](metrics::SampleWriter& w) {
     w.Gauge("glimpse_prefill_worker_queue_length", "Prefills running or waiting.", {},
             static_cast<double>(queued_.load()));
-    const worker::ComputeTurns::Stats turns = prefiller_.TurnStats();
-    w.Gauge("glimpse_prefill_worker_prefills_waiting_for_turn",
-            "Prefills waiting for their turn at the model.", {},
-            static_cast<double>(turns.waiting));
-    w.Counter("glimpse_prefill_worker_turns_yielded_total",
-              "Turns at the model a prefill handed to waiting ones at a chunk boundary.", {},
-              static_cast<double>(turns.yields));
+    worker::AddEngineMetrics(runner_.engine_stats(), "glimpse_prefill_worker", w);
+    worker::AddTurnMetrics(runner_.stats(), "glimpse_prefill_worker", w);
   });
 }
 
@@ -83,10 +78,11 @@ grpc::Status PrefillWorkerGrpc::Fail(const absl::Status& status) {
 grpc::Status PrefillWorkerGrpc::Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
                                         v1::PrefillResponse* response) {
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<PrefillJob> job = FromProto(*request);
+  absl::StatusOr<worker::PrefillJob> job = FromProto(*request);
   if (!job.ok()) return Fail(job.status());
   queued_.fetch_add(1);
-  const absl::StatusOr<PrefillOutcome> out = prefiller_.Run(*job);  // jobs take turns inside
+  const absl::StatusOr<worker::PrefillOutcome> out =
+      runner_.Prefill(*job);  // jobs take turns inside
   queued_.fetch_sub(1);
   if (!out.ok()) return Fail(out.status());
   ToProto(*out, response);

@@ -1,24 +1,26 @@
 // The gRPC face of a prefill worker (proto/glimpse/v1/prefill_worker.proto): validates requests
-// and runs one prefill at a time on the Prefiller (one model, one thread pool); the others queue.
+// and runs prefill jobs on the worker::TurnRunner (core/worker/turn_runner.h: the whole flow),
+// many at once (their prefills take turns at the model chunk by chunk).
 // Metrics: glimpse_prefill_worker_{prefills_total{source},errors_total{code},prefill_seconds,
-// prefilled_tokens_total,shipped_bytes_total,stored_bytes_total,queue_length}.
+// prefilled_tokens_total,shipped_bytes_total,stored_bytes_total,queue_length,engine_*,
+// turns_in_state{state},turns_done_total} (worker::AddEngineMetrics, worker::AddTurnMetrics).
 #pragma once
 
 #include <atomic>
 #include <mutex>
 
 #include "core/common/metrics.h"
+#include "core/worker/turn_runner.h"
 #include "glimpse/v1/prefill_worker.grpc.pb.h"
-#include "prefill-worker/prefiller.h"
 
 namespace glimpse::prefill_worker {
 
-// The wire request as a PrefillJob; InvalidArgument naming the field.
-absl::StatusOr<PrefillJob> FromProto(const v1::PrefillRequest& request);
+// The wire request as a worker::PrefillJob; InvalidArgument naming the field.
+absl::StatusOr<worker::PrefillJob> FromProto(const v1::PrefillRequest& request);
 
 class PrefillWorkerGrpc final : public v1::PrefillWorker::Service {
  public:
-  PrefillWorkerGrpc(Prefiller& prefiller, metrics::MetricsRegistry& registry);
+  PrefillWorkerGrpc(worker::TurnRunner& runner, metrics::MetricsRegistry& registry);
 
   grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
                        v1::PrefillResponse* response) override;
@@ -29,7 +31,7 @@ class PrefillWorkerGrpc final : public v1::PrefillWorker::Service {
  private:
   grpc::Status Fail(const absl::Status& status);
 
-  Prefiller& prefiller_;
+  worker::TurnRunner& runner_;
   metrics::MetricsRegistry& registry_;
   metrics::Histogram& seconds_;
   metrics::Counter& prefilled_;

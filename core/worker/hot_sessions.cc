@@ -1,4 +1,4 @@
-#include "decode-worker/hot_sessions.h"
+#include "core/worker/hot_sessions.h"
 
 #include <algorithm>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "core/common/log.h"
 #include "core/worker/policy.h"
 
-namespace glimpse::decode_worker {
+namespace glimpse::worker {
 
 absl::StatusOr<std::optional<HotSession>> HotSessions::Checkout(const std::string& id,
                                                                 absl::Duration wait) {
@@ -87,7 +87,7 @@ void HotSessions::ShrinkIdleLocked(const std::function<bool()>& room, int64_t sh
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.busy || !it->second.hot) continue;
     const model::KvCache& cache = it->second.hot->session->cache();
-    const std::optional<kernels::KvDType> to = worker::IdleShrinkFormat(cache.dtype());
+    const std::optional<kernels::KvDType> to = IdleShrinkFormat(cache.dtype());
     if (to && cache.BytesIn(*to) < cache.TotalBytes()) order.push_back({it, *to});
   }
   int64_t saved = 0;
@@ -154,4 +154,4 @@ HotStats HotSessions::Stats() const {
   return s;
 }
 
-}  // namespace glimpse::decode_worker
+}  // namespace glimpse::worker

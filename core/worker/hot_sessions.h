@@ -28,7 +28,7 @@
 #include "core/kvstate/state_key.h"
 #include "core/model/session.h"
 
-namespace glimpse::decode_worker {
+namespace glimpse::worker {
 
 struct HotSession {
   std::unique_ptr<model::Session> session;
@@ -94,4 +94,4 @@ class HotSessions {
   int64_t reencoded_for_room_ = 0;        // GUARDED_BY(mu_)
 };
 
-}  // namespace glimpse::decode_worker
+}  // namespace glimpse::worker

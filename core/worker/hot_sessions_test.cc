@@ -1,11 +1,11 @@
-#include "decode-worker/hot_sessions.h"
+#include "core/worker/hot_sessions.h"
 
 #include <thread>
 
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
-namespace glimpse::decode_worker {
+namespace glimpse::worker {
 namespace {
 
 HotSession MakeSession(int tokens) {
@@ -136,4 +136,4 @@ TEST(HotSessionsTest, ACheckoutWaitsForTheRunningTurnOfItsSession) {
 }
 
 }  // namespace
-}  // namespace glimpse::decode_worker
+}  // namespace glimpse::worker

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The soak test (`make soak`): the concurrency-heavy suites -- the worker engine (continuous
-# batching, preemption, observers), the decode worker's turns against an in-process cache node,
+# batching, preemption, observers), both workers' turns against an in-process cache node,
 # the cache node service and the coordinator -- built with clang and a sanitizer in a tree of their
 # own, each run REPEAT times in shuffled order. ThreadSanitizer reads the suppressions in
 # tools/sanitizers/tsan.supp (Debian's uninstrumented libraries only); AddressSanitizer runs with
@@ -14,7 +14,8 @@ dir="$2"
 repeat="${3:-3}"
 jobs="${4:-$(nproc)}"
 tests=(core/worker/glimpse_worker_test coordinator/glimpse_coordinator_test
-       decode-worker/glimpse_decode_worker_test cache-node/glimpse_cache_node_test)
+       decode-worker/glimpse_decode_worker_test prefill-worker/glimpse_prefill_worker_test
+       cache-node/glimpse_cache_node_test)
 case "$sanitizer" in
   thread)
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$repo/tools/sanitizers/tsan.supp" ;;
