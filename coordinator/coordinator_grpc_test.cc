@@ -308,7 +308,8 @@ TEST_F(CoordinatorGrpcTest, RegisteredTransportAddressesAreTheOnlyPeersEnginesDe
 }
 
 // A node that registers right after the allowlist refreshed (inside min_miss_gap) is accepted at
-// its first batch: the miss waits out the gap and refreshes instead of refusing it.
+// its first batch: the miss waits out the gap and refreshes instead of refusing it. Peek, which
+// screens batch headers without waiting, refuses only an address refused since the last list.
 TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
   auto fabric = transport::NewLoopbackFabric();
   std::unique_ptr<transport::Transport> outsider = *transport::CreateLoopbackTransport(fabric);
@@ -321,10 +322,13 @@ TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
       cluster::CoordinatorPeers::Start(o);
   ASSERT_TRUE(peers.ok()) << peers.status();
   EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));  // a miss: the list was just fetched
+  EXPECT_EQ((*peers)->Peek(outsider->LocalAddress()), transport::PeerVerdict::kRefused);
+  EXPECT_EQ((*peers)->Peek(joiner->LocalAddress()), transport::PeerVerdict::kUnknown);
   ASSERT_TRUE(
       Register("d9", v1::NODE_ROLE_DECODE, "127.0.0.1:7009", 1000, nullptr, joiner->LocalAddress())
           .ok());
   EXPECT_TRUE((*peers)->Allows(joiner->LocalAddress()));
+  EXPECT_EQ((*peers)->Peek(joiner->LocalAddress()), transport::PeerVerdict::kAllowed);
   EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
 }
 

@@ -38,6 +38,13 @@ bool CoordinatorPeers::Known(std::string_view address) const {
   return addresses_.contains(address);
 }
 
+transport::PeerVerdict CoordinatorPeers::Peek(std::string_view address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (addresses_.contains(address)) return transport::PeerVerdict::kAllowed;
+  if (failing_ || refused_.contains(address)) return transport::PeerVerdict::kRefused;
+  return transport::PeerVerdict::kUnknown;
+}
+
 bool CoordinatorPeers::Allows(std::string_view address) {
   if (Known(address)) return true;
   std::lock_guard<std::mutex> lock(refresh_mu_);
@@ -47,12 +54,13 @@ bool CoordinatorPeers::Allows(std::string_view address) {
   if (failing_) return false;
   // Refused since the last list came: refused again at once, so a peer that is not a member costs
   // one wait per refresh, not one per batch.
-  if (refused_.contains(address)) return false;
+  if (Peek(address) == transport::PeerVerdict::kRefused) return false;
   // A node that registered after the last refresh (a decode worker whose first act is a load) is
   // let in: wait out the rate limit and look again rather than refuse it.
   const absl::Duration since = absl::Now() - last_refresh_;
   if (since < options_.min_miss_gap) absl::SleepFor(options_.min_miss_gap - since);
   if (Refresh().ok() && Known(address)) return true;
+  std::lock_guard<std::mutex> list(mu_);
   if (refused_.size() < kMaxRefused) refused_.insert(std::string(address));
   return false;
 }
@@ -85,8 +93,8 @@ absl::Status CoordinatorPeers::Refresh() {
     if (!n.ucx_address().empty()) addresses.insert(n.ucx_address());
     for (const std::string& a : n.client_ucx_addresses()) addresses.insert(a);
   }
-  refused_.clear();  // a new list: every address gets its chance again
   std::lock_guard<std::mutex> lock(mu_);
+  refused_.clear();  // a new list: every address gets its chance again
   addresses_ = std::move(addresses);
   return absl::OkStatus();
 }

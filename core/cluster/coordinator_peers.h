@@ -6,9 +6,12 @@
 // An address refused since the last refresh is refused again at once (one wait per refresh per
 // outsider, at most kMaxRefused remembered). A coordinator that cannot be reached is logged and
 // the last list kept: members stay accepted, newcomers wait until a retry (every `min_miss_gap`
-// while failing) reaches it; a miss then refuses at once rather than wait.
+// while failing) reaches it; a miss then refuses at once rather than wait. Peek answers from the
+// list as it is: a member is allowed; an address refused since the last refresh, or any
+// non-member while the coordinator cannot be reached, is refused; anything else is unknown.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -40,6 +43,7 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   ~CoordinatorPeers() override;
 
   bool Allows(std::string_view address) override;
+  transport::PeerVerdict Peek(std::string_view address) const override;
 
  private:
   CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<v1::Coordinator::Stub> stub);
@@ -52,10 +56,10 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   const std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::mutex refresh_mu_;                           // one ListNodes at a time
   absl::Time last_refresh_ = absl::InfinitePast();  // GUARDED_BY(refresh_mu_); attempts too
-  bool failing_ = false;                            // GUARDED_BY(refresh_mu_); for logs
+  std::atomic<bool> failing_ = false;  // the last refresh failed; written under refresh_mu_
   static constexpr size_t kMaxRefused = 1024;
-  std::set<std::string, std::less<>> refused_;  // GUARDED_BY(refresh_mu_); since the last list
   mutable std::mutex mu_;
+  std::set<std::string, std::less<>> refused_;  // GUARDED_BY(mu_); since the last list
   std::condition_variable cv_;
   std::set<std::string, std::less<>> addresses_;  // GUARDED_BY(mu_)
   bool stopping_ = false;                         // GUARDED_BY(mu_)

@@ -13,7 +13,17 @@ namespace {
 class RestrictedTransport final : public ForwardingTransport {
  public:
   RestrictedTransport(std::unique_ptr<Transport> inner, std::shared_ptr<PeerAllowlist> allowlist)
-      : ForwardingTransport(std::move(inner)), allowlist_(std::move(allowlist)) {}
+      : ForwardingTransport(std::move(inner)), allowlist_(std::move(allowlist)) {
+    ScreenSenders({});
+  }
+
+  // The allowlist's screen, and `screen` where it is set.
+  void ScreenSenders(SenderScreen screen) override {
+    ForwardingTransport::ScreenSenders(
+        [allowlist = allowlist_, screen = std::move(screen)](std::string_view sender) {
+          return allowlist->Peek(sender) != PeerVerdict::kRefused && (!screen || screen(sender));
+        });
+  }
 
   absl::StatusOr<PeerId> Connect(std::string_view peer_address) override {
     if (!allowlist_->Allows(peer_address)) {

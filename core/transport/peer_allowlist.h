@@ -17,18 +17,25 @@
 
 namespace glimpse::transport {
 
+enum class PeerVerdict { kAllowed, kRefused, kUnknown };
+
 class PeerAllowlist {
  public:
   virtual ~PeerAllowlist() = default;
   // Whether `address` (an engine's LocalAddress()) belongs to an allowed peer. May block for a
   // bounded time to refresh the list. Thread-safe.
   virtual bool Allows(std::string_view address) = 0;
+  // What the list says of `address` now, at once, without refreshing it: kUnknown when only a
+  // refresh could tell (Allows decides). Thread-safe.
+  virtual PeerVerdict Peek(std::string_view address) const = 0;
 };
 
 // `inner`, restricted to the peers `allowlist` allows: Connect to any other address is
-// PermissionDenied, and a batch from any other sender is dropped (its buffers are released) and
-// reported by Receive as PermissionDenied naming the sender. Both count in
-// Metrics::peers_refused. A null `allowlist` returns `inner` as it is (accepts any peer).
+// PermissionDenied. A batch's sender is screened twice: when its header arrives
+// (Transport::ScreenSenders: a sender Peek refuses gets nothing allocated), and, for one Peek
+// does not know, by Allows when Receive takes the batch (dropped, its buffers released). Either
+// way Receive reports PermissionDenied naming the sender, counted in Metrics::peers_refused. A
+// null `allowlist` returns `inner` as it is (accepts any peer).
 std::unique_ptr<Transport> RestrictToPeers(std::unique_ptr<Transport> inner,
                                            std::shared_ptr<PeerAllowlist> allowlist);
 

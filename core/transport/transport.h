@@ -26,11 +26,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -105,8 +107,9 @@ struct Metrics {
   uint64_t local_peers = 0;          // endpoints opened over shared memory (local_shared_memory)
   uint64_t receive_buffers_deferred = 0;  // receives held back by local_receive_window_bytes
   uint64_t receive_pending_batches = 0;   // now: announced, neither delivered nor failed yet
-  uint64_t receive_refused = 0;           // batches over the receive budget, oversized headers
-  uint64_t receive_pending_bytes = 0;     // now: the receive budget in use
+  uint64_t receive_refused = 0;        // refused at the header: over the receive budget, oversized
+                                       // headers, senders the screen refuses (ScreenSenders)
+  uint64_t receive_pending_bytes = 0;  // now: the receive budget in use
 };
 
 // One received batch. Owns its buffers (returned to the engine's pool on destruction).
@@ -147,6 +150,11 @@ class MemoryRegion {
   virtual size_t size() const = 0;
 };
 
+// Whether a transport takes a batch from `sender_address` (the address the batch states; see
+// peer_allowlist.h). Asked when the batch's header arrives, on the transport's own thread, before
+// anything is allocated for the batch: it must answer at once (no I/O, no waiting).
+using SenderScreen = std::function<bool(std::string_view sender_address)>;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -176,6 +184,12 @@ class Transport {
 
   // Next whole batch (or batch error) from any peer; DeadlineExceeded if none by `deadline`.
   virtual absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) = 0;
+
+  // From now on, a batch whose sender `screen` refuses is not taken: nothing is allocated for it,
+  // its bytes are dropped as they arrive, and Receive reports PermissionDenied naming the sender
+  // (counted in Metrics::peers_refused). Replaces the previous screen; an empty one takes every
+  // batch (the default).
+  virtual void ScreenSenders(SenderScreen screen) = 0;
 
   virtual Metrics GetMetrics() const = 0;
 };
@@ -207,6 +221,7 @@ class ForwardingTransport : public Transport {
   absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override {
     return inner_->Receive(deadline);
   }
+  void ScreenSenders(SenderScreen screen) override { inner_->ScreenSenders(std::move(screen)); }
   Metrics GetMetrics() const override { return inner_->GetMetrics(); }
 
  private:

@@ -665,6 +665,36 @@ TEST_P(UcxInProcess, ABatchBeyondTheSendersReceiveBudgetIsRefusedAndTheNextArriv
   EXPECT_EQ(m.receive_pending_bytes, 0u);  // the delivered batch left the budget
 }
 
+// A sender the screen refuses gets nothing allocated: its batch is refused when its header
+// arrives and its bytes are dropped as they come; once the screen lets it in, its batches arrive.
+TEST_P(UcxInProcess, ABatchFromAScreenedOutSenderIsRefusedAtItsHeader) {
+  Pair p = MakePair(TestOptions(GetParam()));
+  const std::string sender = p.a->LocalAddress();
+  p.b->ScreenSenders([&](std::string_view s) { return s != sender; });
+  auto big = MakeBuffers(4, 1 << 20, 0);
+  SubmitOptions o;
+  o.deadline = absl::Now() + absl::Seconds(5);
+  auto id = p.a->Submit(p.a_to_b, Spans(big), o);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto refused = p.b->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("not a registered peer"));
+  (void)p.a->Wait(*id, absl::Now() + absl::Seconds(10));  // ends, however UCX ends it
+  Metrics m = p.b->GetMetrics();
+  EXPECT_EQ(m.peers_refused, 1u);
+  EXPECT_EQ(m.bytes_received, 0u);
+  EXPECT_EQ(m.receive_pending_bytes, 0u);  // the receive budget was never taken
+
+  p.b->ScreenSenders({});
+  auto small = MakeBuffers(2, 1000, 1);
+  auto next = p.a->Submit(p.a_to_b, Spans(small), {});
+  ASSERT_TRUE(next.ok()) << next.status();
+  auto got = p.b->Receive(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t i = 0; i < small.size(); ++i) EXPECT_TRUE(CheckPattern(got->buffers()[i], 1, 1, i));
+  EXPECT_TRUE(p.a->Wait(*next, absl::Now() + absl::Seconds(10)).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Tls, UcxInProcess, ::testing::ValuesIn(kTlsCases), TlsName);
 
 }  // namespace

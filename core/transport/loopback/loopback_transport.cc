@@ -166,6 +166,12 @@ class LoopbackTransport : public Transport {
 
   absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override;
 
+  // A loopback batch is whole in memory when it is queued: the screen runs when it is taken.
+  void ScreenSenders(SenderScreen screen) override {
+    std::lock_guard l(mu_);
+    screen_ = std::move(screen);
+  }
+
   Metrics GetMetrics() const override {
     std::lock_guard l(mu_);
     return metrics_;
@@ -178,6 +184,7 @@ class LoopbackTransport : public Transport {
   uint64_t id_ = 0;
   mutable std::mutex mu_;
   Metrics metrics_;
+  SenderScreen screen_;
   TransferId next_id_ = 1;
   std::map<TransferId, TransferStatus> transfers_;
 };
@@ -203,6 +210,12 @@ absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
     spans.emplace_back(b.data(), b.size());
   }
   std::lock_guard l(mu_);
+  if (screen_ && !screen_(in.sender_address)) {
+    ++metrics_.peers_refused;
+    ++metrics_.receive_errors;
+    return absl::PermissionDeniedError(absl::StrCat("refused a batch from ", in.sender_address,
+                                                    ", which is not a registered peer"));
+  }
   if (in.crc.has_value() && crc != *in.crc) {
     ++metrics_.checksum_errors;
     ++metrics_.receive_errors;

@@ -12,9 +12,11 @@ namespace glimpse::transport::testing {
 
 class FixedPeers final : public PeerAllowlist {
  public:
-  bool Allows(std::string_view address) override {
+  bool Allows(std::string_view address) override { return Peek(address) == PeerVerdict::kAllowed; }
+  // A fixed list knows every answer.
+  PeerVerdict Peek(std::string_view address) const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return members_.contains(address);
+    return members_.contains(address) ? PeerVerdict::kAllowed : PeerVerdict::kRefused;
   }
   void Add(const std::string& address) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -22,7 +24,7 @@ class FixedPeers final : public PeerAllowlist {
   }
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::set<std::string, std::less<>> members_;
 };
 

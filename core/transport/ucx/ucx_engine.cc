@@ -480,6 +480,11 @@ ucp_mem_h UcxEngine::FindMemh(const uint8_t* p, size_t n) {
   return p + n <= it->second.end ? it->second.memh : nullptr;
 }
 
+void UcxEngine::ScreenSenders(SenderScreen screen) {
+  std::lock_guard<std::mutex> l(mu_);
+  screen_ = std::move(screen);
+}
+
 Metrics UcxEngine::GetMetrics() const {
   std::lock_guard l(mu_);
   Metrics m = metrics_;

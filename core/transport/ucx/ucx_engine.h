@@ -130,6 +130,9 @@ class UcxEngine : public Transport {
   absl::Status Wait(TransferId id, absl::Time deadline) override;
   absl::Status Cancel(TransferId id) override;
   absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override;
+  // The screen runs in OnHeaderBytes, under mu_: a refused batch goes the way of one over the
+  // receive budget (RefuseBatch: drained into discard_).
+  void ScreenSenders(SenderScreen screen) override;
   Metrics GetMetrics() const override;
 
   // Callbacks (static trampolines in the .cc files call these under mu_).
@@ -245,6 +248,7 @@ class UcxEngine : public Transport {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Metrics metrics_;
+  SenderScreen screen_;   // empty: every sender
   bool driving_ = false;  // a Wait() or Receive() caller progresses the worker (DriveUntil)
   uint64_t drives_ = 0;   // times a caller took the worker
   absl::Time driver_left_ = absl::InfinitePast();  // when the last driving caller left

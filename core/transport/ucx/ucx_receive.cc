@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/log.h"
 #include "core/kvpage/crc32c.h"
+#include "core/transport/peer_allowlist.h"
 #include "core/transport/ucx/ucx_engine.h"
 
 namespace glimpse::transport::ucx_internal {
@@ -169,6 +170,14 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
     ++metrics_.receive_errors;
     ready_.push_back({h.status(), nullptr});
     cv_.notify_all();
+    return;
+  }
+  if (screen_ && !screen_(h->sender_address)) {
+    ++metrics_.peers_refused;
+    absl::Status refused = absl::PermissionDeniedError(
+        absl::StrFormat("refused batch %d (%d bytes) from %s, which is not a registered peer",
+                        h->seq, h->total_bytes, DescribeAddress(h->sender_address)));
+    RefuseBatch(*std::move(h), key, std::move(refused));
     return;
   }
   if (absl::Status admitted = AdmitToBudget(*h); !admitted.ok()) {
