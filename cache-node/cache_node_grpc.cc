@@ -3,8 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/cache_client/proto_convert.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/status.h"
 #include "core/common/status_macros.h"
+#include "core/transport/peer_allowlist.h"
 
 namespace glimpse::cache_node {
 namespace {
@@ -25,8 +27,28 @@ grpc::Status Fail(const absl::StatusOr<T>& s) {
 
 }  // namespace
 
-grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext*, const v1::CacheBeginPutRequest* req,
+namespace {
+
+// With an identified caller (mutual TLS), `address` — where the node sends a reply, or the engine
+// a put comes from — must be one of the caller's own engines, as the coordinator's membership
+// lists them: a worker cannot point the node at another node's engines.
+absl::Status CheckOwnEngine(const grpc::ServerContext& ctx, transport::PeerAllowlist* peers,
+                            const std::string& address, const char* field) {
+  ASSIGN_OR_RETURN(const std::optional<PeerIdentity> caller, CallerIdentity(ctx));
+  if (!caller.has_value() || peers == nullptr) return absl::OkStatus();
+  if (peers->Belongs(address, caller->role, caller->id)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(field, ": ", transport::DescribeAddress(address),
+                                                  " is not an engine of ", caller->role, " '",
+                                                  caller->id, "'"));
+}
+
+}  // namespace
+
+grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext* ctx, const v1::CacheBeginPutRequest* req,
                                      v1::CacheBeginPutResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "BeginPut", {roles::kDecode, roles::kPrefill}));
+  GRPC_RETURN_IF_ERROR(
+      CheckOwnEngine(*ctx, service_->peers(), req->sender_address(), "sender_address"));
   absl::StatusOr<kvstate::Manifest> m = cache_client::ManifestFromProto(req->manifest());
   if (!m.ok()) return Fail(m);
   absl::StatusOr<PutTicket> t = service_->BeginPut(
@@ -41,6 +63,7 @@ grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext*, const v1::CacheBeginP
 grpc::Status CacheNodeGrpc::CommitPut(grpc::ServerContext* ctx,
                                       const v1::CacheCommitPutRequest* req,
                                       v1::CacheCommitPutResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "CommitPut", {roles::kDecode, roles::kPrefill}));
   absl::StatusOr<CommitResult> r = service_->CommitPut(req->ticket(), Deadline(ctx));
   if (!r.ok()) return Fail(r);
   resp->set_already_stored(r->already_stored);
@@ -74,6 +97,9 @@ void ResultToProto(const GetResult& r, v1::CacheGetResponse* out) {
 
 grpc::Status CacheNodeGrpc::Get(grpc::ServerContext* ctx, const v1::CacheGetRequest* req,
                                 v1::CacheGetResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Get", {roles::kDecode, roles::kPrefill}));
+  GRPC_RETURN_IF_ERROR(
+      CheckOwnEngine(*ctx, service_->peers(), req->reply_address(), "reply_address"));
   absl::StatusOr<GetItem> item = ItemFromProto(*req, "");
   if (!item.ok()) return Fail(item);
   GetRequest g{item->key,
@@ -90,6 +116,9 @@ grpc::Status CacheNodeGrpc::Get(grpc::ServerContext* ctx, const v1::CacheGetRequ
 
 grpc::Status CacheNodeGrpc::GetMany(grpc::ServerContext* ctx, const v1::CacheGetManyRequest* req,
                                     v1::CacheGetManyResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "GetMany", {roles::kDecode, roles::kPrefill}));
+  GRPC_RETURN_IF_ERROR(
+      CheckOwnEngine(*ctx, service_->peers(), req->reply_address(), "reply_address"));
   GetManyRequest g;
   g.items.reserve(req->items_size());
   for (int i = 0; i < req->items_size(); ++i) {
@@ -105,8 +134,9 @@ grpc::Status CacheNodeGrpc::GetMany(grpc::ServerContext* ctx, const v1::CacheGet
   return grpc::Status::OK;
 }
 
-grpc::Status CacheNodeGrpc::Lookup(grpc::ServerContext*, const v1::CacheLookupRequest* req,
+grpc::Status CacheNodeGrpc::Lookup(grpc::ServerContext* ctx, const v1::CacheLookupRequest* req,
                                    v1::CacheLookupResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Lookup", {roles::kDecode, roles::kPrefill}));
   absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
   if (!ns.ok()) return Fail(ns);
   absl::StatusOr<LookupResult> r =
@@ -121,8 +151,9 @@ grpc::Status CacheNodeGrpc::Lookup(grpc::ServerContext*, const v1::CacheLookupRe
   return grpc::Status::OK;
 }
 
-grpc::Status CacheNodeGrpc::Pin(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
+grpc::Status CacheNodeGrpc::Pin(grpc::ServerContext* ctx, const v1::CacheStateKeyRequest* req,
                                 v1::CacheEmpty*) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Pin", {roles::kDecode, roles::kPrefill}));
   absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
   if (!key.ok()) return Fail(key);
   absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
@@ -130,8 +161,9 @@ grpc::Status CacheNodeGrpc::Pin(grpc::ServerContext*, const v1::CacheStateKeyReq
   return ToGrpcStatus(service_->Pin(*ns, *key));
 }
 
-grpc::Status CacheNodeGrpc::Unpin(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
+grpc::Status CacheNodeGrpc::Unpin(grpc::ServerContext* ctx, const v1::CacheStateKeyRequest* req,
                                   v1::CacheEmpty*) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Unpin", {roles::kDecode, roles::kPrefill}));
   absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
   if (!key.ok()) return Fail(key);
   absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
@@ -139,8 +171,9 @@ grpc::Status CacheNodeGrpc::Unpin(grpc::ServerContext*, const v1::CacheStateKeyR
   return ToGrpcStatus(service_->Unpin(*ns, *key));
 }
 
-grpc::Status CacheNodeGrpc::Delete(grpc::ServerContext*, const v1::CacheStateKeyRequest* req,
+grpc::Status CacheNodeGrpc::Delete(grpc::ServerContext* ctx, const v1::CacheStateKeyRequest* req,
                                    v1::CacheEmpty*) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Delete", {roles::kDecode, roles::kPrefill}));
   absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
   if (!key.ok()) return Fail(key);
   absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
@@ -148,8 +181,9 @@ grpc::Status CacheNodeGrpc::Delete(grpc::ServerContext*, const v1::CacheStateKey
   return ToGrpcStatus(service_->Delete(*ns, *key));
 }
 
-grpc::Status CacheNodeGrpc::Stats(grpc::ServerContext*, const v1::CacheStatsRequest*,
+grpc::Status CacheNodeGrpc::Stats(grpc::ServerContext* ctx, const v1::CacheStatsRequest*,
                                   v1::CacheStatsResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Stats", {roles::kDecode, roles::kPrefill, roles::kAdmin}));
   const CacheNodeStats s = service_->Stats();
   resp->set_states(s.states);
   resp->set_stored_bytes(s.stored_bytes);

@@ -188,6 +188,8 @@ class CacheNodeService {
   absl::Status RunRetention();
 
   std::string transport_address() const { return transport_->LocalAddress(); }
+  // The peers the node deals with (options.peers; null: any).
+  transport::PeerAllowlist* peers() const { return options_.peers.get(); }
 
  private:
   struct Pending {

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/cluster/node_role.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/status.h"
 
 namespace glimpse::coordinator {
@@ -36,8 +38,11 @@ std::optional<absl::Duration> Hint(int64_t ms) {
 
 }  // namespace
 
-grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext* ctx,
+                                           const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
+  GRPC_RETURN_IF_ERROR(
+      AuthorizeNode(*ctx, "RegisterNode", {cluster::NodeRoleName(req->role())}, req->node_id()));
   NodeSpec spec{req->node_id(),
                 static_cast<NodeRole>(req->role()),
                 req->grpc_address(),
@@ -54,8 +59,10 @@ grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext*, const v1::Regis
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status CoordinatorGrpc::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                         v1::HeartbeatResponse* resp) {
+  GRPC_RETURN_IF_ERROR(AuthorizeNode(
+      *ctx, "Heartbeat", {roles::kDecode, roles::kPrefill, roles::kCache}, req->node_id()));
   NodeLoad load{req->load().queue_length(), req->load().used_bytes(), req->load().hot_sessions()};
   absl::StatusOr<std::vector<std::string>> released = service_->Heartbeat(req->node_id(), load);
   if (!released.ok()) return ToGrpcStatus(released.status());
@@ -63,8 +70,10 @@ grpc::Status CoordinatorGrpc::Heartbeat(grpc::ServerContext*, const v1::Heartbea
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext*, const v1::DeregisterRequest* req,
+grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext* ctx, const v1::DeregisterRequest* req,
                                          v1::DeregisterResponse* resp) {
+  GRPC_RETURN_IF_ERROR(AuthorizeNode(
+      *ctx, "Deregister", {roles::kDecode, roles::kPrefill, roles::kCache}, req->node_id()));
   absl::StatusOr<int> demoted = service_->Deregister(req->node_id());
   if (!demoted.ok()) return ToGrpcStatus(demoted.status());
   resp->set_demoted_sessions(*demoted);
@@ -73,6 +82,7 @@ grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext*, const v1::Deregis
 
 grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::RouteTurnRequest* req,
                                         v1::RouteTurnResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "RouteTurn", {roles::kFrontend}));
   RouteRequest r;
   r.session = req->session_id();
   r.tenant = req->tenant();
@@ -109,8 +119,9 @@ grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::Rout
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext*, const v1::EndTurnRequest* req,
+grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext* ctx, const v1::EndTurnRequest* req,
                                       v1::EndTurnResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "EndTurn", {roles::kFrontend}));
   EndTurnRequest r{req->session_id(), req->kv_tokens(), req->tool_name(),
                    Hint(req->expected_duration_ms()), std::nullopt};
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
@@ -131,9 +142,10 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext*, const v1::EndTurnReq
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext*,
+grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext* ctx,
                                             const v1::ToolCallEndedRequest* req,
                                             v1::ToolCallEndedResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "ToolCallEnded", {roles::kFrontend}));
   absl::StatusOr<ToolEndResult> t =
       service_->ToolCallEnded(req->session_id(), Hint(req->observed_duration_ms()));
   if (!t.ok()) return ToGrpcStatus(t.status());
@@ -143,8 +155,9 @@ grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext*, const v1::EndSessionRequest* req,
+grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
                                          v1::EndSessionResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "EndSession", {roles::kFrontend}));
   absl::StatusOr<SessionState> before = service_->GetSession(req->session_id());
   absl::StatusOr<int> turns = service_->EndSession(req->session_id());
   if (!turns.ok()) return ToGrpcStatus(turns.status());
@@ -153,8 +166,9 @@ grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext*, const v1::EndSess
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::GetSession(grpc::ServerContext*, const v1::GetSessionRequest* req,
+grpc::Status CoordinatorGrpc::GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
                                          v1::GetSessionResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "GetSession", {roles::kFrontend, roles::kAdmin}));
   absl::StatusOr<SessionState> s = service_->GetSession(req->session_id());
   if (!s.ok()) return ToGrpcStatus(s.status());
   v1::SessionInfo* p = resp->mutable_session();
@@ -172,8 +186,11 @@ grpc::Status CoordinatorGrpc::GetSession(grpc::ServerContext*, const v1::GetSess
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* req,
+grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest* req,
                                         v1::ListNodesResponse* resp) {
+  GRPC_RETURN_IF_ERROR(
+      Authorize(*ctx, "ListNodes",
+                {roles::kFrontend, roles::kDecode, roles::kPrefill, roles::kCache, roles::kAdmin}));
   std::optional<NodeRole> role;
   if (req->role() != v1::NODE_ROLE_UNSPECIFIED) role = static_cast<NodeRole>(req->role());
   for (const NodeView& n : service_->ListNodes(role, req->include_dead())) {
@@ -193,8 +210,9 @@ grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext*, const v1::ListNode
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorGrpc::Stats(grpc::ServerContext*, const v1::StatsRequest*,
+grpc::Status CoordinatorGrpc::Stats(grpc::ServerContext* ctx, const v1::StatsRequest*,
                                     v1::StatsResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Stats", {roles::kAdmin, roles::kFrontend}));
   CoordinatorStats s = service_->Stats();
   resp->set_nodes_alive(s.nodes_alive);
   resp->set_nodes_dead(s.nodes_dead);

@@ -2,10 +2,16 @@
 // channel, FakeClock time.
 #include "coordinator/coordinator_grpc.h"
 
+#include <cstdlib>
+
 #include "core/cluster/coordinator_peers.h"
+#include "core/common/grpc/certificates.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/server.h"
+#include "core/common/grpc/testdata/test_certs.h"
 #include "core/transport/loopback/loopback_transport.h"
 #include "core/transport/peer_allowlist.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::coordinator {
@@ -330,6 +336,98 @@ TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
   EXPECT_TRUE((*peers)->Allows(joiner->LocalAddress()));
   EXPECT_EQ((*peers)->Peek(joiner->LocalAddress()), transport::PeerVerdict::kAllowed);
   EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
+}
+
+// With mutual TLS every RPC checks the caller's certificate: its role must be one the RPC is for,
+// a node registers, heartbeats and leaves only as itself, a certificate without a Glimpse identity
+// is UNAUTHENTICATED, and a client without a certificate does not get a connection. The
+// coordinator keeps serving the callers that are allowed.
+TEST_F(CoordinatorGrpcTest, WithMutualTlsEachRpcIsForItsRolesAndANodeActsOnlyForItself) {
+  absl::StatusOr<std::string> dir = glimpse::testing::MakeTestCertificates("glimpse_coord_mtls");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto spec = [](std::string name, std::string_view role, std::string id) {
+    CertificateSpec s;
+    s.name = std::move(name);
+    s.role = std::string(role);
+    s.id = std::move(id);
+    return s;
+  };
+  ASSERT_TRUE(
+      MakeCertificates(*dir, {spec("coordinator", roles::kCoordinator, "c0"),
+                              spec("frontend", roles::kFrontend, "f0"),
+                              spec("d1", roles::kDecode, "d1"), spec("d2", roles::kDecode, "d2")})
+          .ok());
+  GrpcServerOptions o;
+  o.tls = CertificateFiles(*dir, "coordinator");
+  auto server = GrpcServer::Start(o, {adapter_.get()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = "127.0.0.1:" + std::to_string((*server)->port());
+  auto stub_as = [&](const TlsFiles& tls) {
+    return v1::Coordinator::NewStub(*ClientChannel(address, tls));
+  };
+  auto frontend = stub_as(CertificateFiles(*dir, "frontend"));
+  auto d1 = stub_as(CertificateFiles(*dir, "d1"));
+  auto d2 = stub_as(CertificateFiles(*dir, "d2"));
+  auto anonymous = stub_as(CertificateFiles(*dir, "client"));  // no identity in it
+  auto no_cert = stub_as({"", "", *dir + "/ca.pem", ""});
+  auto deadline = [](grpc::ClientContext& ctx) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  };
+  auto register_as = [&](v1::Coordinator::Stub& stub, const std::string& id) {
+    v1::RegisterNodeRequest req;
+    req.set_node_id(id);
+    req.set_role(v1::NODE_ROLE_DECODE);
+    req.set_grpc_address("127.0.0.1:7001");
+    req.set_ucx_address("u-" + id);
+    req.set_capacity_bytes(100'000);
+    v1::RegisterNodeResponse resp;
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    return stub.RegisterNode(&ctx, req, &resp);
+  };
+  auto heartbeat_as = [&](v1::Coordinator::Stub& stub, const std::string& id) {
+    v1::HeartbeatRequest req;
+    req.set_node_id(id);
+    v1::HeartbeatResponse resp;
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    return stub.Heartbeat(&ctx, req, &resp);
+  };
+  auto route_as = [&](v1::Coordinator::Stub& stub) {
+    v1::RouteTurnRequest req;
+    req.set_session_id("s1");
+    req.set_tenant("acme");
+    req.set_new_tokens(10);
+    req.set_max_output_tokens(10);
+    v1::RouteTurnResponse resp;
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    return stub.RouteTurn(&ctx, req, &resp);
+  };
+
+  // A decode worker registers and heartbeats as itself, not as another node.
+  EXPECT_TRUE(register_as(*d1, "d1").ok());
+  grpc::Status as_other = register_as(*d1, "d2");
+  EXPECT_EQ(as_other.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(as_other.error_message(), ::testing::HasSubstr("acts only for itself"));
+  EXPECT_TRUE(heartbeat_as(*d1, "d1").ok());
+  EXPECT_EQ(heartbeat_as(*d2, "d1").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(heartbeat_as(*frontend, "d1").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Routing is the frontend's.
+  EXPECT_TRUE(route_as(*frontend).ok());
+  grpc::Status by_worker = route_as(*d1);
+  EXPECT_EQ(by_worker.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(by_worker.error_message(),
+              ::testing::HasSubstr("RouteTurn is for frontend; the caller is decode 'd1'"));
+
+  // No identity, no certificate.
+  EXPECT_EQ(route_as(*anonymous).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(route_as(*no_cert).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // The allowed callers were served throughout.
+  EXPECT_TRUE(heartbeat_as(*d1, "d1").ok());
+  (*server)->Shutdown(absl::Now());
+  std::system(("rm -rf " + *dir).c_str());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -142,6 +143,7 @@ grpc::Status DecodeWorkerGrpc::Fail(const absl::Status& status) {
 grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
                                           const v1::DecodeTurnRequest* request,
                                           grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  GRPC_RETURN_IF_ERROR(Authorize(*context, "DecodeTurn", {roles::kFrontend}));
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<worker::TurnRequest> turn = FromProto(*request);
   if (!turn.ok()) return Fail(turn.status());
@@ -178,9 +180,10 @@ grpc::Status DecodeWorkerGrpc::DecodeTurn(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status DecodeWorkerGrpc::ReleaseSession(grpc::ServerContext*,
+grpc::Status DecodeWorkerGrpc::ReleaseSession(grpc::ServerContext* ctx,
                                               const v1::ReleaseSessionRequest* request,
                                               v1::ReleaseSessionResponse* response) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "ReleaseSession", {roles::kFrontend, roles::kAdmin}));
   const int64_t freed = hot_.Release(request->session_id());
   response->set_released(freed > 0);
   response->set_freed_bytes(freed);

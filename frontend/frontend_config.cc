@@ -132,7 +132,7 @@ absl::StatusOr<std::optional<OpenAiServerOptions>> OpenAiOptionsFromConfig(
         threads, o.max_body_bytes));
   }
   o.threads = static_cast<int>(threads);
-  o.tls = {c.GetString("tls.cert"), c.GetString("tls.key"), c.GetString("tls.client_ca")};
+  o.tls = {c.GetString("tls.cert"), c.GetString("tls.key"), c.GetString("tls.client_ca"), ""};
   return o;
 }
 

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/coordinator_grpc.h"
 #include "core/common/clock.h"
+#include "core/common/grpc/certificates.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/server.h"
 #include "core/common/grpc/testdata/test_certs.h"
 #include "core/model/model_store.h"
@@ -424,6 +426,12 @@ class FrontendTlsTest : public ::testing::Test {
         glimpse::testing::MakeTestCertificates("glimpse_frontend_tls");
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = *dir;
+    // The frontend's client certificate names it (identity.h): internal services check roles.
+    CertificateSpec client;
+    client.name = "client";
+    client.role = std::string(roles::kFrontend);
+    client.id = "f0";
+    ASSERT_TRUE(MakeCertificates(dir_, {client}).ok());
   }
   static void TearDownTestSuite() { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
   static std::string File(const std::string& name) { return dir_ + "/" + name; }

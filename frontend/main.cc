@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       "(auth.tokens_file), tenant-salted "
       "state keys, TLS to callers (tls.*) and to the coordinator and workers (client_tls.*).";
   spec.keys = glimpse::frontend::FrontendConfigKeys();
-  spec.reflection = false;  // the public endpoint
+  spec.public_endpoint = true;
   spec.start = glimpse::frontend::Start;
   return glimpse::RunServiceMain(spec, argc, argv);
 }

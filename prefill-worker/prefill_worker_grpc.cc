@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -75,8 +76,9 @@ grpc::Status PrefillWorkerGrpc::Fail(const absl::Status& status) {
   return ToGrpcStatus(status);
 }
 
-grpc::Status PrefillWorkerGrpc::Prefill(grpc::ServerContext*, const v1::PrefillRequest* request,
+grpc::Status PrefillWorkerGrpc::Prefill(grpc::ServerContext* ctx, const v1::PrefillRequest* request,
                                         v1::PrefillResponse* response) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Prefill", {roles::kFrontend}));
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<worker::PrefillJob> job = FromProto(*request);
   if (!job.ok()) return Fail(job.status());

@@ -1,5 +1,6 @@
 #include "core/cluster/coordinator_peers.h"
 
+#include "core/cluster/node_role.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -36,6 +37,18 @@ CoordinatorPeers::~CoordinatorPeers() {
 bool CoordinatorPeers::Known(std::string_view address) const {
   std::lock_guard<std::mutex> lock(mu_);
   return addresses_.contains(address);
+}
+
+bool CoordinatorPeers::Belongs(std::string_view address, std::string_view role,
+                               std::string_view id) {
+  auto owned = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = addresses_.find(address);
+    return it != addresses_.end() && it->second.role == role && (id == "*" || it->second.id == id);
+  };
+  if (owned()) return true;
+  // Allows refreshes the list for an address it does not know (a node that just registered).
+  return Allows(address) && owned();
 }
 
 transport::PeerVerdict CoordinatorPeers::Peek(std::string_view address) const {
@@ -88,10 +101,11 @@ absl::Status CoordinatorPeers::Refresh() {
   }
   if (failing_) log::Info("peer allowlist refreshed from the coordinator again", {});
   failing_ = false;
-  std::set<std::string, std::less<>> addresses;
+  std::map<std::string, Owner, std::less<>> addresses;
   for (const v1::NodeInfo& n : resp.nodes()) {
-    if (!n.ucx_address().empty()) addresses.insert(n.ucx_address());
-    for (const std::string& a : n.client_ucx_addresses()) addresses.insert(a);
+    const Owner owner{std::string(NodeRoleName(n.role())), n.node_id()};
+    if (!n.ucx_address().empty()) addresses.emplace(n.ucx_address(), owner);
+    for (const std::string& a : n.client_ucx_addresses()) addresses.emplace(a, owner);
   }
   std::lock_guard<std::mutex> lock(mu_);
   refused_.clear();  // a new list: every address gets its chance again

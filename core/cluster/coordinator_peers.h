@@ -8,11 +8,13 @@
 // the last list kept: members stay accepted, newcomers wait until a retry (every `min_miss_gap`
 // while failing) reaches it; a miss then refuses at once rather than wait. Peek answers from the
 // list as it is: a member is allowed; an address refused since the last refresh, or any
-// non-member while the coordinator cannot be reached, is refused; anything else is unknown.
+// non-member while the coordinator cannot be reached, is refused; anything else is unknown. Each
+// address is known with the node that stated it (its role and id), for Belongs.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -44,6 +46,7 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
 
   bool Allows(std::string_view address) override;
   transport::PeerVerdict Peek(std::string_view address) const override;
+  bool Belongs(std::string_view address, std::string_view role, std::string_view id) override;
 
  private:
   CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<v1::Coordinator::Stub> stub);
@@ -61,8 +64,12 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   mutable std::mutex mu_;
   std::set<std::string, std::less<>> refused_;  // GUARDED_BY(mu_); since the last list
   std::condition_variable cv_;
-  std::set<std::string, std::less<>> addresses_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  struct Owner {
+    std::string role;  // identity.h's role names
+    std::string id;
+  };
+  std::map<std::string, Owner, std::less<>> addresses_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                                // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -28,6 +28,10 @@ class PeerAllowlist {
   // What the list says of `address` now, at once, without refreshing it: kUnknown when only a
   // refresh could tell (Allows decides). Thread-safe.
   virtual PeerVerdict Peek(std::string_view address) const = 0;
+  // Whether `address` is an engine of the node with `role` and `id` (core/common/grpc/identity.h;
+  // id `*`: any node of the role): a service replies only to its caller's own engines. A list
+  // that knows no owners answers Allows. May block as Allows does. Thread-safe.
+  virtual bool Belongs(std::string_view address, std::string_view role, std::string_view id) = 0;
 };
 
 // `inner`, restricted to the peers `allowlist` allows: Connect to any other address is

@@ -13,7 +13,7 @@ PACKAGES=(
   fortunes-min wordnet-base
   prometheus python3-yaml
   python3-grpcio python3-protobuf
-  iproute2 curl
+  iproute2 curl openssl
 )
 
 missing=()

@@ -191,7 +191,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& 
     ASSIGN_OR_RETURN(options.pem_cert_chain, ReadPem(tls.cert_file, "certificate"));
     ASSIGN_OR_RETURN(options.pem_private_key, ReadPem(tls.key_file, "key"));
   }
-  return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), KeepaliveArguments());
+  grpc::ChannelArguments args = KeepaliveArguments();
+  if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), args);
 }
 
 }  // namespace glimpse

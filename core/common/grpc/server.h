@@ -32,6 +32,9 @@ struct TlsFiles {
   std::string key_file;   // PEM
   std::string ca_file;    // server: client CA (set: clients must present a certificate);
                           // client: CA that signed the server's certificate
+  // Client: the name the server's certificate must carry; empty: the address's host. A cluster
+  // whose nodes register pod IPs gives every certificate one shared DNS name instead.
+  std::string server_name;
 };
 
 struct GrpcServerOptions {

@@ -165,12 +165,12 @@ TEST(GrpcServerTest, PortInUseIsAnError) {
 
 TEST(GrpcServerTest, UnreadableCertificateIsAnError) {
   GrpcServerOptions options;
-  options.tls = {"/nonexistent/server.pem", "/nonexistent/server.key", ""};
+  options.tls = {"/nonexistent/server.pem", "/nonexistent/server.key", "", ""};
   const auto server = GrpcServer::Start(options, {});
   ASSERT_FALSE(server.ok());
   EXPECT_TRUE(absl::StrContains(server.status().message(), "/nonexistent/server.pem"))
       << server.status();
-  const auto channel = ClientChannel("127.0.0.1:1", {"", "", "/nonexistent/ca.pem"});
+  const auto channel = ClientChannel("127.0.0.1:1", {"", "", "/nonexistent/ca.pem", ""});
   ASSERT_FALSE(channel.ok());
   EXPECT_TRUE(absl::StrContains(channel.status().message(), "/nonexistent/ca.pem"));
 }
@@ -189,7 +189,7 @@ class GrpcTlsTest : public ::testing::Test {
   }
   static std::string File(const std::string& name) { return dir_ + "/" + name; }
   static TlsFiles ServerTls(bool mutual) {
-    return {File("server.pem"), File("server.key"), mutual ? File("ca.pem") : ""};
+    return {File("server.pem"), File("server.key"), mutual ? File("ca.pem") : "", ""};
   }
 
   static std::string dir_;
@@ -204,7 +204,7 @@ TEST_F(GrpcTlsTest, TlsClientConnectsAndPlaintextClientFails) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = Local((*server)->port());
 
-  auto tls = ClientChannel(address, {"", "", File("ca.pem")});
+  auto tls = ClientChannel(address, {"", "", File("ca.pem"), ""});
   ASSERT_TRUE(tls.ok()) << tls.status();
   EXPECT_EQ(CallEcho(*tls, "secret").value(), "secret");
   EXPECT_EQ(CheckHealth(*tls, "").value(), HealthCheckResponse::SERVING);
@@ -222,11 +222,12 @@ TEST_F(GrpcTlsTest, MutualTlsRefusesClientWithoutCertificate) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = Local((*server)->port());
 
-  auto with_cert = ClientChannel(address, {File("client.pem"), File("client.key"), File("ca.pem")});
+  auto with_cert =
+      ClientChannel(address, {File("client.pem"), File("client.key"), File("ca.pem"), ""});
   ASSERT_TRUE(with_cert.ok()) << with_cert.status();
   EXPECT_EQ(CallEcho(*with_cert, "m").value(), "m");
 
-  auto without_cert = ClientChannel(address, {"", "", File("ca.pem")});
+  auto without_cert = ClientChannel(address, {"", "", File("ca.pem"), ""});
   ASSERT_TRUE(without_cert.ok());
   EXPECT_FALSE(CallEcho(*without_cert, "m").ok());
 }

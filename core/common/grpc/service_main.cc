@@ -77,12 +77,16 @@ std::vector<ConfigKey> ClientTlsKeys(const std::string& peers) {
       {"client_tls.cert", ConfigType::kString, "",
        "PEM client certificate for mutual TLS to " + peers + "."},
       {"client_tls.key", ConfigType::kString, "", "PEM private key of client_tls.cert."},
+      {"client_tls.server_name", ConfigType::kString, "",
+       "Name the certificates of " + peers +
+           " must carry (empty: the host they are reached at); e.g. the DNS name every "
+           "certificate of a cluster shares when nodes register pod IPs."},
   };
 }
 
 absl::StatusOr<TlsFiles> ClientTlsFromConfig(const Config& config) {
   TlsFiles tls{config.GetString("client_tls.cert"), config.GetString("client_tls.key"),
-               config.GetString("client_tls.ca")};
+               config.GetString("client_tls.ca"), config.GetString("client_tls.server_name")};
   if (!tls.cert_file.empty() && tls.ca_file.empty()) {
     return absl::InvalidArgumentError("client_tls.cert is set but client_tls.ca is not");
   }
@@ -111,9 +115,14 @@ std::vector<ConfigKey> AllKeys(const ServiceSpec& spec) {
        "Threads serving gRPC calls; a call that finds none is RESOURCE_EXHAUSTED at once."},
       {"grpc.max_concurrent_streams", ConfigType::kInt, "128",
        "Concurrent calls per client connection (HTTP/2); a client queues beyond it."},
-      {"grpc.reflection", ConfigType::kBool, spec.reflection ? "true" : "false",
+      {"grpc.reflection", ConfigType::kBool, spec.public_endpoint ? "false" : "true",
        "Serve gRPC server reflection (lists every method to whoever connects)."},
   };
+  if (!spec.public_endpoint) {
+    keys.push_back({"insecure_listen", ConfigType::kBool, "false",
+                    "Serve `listen` beyond loopback without mutual TLS (a lab network you trust); "
+                    "otherwise such a listen address needs tls.cert, tls.key and tls.client_ca."});
+  }
   keys.insert(keys.end(), common.begin(), common.end());
   return keys;
 }
@@ -150,6 +159,30 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartHttp(const Config& config,
   return HttpServer::Start(options, std::move(routes));
 }
 
+bool Loopback(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+// An internal service beyond loopback authenticates its callers (mutual TLS) unless told not to.
+absl::Status CheckListenSecurity(const ServiceSpec& spec, const Config& config) {
+  const std::string listen = config.GetString("listen");
+  if (spec.public_endpoint || Loopback(listen) || config.GetBool("insecure_listen")) {
+    return absl::OkStatus();
+  }
+  if (!config.GetString("tls.cert").empty() && !config.GetString("tls.client_ca").empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "listen ", listen, " is beyond loopback: an internal service there needs mutual TLS ",
+      "(tls.cert, tls.key and tls.client_ca; `glimpse certs` makes them), or ",
+      "--insecure_listen=true on a network you trust"));
+}
+
 // Everything between a parsed configuration and the exit code.
 int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) {
   metrics::MetricsRegistry registry;
@@ -166,7 +199,7 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
       static_cast<int>(config.GetInt("grpc.max_concurrent_streams"));
   grpc_options.reflection = config.GetBool("grpc.reflection");
   grpc_options.tls = {config.GetString("tls.cert"), config.GetString("tls.key"),
-                      config.GetString("tls.client_ca")};
+                      config.GetString("tls.client_ca"), ""};
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
       GrpcServer::Start(grpc_options, (*service)->grpc_services());
   absl::StatusOr<std::unique_ptr<HttpServer>> http_server =
@@ -238,8 +271,9 @@ int RunServiceMain(const ServiceSpec& spec, int argc, char** argv) {
     std::fputs(config->help_text().c_str(), stdout);
     return 0;
   }
-  const absl::Status status =
+  absl::Status status =
       config.ok() ? ApplyLogLevel(config->GetString("log_level")) : config.status();
+  if (status.ok()) status = CheckListenSecurity(spec, *config);
   if (!status.ok()) {
     std::fprintf(stderr, "%s: %s\n", spec.program.c_str(), std::string(status.message()).c_str());
     return 2;

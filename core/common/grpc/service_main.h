@@ -68,7 +68,11 @@ struct ServiceSpec {
   std::string program;  // e.g. "glimpse-cache-node"
   std::string summary;  // one paragraph for --help
   std::vector<ConfigKey> keys;
-  bool reflection = true;  // grpc.reflection's default (a public endpoint: false)
+  // The frontend's client API: grpc.reflection defaults to off, and its gRPC port may serve
+  // beyond loopback without client certificates (its callers are tenants with bearer tokens).
+  // Every other service is internal: beyond loopback it must require client certificates
+  // (tls.cert, tls.key, tls.client_ca: mutual TLS, identity.h) unless insecure_listen is set.
+  bool public_endpoint = false;
   std::function<absl::StatusOr<std::unique_ptr<RunningService>>(const Config&,
                                                                 metrics::MetricsRegistry&)>
       start;

@@ -124,6 +124,29 @@ TEST(ServiceMainTest, BadConfigurationExitsTwo) {
   EXPECT_EQ(RunMain(harness.Spec(), {"--metrics_listen=nocolon", "--shutdown_grace=soon"}), 2);
 }
 
+// An internal service beyond loopback without mutual TLS does not start (exit 2, naming the way
+// out); loopback, insecure_listen, mutual TLS or a public endpoint do.
+TEST(ServiceMainTest, AnInternalServiceBeyondLoopbackNeedsMutualTls) {
+  Harness harness;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(RunMain(harness.Spec(), {"--listen=0.0.0.0:0"}), 2);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(absl::StrContains(err, "needs mutual TLS")) << err;
+  EXPECT_TRUE(absl::StrContains(err, "--insecure_listen=true")) << err;
+  EXPECT_EQ(RunMain(harness.Spec(), {"--listen=0.0.0.0:0", "--tls.cert=c.pem", "--tls.key=k"}), 2);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(RunMain(harness.Spec(), {"--help"}), 0);
+  EXPECT_TRUE(absl::StrContains(::testing::internal::GetCapturedStdout(), "--insecure_listen"));
+
+  // The way out, or a public endpoint, gets past the check: here to the start failure.
+  harness.start_status = absl::FailedPreconditionError("stop here");
+  EXPECT_EQ(RunMain(harness.Spec(), {"--listen=0.0.0.0:0", "--insecure_listen=true"}), 1);
+  EXPECT_EQ(RunMain(harness.Spec(), {"--listen=[::1]:0"}), 1);
+  ServiceSpec public_spec = harness.Spec();
+  public_spec.public_endpoint = true;
+  EXPECT_EQ(RunMain(public_spec, {"--listen=0.0.0.0:0"}), 1);
+}
+
 TEST(ServiceMainTest, StartFailureExitsOne) {
   Harness harness;
   harness.start_status = absl::FailedPreconditionError("disk missing");

@@ -11,3 +11,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace glimpse
+
+// In a gRPC handler: returns `expr` (an absl::Status) as a grpc::Status unless it is OK.
+#define GRPC_RETURN_IF_ERROR(expr)                                                        \
+  do {                                                                                    \
+    if (const absl::Status grpc_return_if_error_ = (expr); !grpc_return_if_error_.ok()) { \
+      return ::glimpse::ToGrpcStatus(grpc_return_if_error_);                              \
+    }                                                                                     \
+  } while (0)

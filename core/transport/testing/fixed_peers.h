@@ -13,6 +13,10 @@ namespace glimpse::transport::testing {
 class FixedPeers final : public PeerAllowlist {
  public:
   bool Allows(std::string_view address) override { return Peek(address) == PeerVerdict::kAllowed; }
+  // A fixed list knows no owners.
+  bool Belongs(std::string_view address, std::string_view, std::string_view) override {
+    return Allows(address);
+  }
   // A fixed list knows every answer.
   PeerVerdict Peek(std::string_view address) const override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,6 +1,6 @@
-// TLS certificates for tests, made at test time with the openssl CLI in a fresh directory: a CA
-// (ca.pem), a server certificate for 127.0.0.1 / localhost (server.pem, server.key) and a client
-// certificate (client.pem, client.key), both signed by the CA. Test use only.
+// TLS certificates for tests (certificates.h) in a fresh directory: a CA (ca.pem), and two
+// certificates for 127.0.0.1 / localhost without a Glimpse identity, server.pem / server.key and
+// client.pem / client.key. Test use only.
 #pragma once
 
 #include <string>
