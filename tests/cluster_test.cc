@@ -6,7 +6,9 @@
 // conversation reuses the stored state; a decode worker killed mid-session leaves the session to
 // continue warm on another worker; a cache node killed and restarted still serves every state it
 // acknowledged; one tenant cannot hit another's stored state; UCX engines nobody registered are
-// refused; the tokens it serves after eviction and shipping are NVIDIA kvpress's.
+// refused; the tokens it serves after eviction and shipping are NVIDIA kvpress's. Every internal
+// call is mutual TLS with a throwaway CA (each process its own certificate and identity), as in a
+// deployment; the frontend's client API is plaintext on loopback.
 #include <signal.h>
 
 #include <filesystem>
@@ -14,11 +16,16 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "core/common/grpc/certificates.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/server.h"
 #include "core/common/http_server.h"
 #include "core/common/service_process.h"
 #include "core/transport/ucx/ucx_transport.h"
+#include "glimpse/v1/cache_node.grpc.pb.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
+#include "glimpse/v1/decode_worker.grpc.pb.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -50,17 +57,20 @@ class ClusterTest : public ::testing::Test {
     coordinator_ = Start(
         "coordinator", GLIMPSE_COORDINATOR_BINARY,
         {"--store.path=" + (dir_ / "coordinator").string(), "--membership.heartbeat_interval=300ms",
-         "--lease.fixed_ttl=1h", "--lease.max_ttl=2h"});
+         "--lease.fixed_ttl=1h", "--lease.max_ttl=2h"},
+        roles::kCoordinator, "coordinator-0");
     cache_address_ = "127.0.0.1:" + std::to_string(FreePort());
     cache_ = StartCacheNode();
     decode_ = StartDecodeWorker("d1");
     frontend_ = Start("frontend", GLIMPSE_FRONTEND_BINARY,
                       {"--coordinator=" + coordinator_->grpc_address(), "--policy.method=snapkv",
-                       "--policy.budget_ratio=0.5", "--policy.codec=int8"});
+                       "--policy.budget_ratio=0.5", "--policy.codec=int8"},
+                      roles::kFrontend, "frontend-0");
     auto channel = ClientChannel(frontend_->grpc_address());
     ASSERT_TRUE(channel.ok());
     stub_ = v1::Frontend::NewStub(*channel);
-    auto coordinator_channel = ClientChannel(coordinator_->grpc_address());
+    auto coordinator_channel =
+        ClientChannel(coordinator_->grpc_address(), Certificate(roles::kAdmin, "cluster-test"));
     ASSERT_TRUE(coordinator_channel.ok());
     coordinator_stub_ = v1::Coordinator::NewStub(*coordinator_channel);
     ASSERT_TRUE(AwaitNodes(1));
@@ -85,8 +95,34 @@ class ClusterTest : public ::testing::Test {
     return server.ok() ? (*server)->port() : 0;
   }
 
+  // The certificate of `role`/`id` under dir_/tls (made on first use; one CA for the test).
+  TlsFiles Certificate(std::string_view role, const std::string& id) {
+    CertificateSpec spec;
+    spec.name = absl::StrCat(std::string(role), "-", id);
+    spec.role = std::string(role);
+    spec.id = id;
+    const std::string tls = (dir_ / "tls").string();
+    if (!fs::exists(tls + "/" + spec.name + ".pem")) {
+      const absl::Status made = MakeCertificates(tls, {spec}, 1);
+      EXPECT_TRUE(made.ok()) << made;
+    }
+    return CertificateFiles(tls, spec.name);
+  }
+  // Starts `binary` as `role`/`id`: serving mutual TLS (the frontend's client API: plaintext) and
+  // calling the others with its certificate (the coordinator calls no one).
   std::unique_ptr<ServiceProcess> Start(const std::string& name, const std::string& binary,
-                                        std::vector<std::string> args) {
+                                        std::vector<std::string> args, std::string_view role,
+                                        const std::string& id) {
+    const TlsFiles tls = Certificate(role, id);
+    if (role != roles::kFrontend) {
+      args.insert(args.end(), {"--tls.cert=" + tls.cert_file, "--tls.key=" + tls.key_file,
+                               "--tls.client_ca=" + tls.ca_file});
+    }
+    if (role != roles::kCoordinator) {
+      args.insert(args.end(),
+                  {"--client_tls.cert=" + tls.cert_file, "--client_tls.key=" + tls.key_file,
+                   "--client_tls.ca=" + tls.ca_file});
+    }
     args.push_back("--shutdown_grace=500ms");
     absl::StatusOr<ServiceProcess> p =
         ServiceProcess::Start(binary, args, (dir_ / (name + ".log")).string(), absl::Seconds(60));
@@ -96,14 +132,15 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<ServiceProcess> StartCacheNode() {
     return Start("cache-node", GLIMPSE_CACHE_NODE_BINARY,
                  {"--storage.path=" + (dir_ / "cache").string(), "--listen=" + cache_address_,
-                  "--coordinator=" + coordinator_->grpc_address()});
+                  "--coordinator=" + coordinator_->grpc_address(), "--node_id=cache-0"},
+                 roles::kCache, "cache-0");
   }
   std::unique_ptr<ServiceProcess> StartDecodeWorker(const std::string& id) {
     std::vector<std::string> args = {"--coordinator=" + coordinator_->grpc_address(),
                                      "--cache_node=" + cache_address_, "--node_id=" + id,
                                      "--threads=2"};
     args.insert(args.end(), worker_args_.begin(), worker_args_.end());
-    return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY, args);
+    return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY, args, roles::kDecode, id);
   }
 
   std::unique_ptr<ServiceProcess> StartPrefillWorker(const std::string& id) {
@@ -111,7 +148,7 @@ class ClusterTest : public ::testing::Test {
                                      "--cache_node=" + cache_address_, "--node_id=" + id,
                                      "--threads=2"};
     args.insert(args.end(), worker_args_.begin(), worker_args_.end());
-    return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY, args);
+    return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY, args, roles::kPrefill, id);
   }
 
   // Waits until the coordinator sees `n` live nodes of `role`.
@@ -324,10 +361,11 @@ TEST_F(ClusterTest, ATenantCannotHitAnotherTenantsStoredState) {
   const fs::path tokens = dir_ / "tokens.yaml", secret = dir_ / "salt_secret";
   std::ofstream(tokens) << "tok-acme: acme\ntok-beta: beta\n";
   std::ofstream(secret) << "a-cluster-wide-secret-of-enough-bytes\n";
-  auto secured = Start(
-      "frontend-auth", GLIMPSE_FRONTEND_BINARY,
-      {"--coordinator=" + coordinator_->grpc_address(), "--auth.tokens_file=" + tokens.string(),
-       "--auth.salt_secret_file=" + secret.string()});
+  auto secured =
+      Start("frontend-auth", GLIMPSE_FRONTEND_BINARY,
+            {"--coordinator=" + coordinator_->grpc_address(),
+             "--auth.tokens_file=" + tokens.string(), "--auth.salt_secret_file=" + secret.string()},
+            roles::kFrontend, "frontend-auth");
   ASSERT_NE(secured, nullptr);
   auto channel = ClientChannel(secured->grpc_address());
   ASSERT_TRUE(channel.ok());
@@ -379,6 +417,89 @@ TEST_F(ClusterTest, EnginesNobodyRegisteredAreRefused) {
   EXPECT_NE(metrics.find(refused), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("glimpse_decode_worker_deliveries_total{outcome=\"rejected\"} 1"),
             std::string::npos);
+}
+
+// Nobody inside the network is trusted: a caller without a certificate from the cluster's CA does
+// not get a connection to any internal service, and one with a certificate calls only what its role
+// may (the frontend routes turns and runs them, workers read and write the cache node, a node
+// heartbeats only as itself, a worker's cache replies go only to its own engines). The cluster
+// keeps serving meanwhile.
+TEST_F(ClusterTest, InternalServicesServeOnlyTheRolesTheirCallsAreFor) {
+  ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_CACHE));
+  auto channel = [](const std::string& address, const TlsFiles& tls) {
+    return *ClientChannel(address, tls);
+  };
+  auto call = [](auto&& rpc) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    return rpc(&ctx).error_code();
+  };
+  const TlsFiles none;  // plaintext
+  const TlsFiles frontend = Certificate(roles::kFrontend, "frontend-0");
+  const TlsFiles worker = Certificate(roles::kDecode, "d1");
+  const TlsFiles other_worker = Certificate(roles::kDecode, "d9");
+  const std::string decode = decode_->grpc_address();
+
+  auto heartbeat_d1 = [&](const TlsFiles& tls) {
+    auto stub = v1::Coordinator::NewStub(channel(coordinator_->grpc_address(), tls));
+    return call([&](grpc::ClientContext* ctx) {
+      v1::HeartbeatRequest req;
+      req.set_node_id("d1");
+      v1::HeartbeatResponse resp;
+      return stub->Heartbeat(ctx, req, &resp);
+    });
+  };
+  auto cache_lookup = [&](const TlsFiles& tls) {
+    auto stub = v1::CacheNode::NewStub(channel(cache_address_, tls));
+    return call([&](grpc::ClientContext* ctx) {
+      v1::CacheLookupRequest req;
+      v1::CacheLookupResponse resp;
+      return stub->Lookup(ctx, req, &resp);
+    });
+  };
+  auto release = [&](const TlsFiles& tls) {
+    auto stub = v1::DecodeWorker::NewStub(channel(decode, tls));
+    return call([&](grpc::ClientContext* ctx) {
+      v1::ReleaseSessionRequest req;
+      req.set_session_id("s1");
+      v1::ReleaseSessionResponse resp;
+      return stub->ReleaseSession(ctx, req, &resp);
+    });
+  };
+  for (const auto& rpc :
+       {std::function(heartbeat_d1), std::function(cache_lookup), std::function(release)}) {
+    EXPECT_EQ(rpc(none), grpc::StatusCode::UNAVAILABLE);  // no certificate: no connection
+  }
+  EXPECT_EQ(heartbeat_d1(frontend), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(heartbeat_d1(other_worker), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(cache_lookup(frontend), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(release(worker), grpc::StatusCode::PERMISSION_DENIED);
+  // The roles that may: past the check (to the service's own answer).
+  EXPECT_EQ(heartbeat_d1(worker), grpc::StatusCode::OK);
+  EXPECT_EQ(cache_lookup(worker), grpc::StatusCode::INVALID_ARGUMENT);  // no namespace key
+  EXPECT_EQ(release(frontend), grpc::StatusCode::OK);
+  // A worker names only its own engines as where the cache node replies.
+  v1::ListNodesRequest lr;
+  lr.set_role(v1::NODE_ROLE_DECODE);
+  v1::ListNodesResponse nodes;
+  grpc::ClientContext lctx;
+  ASSERT_TRUE(coordinator_stub_->ListNodes(&lctx, lr, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  ASSERT_GE(nodes.nodes(0).client_ucx_addresses_size(), 1);
+  const std::string d1_engine = nodes.nodes(0).client_ucx_addresses(0);
+  auto get_as = [&](const TlsFiles& tls, const std::string& reply) {
+    auto stub = v1::CacheNode::NewStub(channel(cache_address_, tls));
+    return call([&](grpc::ClientContext* ctx) {
+      v1::CacheGetRequest req;
+      req.set_reply_address(reply);
+      v1::CacheGetResponse resp;
+      return stub->Get(ctx, req, &resp);
+    });
+  };
+  EXPECT_EQ(get_as(other_worker, d1_engine), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(get_as(worker, d1_engine), grpc::StatusCode::INVALID_ARGUMENT);  // its own: past it
+  // And the cluster serves a turn.
+  EXPECT_TRUE(Generate("s1", kTurn1).status.ok());
 }
 
 // The served tokens against NVIDIA kvpress (tests/fixtures/kvpress/e2e_snapkv_cr0.5.json, see

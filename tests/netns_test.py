@@ -254,10 +254,30 @@ def inner(args: argparse.Namespace) -> int:
     }
     services: List[Service] = []
 
+    # Beyond loopback the internal services serve mutual TLS: a certificate per process from one
+    # CA (`glimpse certs`), and callers check the name every certificate shares.
+    tls = work / "tls"
+    subprocess.run([args.glimpse, "certs", "--dir", str(tls), "--dns", "glimpse.internal",
+                    "--members", "coordinator/*,cache/cache-0,decode/d1,decode/d2,frontend/*,"
+                    "admin/netns-test"], check=True, capture_output=True, timeout=60)
+    cert_of = {"coordinator": "coordinator", "cache": "cache-cache-0", "decode-d1": "decode-d1",
+               "decode-d2": "decode-d2", "frontend": "frontend"}
+
+    def tls_flags(name: str) -> List[str]:
+        cert, key, ca = (tls / f"{cert_of[name]}.pem", tls / f"{cert_of[name]}.key",
+                         tls / "ca.pem")
+        flags = []
+        if name != "frontend":  # its client API stays plaintext
+            flags += [f"--tls.cert={cert}", f"--tls.key={key}", f"--tls.client_ca={ca}"]
+        if name != "coordinator":
+            flags += [f"--client_tls.cert={cert}", f"--client_tls.key={key}",
+                      f"--client_tls.ca={ca}", "--client_tls.server_name=glimpse.internal"]
+        return flags
+
     def start_service(name: str, host: str, binary: str, extra: List[str]) -> Service:
         s = Service(name, ns[host], binary,
                     [f"--metrics_listen={HOSTS[host]}:9{PORTS[name.split('-')[0]] % 1000:03d}",
-                     *extra], work, env)
+                     *tls_flags(name), *extra], work, env)
         services.append(s)
         return s
 
@@ -271,7 +291,8 @@ def inner(args: argparse.Namespace) -> int:
             "--membership.heartbeat_interval=300ms", "--lease.fixed_ttl=10m"])
         cache = start_service("cache", "b", args.cache_node, [
             f"--listen={addr['cache']}", f"--storage.path={work / 'cache'}",
-            f"--coordinator={addr['coordinator']}", f"--advertise_host={HOSTS['b']}"])
+            f"--coordinator={addr['coordinator']}", f"--advertise_host={HOSTS['b']}",
+            "--node_id=cache-0"])
         coord.await_serving(time.monotonic() + 30)
         cache.await_serving(time.monotonic() + 30)
         workers = {}
@@ -287,7 +308,12 @@ def inner(args: argparse.Namespace) -> int:
             s.await_serving(time.monotonic() + 60)
         host_of = {"d1": "c", "d2": "d"}
 
-        channel = grpc.insecure_channel(addr["coordinator"])
+        channel = grpc.secure_channel(
+            addr["coordinator"],
+            grpc.ssl_channel_credentials((tls / "ca.pem").read_bytes(),
+                                         (tls / "admin-netns-test.key").read_bytes(),
+                                         (tls / "admin-netns-test.pem").read_bytes()),
+            options=[("grpc.ssl_target_name_override", "glimpse.internal")])
         coordinator = coordinator_pb2_grpc.CoordinatorStub(channel)
 
         def live_decode() -> Dict[str, str]:

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/common/grpc/certificates.h"
+#include "core/common/grpc/identity.h"
 #include "core/common/grpc/server.h"
 #include "core/common/status_macros.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
@@ -22,9 +24,59 @@ std::string SelfDir() {
   return ec ? std::string(".") : self.parent_path().string();
 }
 
+// Each member's certificate (the file name, its role and its node id) and the operator's, which
+// this process uses to ask the coordinator who registered.
+struct Member {
+  const char* name;
+  std::string_view role;
+  const char* id;
+};
+constexpr Member kMembers[] = {{"coordinator", roles::kCoordinator, "coordinator-0"},
+                               {"cache-node", roles::kCache, "cache-0"},
+                               {"decode-worker", roles::kDecode, "decode-0"},
+                               {"prefill-worker", roles::kPrefill, "prefill-0"},
+                               {"frontend", roles::kFrontend, "frontend-0"},
+                               {"admin", roles::kAdmin, "glimpse-up"}};
+
+absl::Status MakeClusterCertificates(const std::string& tls_dir) {
+  std::vector<CertificateSpec> specs;
+  for (const Member& m : kMembers) {
+    CertificateSpec s;
+    s.name = m.name;
+    s.role = std::string(m.role);
+    s.id = m.id;
+    specs.push_back(std::move(s));
+  }
+  return MakeCertificates(tls_dir, specs);
+}
+
+// How `name` serves (mutual TLS: only callers with a certificate from the cluster's CA) and
+// connects to the others. The coordinator calls no one; the frontend's own API is plaintext.
+std::vector<std::string> TlsFlags(const std::string& tls_dir, const std::string& name) {
+  const TlsFiles f = CertificateFiles(tls_dir, name);
+  std::vector<std::string> flags;
+  if (name != "frontend") {
+    flags = {"--tls.cert=" + f.cert_file, "--tls.key=" + f.key_file,
+             "--tls.client_ca=" + f.ca_file};
+  }
+  if (name != "coordinator") {
+    flags.insert(flags.end(), {"--client_tls.cert=" + f.cert_file, "--client_tls.key=" + f.key_file,
+                               "--client_tls.ca=" + f.ca_file});
+  }
+  return flags;
+}
+
+const char* NodeId(const std::string& name) {
+  for (const Member& m : kMembers) {
+    if (name == m.name) return m.id;
+  }
+  return "";
+}
+
 // Waits until the coordinator lists a live node of `role`.
-absl::Status AwaitNode(const std::string& coordinator, v1::NodeRole role, absl::Duration timeout) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(coordinator));
+absl::Status AwaitNode(const std::string& coordinator, const TlsFiles& tls, v1::NodeRole role,
+                       absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(coordinator, tls));
   auto stub = v1::Coordinator::NewStub(channel);
   const absl::Time end = absl::Now() + timeout;
   while (absl::Now() < end) {
@@ -58,6 +110,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   fs::create_directories(dir / "logs", ec);
   if (ec)
     return absl::InternalError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  // Internal calls are mutual TLS with a throwaway CA, as in a deployment; the frontend's client
+  // API stays plaintext on loopback.
+  const std::string tls_dir = (dir / "tls").string();
+  RETURN_IF_ERROR(MakeClusterCertificates(tls_dir));
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
   cluster->members_.reserve(5);  // start() hands out pointers into it
   auto start = [&](const std::string& name,
@@ -67,6 +123,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
       return absl::NotFoundError(absl::StrCat(binary, " not found (build it, or pass --bin-dir)"));
     }
     const std::string log = (dir / "logs" / (name + ".log")).string();
+    const std::vector<std::string> tls = TlsFlags(tls_dir, name);
+    args.insert(args.end(), tls.begin(), tls.end());
+    if (name != "coordinator" && name != "frontend") {  // the nodes that register
+      args.push_back(absl::StrCat("--node_id=", NodeId(name)));
+    }
     absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(binary, args, log, absl::Seconds(60));
     if (!p.ok()) {
       return absl::Status(p.status().code(), absl::StrCat(name, ": ", p.status().message(),
@@ -100,9 +161,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
       absl::StrCat("--policy.budget_ratio=", o.budget_ratio), "--policy.codec=" + o.codec};
   if (!o.model.empty()) frontend.push_back("--model=" + o.model);
   RETURN_IF_ERROR(start("frontend", frontend).status());
-  RETURN_IF_ERROR(AwaitNode(coordinator_address, v1::NODE_ROLE_DECODE, absl::Seconds(30)));
+  const TlsFiles admin = CertificateFiles(tls_dir, "admin");
+  RETURN_IF_ERROR(AwaitNode(coordinator_address, admin, v1::NODE_ROLE_DECODE, absl::Seconds(30)));
   if (o.prefill_worker) {
-    RETURN_IF_ERROR(AwaitNode(coordinator_address, v1::NODE_ROLE_PREFILL, absl::Seconds(30)));
+    RETURN_IF_ERROR(
+        AwaitNode(coordinator_address, admin, v1::NODE_ROLE_PREFILL, absl::Seconds(30)));
   }
   return cluster;
 }

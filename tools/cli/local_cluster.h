@@ -1,8 +1,11 @@
 // A Glimpse cluster on this machine, one process per service (DESIGN.md §1): coordinator, cache
 // node, decode worker, prefill worker (optional) and frontend on loopback, state under one
-// directory, each service's log in <dir>/logs/<service>.log. What `glimpse up` starts and `make
-// run` talks to. Start waits until every service serves and the workers have registered with the
-// coordinator; Stop (and the destructor) terminates them in reverse order.
+// directory, each service's log in <dir>/logs/<service>.log. Internal calls are mutual TLS, as in a
+// deployment: a throwaway CA and a certificate per member (and one for this process, role admin)
+// in <dir>/tls (core/common/grpc/certificates.h); the frontend's client API is plaintext. What
+// `glimpse up` starts and `make run` talks to. Start waits until every service serves and the
+// workers have registered with the coordinator; Stop (and the destructor) terminates them in
+// reverse order.
 #pragma once
 
 #include <memory>

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/common/log.h"
+#include "tools/cli/certs_command.h"
 #include "tools/cli/cluster_commands.h"
 #include "tools/cli/eval_command.h"
 #include "tools/cli/evict_command.h"
@@ -22,6 +23,7 @@ constexpr char kUsage[] =
     "  tune       choose each eviction method's settings for a model by measurement (--help)\n"
     "  up         start a local cluster (coordinator, cache node, decode worker, frontend)\n"
     "  chat       a multi-turn chat against a running frontend (--help)\n"
+    "  certs      a CA and certificates for a deployment's mutual TLS (--help)\n"
     "\n"
     "environment: GLIMPSE_MODEL (model file), GLIMPSE_CACHE_DIR (cache, default "
     "~/.cache/glimpse),\n"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "tune") return glimpse::cli::TuneCommand(argc, argv);
   if (command == "up") return glimpse::cli::UpCommand(argc, argv);
   if (command == "chat") return glimpse::cli::ChatCommand(argc, argv);
+  if (command == "certs") return glimpse::cli::CertsCommand(argc, argv);
   std::fprintf(stderr, "glimpse: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }
