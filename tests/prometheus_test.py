@@ -96,7 +96,8 @@ def check_manifests(source):
             kinds.setdefault(doc["kind"], []).append(doc["metadata"]["name"])
             if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "glimpse-config":
                 configs = doc["data"]
-    for kind in ("ConfigMap", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim"):
+    for kind in ("ConfigMap", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim",
+                 "NetworkPolicy"):
         if kind not in kinds:
             fail(f"deploy/k8s has no {kind} (kinds: {kinds})")
     if configs is None:
@@ -111,6 +112,12 @@ def check_manifests(source):
             if not str(parsed[service].get(address, "")).startswith("0.0.0.0:"):
                 fail(f"{key}: {address} must bind 0.0.0.0 inside a pod, got "
                      f"{parsed[service].get(address)!r}")
+        # Internal services beyond loopback serve mutual TLS (the binaries refuse otherwise); every
+        # caller of them presents its certificate.
+        if service != "frontend" and not parsed[service].get("tls", {}).get("client_ca"):
+            fail(f"{key}: an internal service needs tls.cert, tls.key and tls.client_ca")
+        if service != "coordinator" and not parsed[service].get("client_tls", {}).get("cert"):
+            fail(f"{key}: needs client_tls (a certificate for the internal services it calls)")
     log(f"deploy/k8s: {sum(len(v) for v in kinds.values())} objects parse: "
         + ", ".join(f"{k} {sorted(v)}" for k, v in sorted(kinds.items())))
     return configs
@@ -241,8 +248,39 @@ def metric_value(text, name, labels):
     return None
 
 
+# Each service's certificate (`glimpse certs` names them by role), in place of the Secret the
+# manifests mount at /etc/glimpse-tls.
+ROLES = {"coordinator": "coordinator", "cache-node": "cache", "decode-worker": "decode",
+         "prefill-worker": "prefill", "frontend": "frontend"}
+
+
+def make_certificates(args, tmp):
+    tls = tmp / "tls"
+    r = subprocess.run([str(args.glimpse), "certs", "--dir", str(tls), "--dns", "glimpse.internal"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail(f"glimpse certs failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return tls
+
+
+def tls_flags(config_text, role, tls):
+    config = yaml.safe_load(config_text)
+    files = {"cert": tls / f"{role}.pem", "key": tls / f"{role}.key"}
+    flags = []
+    if "tls" in config:
+        flags += [f"--tls.cert={files['cert']}", f"--tls.key={files['key']}",
+                  f"--tls.client_ca={tls / 'ca.pem'}"]
+    if "client_tls" in config:
+        flags += [f"--client_tls.cert={files['cert']}", f"--client_tls.key={files['key']}",
+                  f"--client_tls.ca={tls / 'ca.pem'}"]
+    return flags
+
+
 def start_cluster(args, configs, tmp, services):
+    tls = make_certificates(args, tmp)
+
     def start(name, flags):
+        flags = flags + tls_flags(configs[f"{name}.yaml"], ROLES[name], tls)
         service = Service(name, args.bin[name], configs[f"{name}.yaml"], flags, tmp)
         services.append(service)
         service.wait_serving(90)
