@@ -2,8 +2,11 @@
 // channel, FakeClock time.
 #include "coordinator/coordinator_grpc.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "core/cluster/coordinator_peers.h"
 #include "core/common/grpc/certificates.h"
 #include "core/common/grpc/identity.h"
@@ -336,6 +339,47 @@ TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
   EXPECT_TRUE((*peers)->Allows(joiner->LocalAddress()));
   EXPECT_EQ((*peers)->Peek(joiner->LocalAddress()), transport::PeerVerdict::kAllowed);
   EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
+}
+
+// No race on join: 50 times, a node registers and ships its first batch to an engine restricted to
+// the members at once, while other threads keep the CPUs busy; every batch is taken (a miss
+// refreshes the list before it refuses).
+TEST_F(CoordinatorGrpcTest, FiftyNodesThatShipRightAfterRegisteringAreAllAccepted) {
+  auto fabric = transport::NewLoopbackFabric();
+  cluster::CoordinatorPeersOptions o;
+  o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
+  o.refresh = absl::Hours(1);  // only misses refresh
+  o.min_miss_gap = absl::Milliseconds(20);
+  absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
+      cluster::CoordinatorPeers::Start(o);
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  std::unique_ptr<transport::Transport> guarded =
+      transport::RestrictToPeers(*transport::CreateLoopbackTransport(fabric), *peers);
+  std::atomic<bool> busy = true;
+  std::vector<std::thread> load;
+  for (int i = 0; i < 2; ++i) {
+    load.emplace_back([&busy] {
+      volatile uint64_t x = 0;
+      while (busy) x = x + 1;
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    std::unique_ptr<transport::Transport> node = *transport::CreateLoopbackTransport(fabric);
+    ASSERT_TRUE(Register(absl::StrCat("j", i), v1::NODE_ROLE_DECODE, "127.0.0.1:7001", 1000,
+                         nullptr, node->LocalAddress())
+                    .ok());
+    absl::StatusOr<transport::PeerId> to = node->Connect(guarded->LocalAddress());
+    ASSERT_TRUE(to.ok()) << to.status();
+    std::vector<uint8_t> bytes(64, static_cast<uint8_t>(i));
+    std::vector<std::span<const uint8_t>> batch = {bytes};
+    ASSERT_TRUE(node->Submit(*to, batch).ok());
+    absl::StatusOr<transport::ReceivedBatch> got =
+        guarded->Receive(absl::Now() + absl::Seconds(10));
+    EXPECT_TRUE(got.ok()) << "node " << i << ": " << got.status();
+  }
+  busy = false;
+  for (std::thread& t : load) t.join();
+  EXPECT_EQ(guarded->GetMetrics().peers_refused, 0u);
 }
 
 // With mutual TLS every RPC checks the caller's certificate: its role must be one the RPC is for,

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,8 @@
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/decode_worker.grpc.pb.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
+#include "glimpse/v1/prefill_worker.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -500,6 +503,48 @@ TEST_F(ClusterTest, InternalServicesServeOnlyTheRolesTheirCallsAreFor) {
   EXPECT_EQ(get_as(worker, d1_engine), grpc::StatusCode::INVALID_ARGUMENT);  // its own: past it
   // And the cluster serves a turn.
   EXPECT_TRUE(Generate("s1", kTurn1).status.ok());
+}
+
+// Every method of every internal service — found from the services' descriptors, so a method added
+// later is tried too — refuses a certificate whose role no method is for (PERMISSION_DENIED) and
+// one without a Glimpse identity (UNAUTHENTICATED), before it reads the request.
+TEST_F(ClusterTest, EveryInternalRpcRefusesACallerWithoutAnAllowedRole) {
+  std::unique_ptr<ServiceProcess> prefill = StartPrefillWorker("p1");
+  ASSERT_NE(prefill, nullptr);
+  CertificateSpec anonymous;
+  anonymous.name = "anonymous";
+  ASSERT_TRUE(MakeCertificates((dir_ / "tls").string(), {anonymous}, 1).ok());
+  const TlsFiles intruder = Certificate("intruder", "x1");
+  const TlsFiles no_identity = CertificateFiles((dir_ / "tls").string(), "anonymous");
+  const std::pair<std::string, std::string> services[] = {
+      {v1::Coordinator::service_full_name(), coordinator_->grpc_address()},
+      {v1::CacheNode::service_full_name(), cache_address_},
+      {v1::DecodeWorker::service_full_name(), decode_->grpc_address()},
+      {v1::PrefillWorker::service_full_name(), prefill->grpc_address()}};
+  int methods = 0;
+  for (const auto& [name, address] : services) {
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
+    ASSERT_NE(service, nullptr) << name;
+    for (const auto& [tls, want] : {std::pair{intruder, grpc::StatusCode::PERMISSION_DENIED},
+                                    std::pair{no_identity, grpc::StatusCode::UNAUTHENTICATED}}) {
+      grpc::GenericStub stub(*ClientChannel(address, tls));
+      for (int m = 0; m < service->method_count(); ++m) {
+        const std::string method = absl::StrCat("/", name, "/", service->method(m)->name());
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        grpc::Slice empty("");  // zero bytes: a valid encoding of any message
+        grpc::ByteBuffer request(&empty, 1), response;
+        std::promise<grpc::Status> done;
+        stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                       [&done](grpc::Status st) { done.set_value(std::move(st)); });
+        const grpc::Status st = done.get_future().get();
+        EXPECT_EQ(st.error_code(), want) << method << ": " << st.error_message();
+        ++methods;
+      }
+    }
+  }
+  EXPECT_GE(methods, 2 * 20);
 }
 
 // The served tokens against NVIDIA kvpress (tests/fixtures/kvpress/e2e_snapkv_cr0.5.json, see
