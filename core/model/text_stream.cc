@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/common/status_macros.h"
+#include "core/model/unicode.h"
 
 namespace glimpse::model {
 
@@ -16,15 +17,26 @@ size_t CompleteUtf8Prefix(const std::string& s) {
   return s.size();
 }
 
+std::string ValidUtf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (uint32_t cp : DecodeUtf8Lenient(bytes)) {
+    AppendUtf8(cp >= 0xD800 && cp <= 0xDFFF ? 0xFFFD : cp, &out);
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> TextStream::Push(int32_t token) {
   ASSIGN_OR_RETURN(std::string bytes, tokenizer_.TokenText(token));
   pending_ += bytes;
   const size_t end = CompleteUtf8Prefix(pending_);
-  std::string out = pending_.substr(0, end);
+  std::string out = ValidUtf8(std::string_view(pending_).substr(0, end));
   pending_.erase(0, end);
   return out;
 }
 
-absl::StatusOr<std::string> TextStream::Finish() { return std::exchange(pending_, std::string()); }
+absl::StatusOr<std::string> TextStream::Finish() {
+  return ValidUtf8(std::exchange(pending_, std::string()));
+}
 
 }  // namespace glimpse::model

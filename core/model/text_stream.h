@@ -1,6 +1,9 @@
 // Streams generated tokens as text: each Push returns the text the tokens so far complete that was
 // not returned before. A token that ends inside a UTF-8 sequence (byte-level BPE splits characters)
-// waits until a later token completes it; Finish returns whatever is left.
+// waits until a later token completes it; Finish returns whatever is left. What it returns is
+// always valid UTF-8: a model may generate bytes that form no character (a stray continuation
+// byte, a sequence cut short), and each such byte becomes U+FFFD, as Hugging Face's
+// decode(errors="replace") does and as protobuf string fields and JSON require.
 //
 // Byte-level BPE decodes a token sequence as the concatenation of its tokens' bytes
 // (Tokenizer::TokenText), so each Push costs one token, not a decode of everything so far.
@@ -8,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "core/model/tokenizer.h"
@@ -28,5 +32,9 @@ class TextStream {
 
 // Length of the longest prefix of `s` that does not end inside a UTF-8 sequence.
 size_t CompleteUtf8Prefix(const std::string& s);
+
+// `bytes` with every byte that starts no well-formed UTF-8 character (and every encoded surrogate)
+// replaced by U+FFFD.
+std::string ValidUtf8(std::string_view bytes);
 
 }  // namespace glimpse::model

@@ -26,6 +26,34 @@ TEST(TextStreamTest, PiecesAreWholeCharactersAndAddUpToTheText) {
   EXPECT_EQ(joined + *rest, text);
 }
 
+// A model can generate bytes that make no character: each becomes U+FFFD, every piece is valid
+// UTF-8 (a protobuf string field refuses anything else), and a character cut short waits for the
+// next token before it is replaced.
+TEST(TextStreamTest, BytesThatFormNoCharacterBecomeReplacementCharacters) {
+  const Model* model = testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const Tokenizer& tok = model->tokenizer();
+  auto byte_token = [&](char byte) {
+    for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+      absl::StatusOr<std::string> text = tok.TokenText(id);
+      if (text.ok() && *text == std::string(1, byte)) return id;
+    }
+    return -1;
+  };
+  const int32_t lead = byte_token('\xE6'), continuation = byte_token('\x97');
+  const int32_t a = tok.Encode("A")[0];
+  ASSERT_GE(lead, 0);
+  ASSERT_GE(continuation, 0);
+  const std::string fffd = "\xEF\xBF\xBD";
+  TextStream stream(tok);
+  EXPECT_EQ(*stream.Push(continuation), fffd);  // a stray continuation byte
+  EXPECT_EQ(*stream.Push(lead), "");            // may still become a character
+  EXPECT_EQ(*stream.Push(a), fffd + "A");       // it did not
+  EXPECT_EQ(*stream.Push(lead), "");
+  EXPECT_EQ(*stream.Finish(), fffd);                      // cut short by the end
+  EXPECT_EQ(ValidUtf8("ok \xED\xA0\x80"), "ok " + fffd);  // an encoded surrogate
+}
+
 TEST(TextStreamTest, CompleteUtf8PrefixStopsBeforeASplitCharacter) {
   EXPECT_EQ(CompleteUtf8Prefix("abc"), 3u);
   EXPECT_EQ(CompleteUtf8Prefix("ab\xE6\x97"), 2u);      // 3-byte character cut after 2
