@@ -154,6 +154,9 @@ absl::StatusOr<v1::TurnDone> FrontendService::RunOnWorker(Call& call) {
     if (!forwarded.ok()) call.worker_ctx->TryCancel();
     if (event.has_done()) done = event.done();
   }
+  // A stream that ended before TurnDone without a status yet (an event that did not parse) would
+  // leave Finish waiting for events nobody reads: end it. A status already received stands.
+  if (!done.has_value()) call.worker_ctx->TryCancel();
   grpc::Status finish = reader->Finish();
   // A turn that reached TurnDone is ended with its KV even when the caller left meanwhile.
   if (done.has_value()) {
