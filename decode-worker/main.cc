@@ -19,6 +19,9 @@ std::vector<ConfigKey> Keys() {
                   "alone."});
   keys.push_back(
       {"max_output_tokens", ConfigType::kInt, "4096", "Largest sampling.max_tokens accepted."});
+  keys.push_back({"store_retry", ConfigType::kDuration, "5s",
+                  "How long a turn's state write retries a cache node that is unavailable "
+                  "(restarting) before the turn ends with its state hot only."});
   keys.push_back({"idle_reencode", ConfigType::kBool, "true",
                   "When a turn needs KV pool room, re-encode idle hot sessions held in int8 or "
                   "fp8 into kivi4 (where smaller) before dropping any."});
@@ -94,6 +97,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.profile = r->base.profile;
   o.kv_pool = r->base.kv_pool.get();
   o.delivery_timeout = c.GetDuration("delivery_timeout");
+  o.store_retry = c.GetDuration("store_retry");
   r->runner = std::make_unique<worker::TurnRunner>(
       *r->base.model, *r->base.pool,
       worker::TurnParts{.cache = r->base.cache.get(), .hot = r->hot.get(), .inbox = r->inbox.get()},

@@ -404,7 +404,15 @@ void TurnRunner::Store(const TurnRequest& r, const HotSession& s, TierScores tie
       EncodeSessionState(model_, s.session->cache(), std::move(tiers), s.namespace_key, s.tokens,
                          r.policy.codec, options_.page_tokens);
   absl::Status stored = encoded.status();
-  if (encoded.ok()) stored = StoreState(*parts_.cache, *encoded, s.tokens, r.session_id);
+  // A cache node that restarts is back within seconds: wait for it rather than leave the turn
+  // stored nowhere.
+  const absl::Time give_up = absl::Now() + options_.store_retry;
+  for (absl::Duration backoff = absl::Milliseconds(100); encoded.ok();
+       backoff = std::min(2 * backoff, absl::Seconds(1))) {
+    stored = StoreState(*parts_.cache, *encoded, s.tokens, r.session_id);
+    if (stored.ok() || !absl::IsUnavailable(stored) || absl::Now() + backoff > give_up) break;
+    absl::SleepFor(backoff);
+  }
   if (!stored.ok()) {
     log::Error("storing the session state failed; it stays hot only",
                {{"session", r.session_id}, {"error", stored.ToString()}});

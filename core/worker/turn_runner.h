@@ -31,9 +31,10 @@
 //      the stream paused meanwhile, the tokens unchanged.
 //   4. Write the new state — the hot cache as retained pages and this turn's evicted entries as
 //      evicted pages, importance from the scores — to the cache node under the state key of the
-//      tokens it summarises, and wait for the node's acknowledgement (so a turn reported done is
-//      durable; a state already stored under that key, made from another history, stands); then
-//      keep the session hot.
+//      tokens it summarises, and wait for the node's acknowledgement (so a turn reported done with
+//      a state key is durable; a state already stored under that key, made from another history,
+//      stands); then keep the session hot. A node that is unavailable is retried for store_retry;
+//      after that the turn ends without a state key, its KV hot only (logged).
 // Errors found before the turn starts (token ids outside the vocabulary, a conversation that fills
 // the context, bad sampling, an unusable scorer, a turn of the session still running after
 // session_wait) are InvalidArgument / FailedPrecondition with the session untouched; a failure once
@@ -200,6 +201,9 @@ struct TurnRunnerOptions {
   // storing) to end before it fails with FailedPrecondition.
   absl::Duration session_wait = absl::Seconds(30);
   absl::Duration ship_timeout = absl::Seconds(30);  // a prefill job's delivery
+  // How long a decode turn's state write retries a cache node that is unavailable (restarting)
+  // before the turn ends with its state hot only (TurnResult::state_key unset).
+  absl::Duration store_retry = absl::Seconds(5);
 };
 
 // What a worker's turns use besides the model; none is owned, each outlives the runner.
