@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,12 +54,16 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
   std::vector<char*> cargv;
   for (std::string& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     close(fd);
     return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
   }
   if (pid == 0) {
+    // A service never outlives whoever started it (a test that crashes, a `glimpse up` killed
+    // with SIGKILL): the kernel kills it when the starting thread exits.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);
     execv(cargv[0], cargv.data());

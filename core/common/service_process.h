@@ -18,7 +18,9 @@ namespace glimpse {
 
 class ServiceProcess {
  public:
-  // `binary` is a service (e.g. glimpse-cache-node); `args` are its flags.
+  // `binary` is a service (e.g. glimpse-cache-node); `args` are its flags. The kernel kills the
+  // service (SIGKILL) when the thread that started it exits, so a crashed test or CLI leaves no
+  // service behind: start it from a thread that outlives it.
   static absl::StatusOr<ServiceProcess> Start(const std::string& binary,
                                               const std::vector<std::string>& args,
                                               const std::string& log_path,
