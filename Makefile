@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 GLIMPSE := $(BUILD_DIR)/tools/cli/glimpse
 
-.PHONY: all deps model build build-run test run bench fuzz soak clean
+.PHONY: all deps model build build-run test run bench fuzz soak soak-cluster clean
 
 all: build
 
@@ -80,6 +80,15 @@ SOAK_REPEAT ?= 3
 soak: deps model
 	@bash tools/sanitizers/soak.sh thread build-soak-thread $(SOAK_REPEAT) $(JOBS)
 	@bash tools/sanitizers/soak.sh address build-soak-address $(SOAK_REPEAT) $(JOBS)
+
+# The five services built with a sanitizer (SOAK_SANITIZER: address, with UBSan, or thread) serve
+# mixed traffic for SOAK_MINUTES while a random member is SIGKILLed and restarted every 30 s; the
+# report (requests served, errors by code, acknowledged states lost, peak memory) is
+# build-soak-<sanitizer>/cluster-soak.json. Not part of `make test`.
+SOAK_MINUTES ?= 30
+SOAK_SANITIZER ?= address
+soak-cluster: deps model
+	@bash tools/sanitizers/cluster_soak.sh $(SOAK_SANITIZER) build-soak-$(SOAK_SANITIZER) $(SOAK_MINUTES) $(JOBS)
 
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \

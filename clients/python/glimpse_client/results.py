@@ -15,6 +15,7 @@ _SOURCES = {
     turn_pb2.STATE_SOURCE_HOT: "hot",
     turn_pb2.STATE_SOURCE_WARM: "warm",
     turn_pb2.STATE_SOURCE_RECOMPUTE: "recompute",
+    turn_pb2.STATE_SOURCE_PREFILL_WORKER: "prefill_worker",
 }
 _TIERS = {
     coordinator_pb2.SESSION_TIER_ACTIVE: "active",
@@ -30,7 +31,7 @@ class TurnResult:
     text: str                 # the generated text
     token_ids: Tuple[int, ...]  # the generated token ids
     finish_reason: str        # "stop" (end of sequence) or "length" (max_tokens reached)
-    source: str               # "hot" | "warm" | "recompute"
+    source: str               # "hot" | "warm" | "recompute" | "prefill_worker"
     reused_tokens: int        # prefix tokens whose KV was reused (hot copy or cache node)
     prefilled_tokens: int     # tokens run through the model before decoding
     ttft_s: float             # request sent -> first text piece, measured by this client
@@ -46,6 +47,8 @@ class TurnResult:
     reuse_probability: float  # the coordinator's estimate that the next turn comes within lease_s
     worker: str               # the decode worker that ran the turn
     queue_wait_s: float       # admission wait
+    prefill_source: str = ""  # with source "prefill_worker": where it started, "warm" | "recompute"
+    prefill_reused_tokens: int = 0  # ... and the prefix tokens it loaded from a cache node
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,8 @@ class SessionEnded:
 
 
 def source_name(source: int) -> str:
-    """"hot" | "warm" | "recompute" for a StateSource value ("unspecified" otherwise)."""
+    """"hot" | "warm" | "recompute" | "prefill_worker" for a StateSource value ("unspecified"
+    otherwise)."""
     return _SOURCES.get(source, "unspecified")
 
 
@@ -133,4 +137,6 @@ def turn_result(text: str, token_ids: Tuple[int, ...], ttft_s: float,
         reuse_probability=lease.reuse_probability,
         worker=started.decode_worker_id,
         queue_wait_s=started.queue_wait_ms / 1000.0,
+        prefill_source=source_name(started.prefill.source) if started.HasField("prefill") else "",
+        prefill_reused_tokens=started.prefill.reused_tokens,
     )
