@@ -11,20 +11,11 @@ sanitizer="$1"
 dir="$2"
 minutes="${3:-30}"
 jobs="${4:-$(nproc)}"
-case "$sanitizer" in
-  thread)
-    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$repo/tools/sanitizers/tsan.supp" ;;
-  address)
-    export ASAN_OPTIONS="detect_leaks=1 halt_on_error=1"
-    export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" ;;
-  *) echo "cluster soak: the sanitizer is thread or address, not '$sanitizer'" >&2; exit 2 ;;
-esac
 # UCX's own malloc and mmap hooks fight the sanitizers' interceptors.
 export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none
 echo "cluster soak: building the services with -fsanitize=$sanitizer in $dir ($jobs jobs)"
-CC=clang CXX=clang++ cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGLIMPSE_SANITIZE="$sanitizer" -DCMAKE_CUDA_COMPILER= >/dev/null
-cmake --build "$dir" -j"$jobs" --target glimpse glimpse-coordinator glimpse-cache-node \
+source "$repo/tools/sanitizers/sanitizer_env.sh"
+JOBS="$jobs" sanitizer_setup "$sanitizer" "$dir" glimpse glimpse-coordinator glimpse-cache-node \
   glimpse-decode-worker glimpse-prefill-worker glimpse-frontend
 echo "cluster soak: $minutes minutes under $sanitizer (logs: $dir/cluster-soak/logs)"
 rm -rf "$dir/cluster-soak"

@@ -16,18 +16,9 @@ jobs="${4:-$(nproc)}"
 tests=(core/worker/glimpse_worker_test coordinator/glimpse_coordinator_test
        decode-worker/glimpse_decode_worker_test prefill-worker/glimpse_prefill_worker_test
        cache-node/glimpse_cache_node_test)
-case "$sanitizer" in
-  thread)
-    export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$repo/tools/sanitizers/tsan.supp" ;;
-  address)
-    export ASAN_OPTIONS="detect_leaks=1 halt_on_error=1"
-    export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" ;;
-  *) echo "soak: the sanitizer is thread or address, not '$sanitizer'" >&2; exit 2 ;;
-esac
 echo "soak: building ${#tests[@]} suites with -fsanitize=$sanitizer in $dir ($jobs jobs)"
-CC=clang CXX=clang++ cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGLIMPSE_SANITIZE="$sanitizer" -DCMAKE_CUDA_COMPILER= >/dev/null
-cmake --build "$dir" -j"$jobs" --target "${tests[@]##*/}"
+source "$repo/tools/sanitizers/sanitizer_env.sh"
+JOBS="$jobs" sanitizer_setup "$sanitizer" "$dir" "${tests[@]##*/}"
 for t in "${tests[@]}"; do
   start=$(date +%s)
   log="$dir/soak-${t##*/}.log"
