@@ -23,9 +23,10 @@ std::vector<ConfigKey> MembershipKeys(std::string_view role) {
        "addresses of nodes registered with it."},
       {"transport.allow_no_peer_failure_detection", ConfigType::kBool, "false",
        "Accept UCX shared-memory-only endpoints (cannot detect a dead peer)."},
-      {"transport.local_shared_memory", ConfigType::kBool, "true",
+      {"transport.local_shared_memory", ConfigType::kBool, "false",
        "Reach peers on this host (same boot, user, IPC and PID namespaces) through shared memory, "
-       "without UCX's peer failure detection."},
+       "without UCX's peer failure detection: faster, but UCX 1.13 aborts this process when a "
+       "local peer dies during a shared-memory (CMA) transfer. Off: TCP loopback."},
       {"transport.local_receive_window", ConfigType::kBytes, "2MiB",
        "Bytes of receives posted ahead for each sender on this host (shared memory); 0: all."},
   };

@@ -67,9 +67,11 @@ struct UcxOptions : Options {
   // are opened without UCX peer error handling, so that UCX moves their bytes through shared
   // memory (posix/sysv, CMA). With error handling UCX 1.13 keeps them on TCP loopback, as no
   // shared-memory transport there can detect a dead peer. A local peer that dies then surfaces
-  // through transfer deadlines, the receive stall timeout or a failed CMA read, not through UCX's
-  // keepalive (tested: ucx_two_process_test), and the endpoint to it is never flushed (it stays
-  // allocated until the engine is destroyed).
+  // through transfer deadlines or the receive stall timeout, not through UCX's keepalive, and the
+  // endpoint to it is never flushed (it stays allocated until the engine is destroyed). NOTE: a
+  // CMA read or write that finds the peer gone is fatal to this process in UCX 1.13 (no error
+  // handler on the endpoint: UCX logs it FATAL and aborts; seen in the cluster soak), so the
+  // services default the transport.local_shared_memory key to off.
   bool local_shared_memory = true;
   // Receives for a local shared-memory sender's buffers are posted at most this many
   // bytes ahead (at least one buffer), per sender; the rest wait in order, their bytes still at
