@@ -154,14 +154,16 @@ class ClusterTest : public ::testing::Test {
     return Start("prefill-" + id, GLIMPSE_PREFILL_WORKER_BINARY, args, roles::kPrefill, id);
   }
 
-  // Waits until the coordinator sees `n` live nodes of `role`.
-  bool AwaitNodes(int n, v1::NodeRole role = v1::NODE_ROLE_DECODE) {
+  // Waits until the coordinator sees `n` live nodes of `role` (and, with `only`, that the first of
+  // them is that node).
+  bool AwaitNodes(int n, v1::NodeRole role = v1::NODE_ROLE_DECODE, const std::string& only = "") {
     for (int i = 0; i < 400; ++i) {
       grpc::ClientContext ctx;
       v1::ListNodesRequest req;
       req.set_role(role);
       v1::ListNodesResponse resp;
-      if (coordinator_stub_->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() == n) {
+      if (coordinator_stub_->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() == n &&
+          (only.empty() || resp.nodes(0).node_id() == only)) {
         return true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -328,8 +330,9 @@ TEST_F(ClusterTest, ADecodeWorkerKilledMidSessionLeavesTheSessionToContinueWarm)
   decode_->Kill();
   auto d2 = StartDecodeWorker("d2");
   ASSERT_NE(d2, nullptr);
-  // d1 is declared dead after 3 missed heartbeats (0.9 s); then only d2 is alive.
-  ASSERT_TRUE(AwaitNodes(1));
+  // d1 is declared dead after 3 missed heartbeats (0.9 s); then only d2 is alive (one live node
+  // is not enough: it may still be d1, before d2 registered).
+  ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_DECODE, "d2"));
   const auto conversation2 = NextTurn(kTurn1, t1, "Name one museum there.");
   Turn t2 = Generate("s1", conversation2);
   if (!t2.status.ok()) {
