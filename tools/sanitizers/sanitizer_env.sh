@@ -1,6 +1,6 @@
 # Sourced by soak.sh and cluster_soak.sh: `sanitizer_setup SANITIZER DIR TARGET...` sets the runtime
 # options of SANITIZER (thread: the suppressions in tsan.supp; address: UBSan and leak detection
-# too; any report halts) and builds TARGETs with it in the clang tree DIR.
+# too, with lsan.supp; any report halts) and builds TARGETs with it in the clang tree DIR.
 sanitizer_setup() {
   local sanitizer="$1" dir="$2" repo
   shift 2
@@ -10,6 +10,7 @@ sanitizer_setup() {
       export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$repo/tools/sanitizers/tsan.supp" ;;
     address)
       export ASAN_OPTIONS="detect_leaks=1 halt_on_error=1"
+      export LSAN_OPTIONS="suppressions=$repo/tools/sanitizers/lsan.supp"
       export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1" ;;
     *) echo "the sanitizer is thread or address, not '$sanitizer'" >&2; return 2 ;;
   esac
