@@ -15,6 +15,12 @@ using Clock = std::chrono::steady_clock;
 // How often a parked sequence or a job waiting for room looks again when nothing else wakes the
 // engine.
 constexpr auto kRoomRetry = std::chrono::milliseconds(20);
+// Chunks a job runs before it lets waiting jobs go first after each chunk. Prompts of up to this
+// many chunks run in arrival order: for prompts of similar length that gives the lowest mean TTFT
+// (the cluster load sweep, 8 sessions: TTFT p50 0.26 s in arrival order, 0.38 s when every job
+// yielded after each chunk); a longer one shares the model, so a short prompt waits for at most
+// this many of its chunks.
+constexpr int kChunksBeforeSharing = 4;
 // How long a job waits for room once no sequence runs: pages held outside the engine (a turn that
 // just ended storing its state, then an idle hot copy make_room drops) come back within it.
 constexpr auto kIdleRoomWait = std::chrono::seconds(5);
@@ -124,14 +130,17 @@ absl::Status Engine::Work(const std::function<absl::Status()>& work, ComputeTurn
   const auto start = Clock::now();
   JobSteps steps;
   double yielded = 0.0;
+  int chunks = 0;
   absl::Status status;
   {
     const model::ChunkHook shared_passes(
         [&](std::span<const model::BatchRows> chunk, const model::RunRows& run) {
           absl::StatusOr<model::PassOutputs> out = StepWithChunk(chunk, run, steps);
-          const auto yield_start = Clock::now();
-          turn.Yield();  // the other jobs' chunks go next
-          yielded += SecondsSince(yield_start);
+          if (++chunks >= kChunksBeforeSharing) {  // a long prefill: the other jobs' chunks next
+            const auto yield_start = Clock::now();
+            turn.Yield();
+            yielded += SecondsSince(yield_start);
+          }
           return out;
         });
     status = work();

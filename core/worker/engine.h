@@ -9,9 +9,10 @@
 // A sequence joins at the next step and leaves when it stops. Every chunk of a job's prefill
 // carries a step: the running sequences' rows (and those of sequences that joined meanwhile) go in
 // the same forward pass as the chunk (model::ChunkHook), so they go on during a long prompt, one
-// token per chunk, and each weight is read once for both. After each chunk the job lets every
-// other job that waits go first, so concurrent prefills interleave chunk by chunk in arrival order
-// and a short prompt waits for at most one chunk of a long one. A job whose chunks carried no step
+// token per chunk, and each weight is read once for both. Jobs run in arrival order, except that
+// a long one, after its first 4 chunks, lets every job that waits go first after each chunk: a
+// short prompt waits for at most 4 chunks of a long one, and prompts of similar length keep the
+// lower mean TTFT of arrival order. A job whose chunks carried no step
 // is followed by a step of its own. A pass the pool cannot hold runs the chunk alone and then a
 // step of its own. Jobs start in arrival order; one that needs room in the KV pool waits for it
 // while the others wait behind it (Run: admission).
