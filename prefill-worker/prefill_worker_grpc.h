@@ -1,6 +1,6 @@
 // The gRPC face of a prefill worker (proto/glimpse/v1/prefill_worker.proto): validates requests
 // and runs prefill jobs on the worker::TurnRunner (core/worker/turn_runner.h: the whole flow),
-// many at once (their prefills take turns at the model chunk by chunk).
+// many at once (their prefills share the model through the engine).
 // Metrics: glimpse_prefill_worker_{prefills_total{source},errors_total{code},prefill_seconds,
 // prefilled_tokens_total,shipped_bytes_total,stored_bytes_total,queue_length,engine_*,
 // turns_in_state{state},turns_done_total} (worker::AddEngineMetrics, worker::AddTurnMetrics).

@@ -81,7 +81,7 @@ struct EngineStats {
   int64_t running = 0;             // sequences decoding now
   int64_t joining = 0;             // sequences waiting for their first step
   int64_t queued_work = 0;         // jobs waiting to start (admission)
-  int64_t working = 0;             // jobs started and not done (taking turns chunk by chunk)
+  int64_t working = 0;             // jobs started and not done
   int64_t steps = 0;               // decode steps since start
   int64_t rows = 0;                // decode rows over those steps (rows / steps = mean batch)
   int64_t steps_with_prefill = 0;  // steps that ran in a prefill chunk's pass
@@ -104,7 +104,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Runs `work` on the calling thread in the model's turn, between steps; returns its status.
-  // Blocks. Jobs start in arrival order and then take turns chunk by chunk. `pool_bytes` > 0 is
+  // Blocks. Jobs start in arrival order (a long one then shares, above). `pool_bytes` > 0 is
   // what the work will add to the KV pool (a prefill's pages): it starts when that much is free —
   // after make_room, and after parked sequences came back — and waits meanwhile while the running
   // sequences go on (admission; later jobs wait behind it). When no sequence has been running or

@@ -1,8 +1,8 @@
 // A turn's flow on a worker, both kinds, in one place (DESIGN.md §1): the decode worker's turns
 // (Decode) and the prefill worker's jobs (Prefill) run here, top to bottom in turn_runner.cc; the
 // services adapt gRPC to them and nothing more. Every use of the model goes through one
-// worker::Engine (the scheduler): prefills take turns chunk by chunk, decodes are batched into
-// shared steps and ride in the prefill chunks' passes.
+// worker::Engine (the scheduler): prefills in arrival order (a long one shares the model after its
+// first chunks), decodes batched into shared steps that ride in the prefill chunks' passes.
 //
 // A turn is in one of these states at a time (TurnState; counted on /metrics):
 //   waiting     admitted by the checks, waiting for the session's previous turn to end
@@ -274,7 +274,7 @@ class TurnRunner {
   std::optional<transport::PeerMap> peers_;  // with a ship transport
   mutable std::mutex stats_mu_;
   TurnStats stats_;  // GUARDED_BY(stats_mu_)
-  Engine engine_;    // every use of the model: prefills chunk by chunk, decodes batched
+  Engine engine_;    // every use of the model: prefills, and decodes batched
 };
 
 // Writes `s` as <prefix>_turns_in_state{state} gauges and a <prefix>_turns_done_total counter.
