@@ -41,6 +41,20 @@ class CoordinatorGrpcTest : public ::testing::Test {
   }
   void TearDown() override { server_->Shutdown(absl::Now()); }
 
+  // The coordinator's members as an allowlist, refreshed every `refresh` and on a miss at most
+  // every `min_miss_gap`.
+  std::shared_ptr<cluster::CoordinatorPeers> StartPeers(absl::Duration refresh,
+                                                        absl::Duration min_miss_gap) {
+    cluster::CoordinatorPeersOptions o;
+    o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
+    o.refresh = refresh;
+    o.min_miss_gap = min_miss_gap;
+    absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
+        cluster::CoordinatorPeers::Start(o);
+    EXPECT_TRUE(peers.ok()) << peers.status();
+    return peers.ok() ? *peers : nullptr;
+  }
+
   grpc::Status Register(const std::string& id, v1::NodeRole role, const std::string& addr,
                         int64_t capacity, v1::RegisterNodeResponse* resp = nullptr,
                         const std::string& ucx = std::string("\x01\x02", 2),
@@ -266,20 +280,16 @@ TEST_F(CoordinatorGrpcTest, RegisteredTransportAddressesAreTheOnlyPeersEnginesDe
     ASSERT_EQ(nodes.nodes(0).client_ucx_addresses_size(), 1);
     EXPECT_EQ(nodes.nodes(0).client_ucx_addresses(0), cache_client->LocalAddress());
   }
-  cluster::CoordinatorPeersOptions o;
-  o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
-  o.refresh = absl::Milliseconds(20);
-  o.min_miss_gap = absl::ZeroDuration();
-  absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
-      cluster::CoordinatorPeers::Start(o);
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  EXPECT_TRUE((*peers)->Allows(inbox->LocalAddress()));
-  EXPECT_TRUE((*peers)->Allows(cache_client->LocalAddress()));
-  EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
-  EXPECT_FALSE((*peers)->Allows(""));
+  const std::shared_ptr<cluster::CoordinatorPeers> peers =
+      StartPeers(absl::Milliseconds(20), absl::ZeroDuration());
+  ASSERT_NE(peers, nullptr);
+  EXPECT_TRUE(peers->Allows(inbox->LocalAddress()));
+  EXPECT_TRUE(peers->Allows(cache_client->LocalAddress()));
+  EXPECT_FALSE(peers->Allows(outsider->LocalAddress()));
+  EXPECT_FALSE(peers->Allows(""));
 
   // An engine restricted to the members takes batches from the registered cache client only.
-  std::unique_ptr<transport::Transport> guarded = transport::RestrictToPeers(engine(), *peers);
+  std::unique_ptr<transport::Transport> guarded = transport::RestrictToPeers(engine(), peers);
   auto ship_one = [&](transport::Transport& from) {
     absl::StatusOr<transport::PeerId> to = from.Connect(guarded->LocalAddress());
     ASSERT_TRUE(to.ok()) << to.status();
@@ -299,7 +309,7 @@ TEST_F(CoordinatorGrpcTest, RegisteredTransportAddressesAreTheOnlyPeersEnginesDe
   ASSERT_TRUE(
       Register("p1", v1::NODE_ROLE_PREFILL, "127.0.0.1:7101", 0, nullptr, ship->LocalAddress())
           .ok());
-  EXPECT_TRUE((*peers)->Allows(ship->LocalAddress()));
+  EXPECT_TRUE(peers->Allows(ship->LocalAddress()));
 
   // A node that deregisters is dropped at a later refresh.
   v1::DeregisterRequest dr;
@@ -308,12 +318,12 @@ TEST_F(CoordinatorGrpcTest, RegisteredTransportAddressesAreTheOnlyPeersEnginesDe
   grpc::ClientContext dctx;
   ASSERT_TRUE(stub_->Deregister(&dctx, dr, &dresp).ok());
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while ((*peers)->Allows(inbox->LocalAddress()) && absl::Now() < give_up) {
+  while (peers->Allows(inbox->LocalAddress()) && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_FALSE((*peers)->Allows(inbox->LocalAddress()));
-  EXPECT_FALSE((*peers)->Allows(cache_client->LocalAddress()));
-  EXPECT_TRUE((*peers)->Allows(ship->LocalAddress()));
+  EXPECT_FALSE(peers->Allows(inbox->LocalAddress()));
+  EXPECT_FALSE(peers->Allows(cache_client->LocalAddress()));
+  EXPECT_TRUE(peers->Allows(ship->LocalAddress()));
 }
 
 // A node that registers right after the allowlist refreshed (inside min_miss_gap) is accepted at
@@ -323,22 +333,18 @@ TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
   auto fabric = transport::NewLoopbackFabric();
   std::unique_ptr<transport::Transport> outsider = *transport::CreateLoopbackTransport(fabric);
   std::unique_ptr<transport::Transport> joiner = *transport::CreateLoopbackTransport(fabric);
-  cluster::CoordinatorPeersOptions o;
-  o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
-  o.refresh = absl::Hours(1);  // only misses refresh
-  o.min_miss_gap = absl::Milliseconds(300);
-  absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
-      cluster::CoordinatorPeers::Start(o);
-  ASSERT_TRUE(peers.ok()) << peers.status();
-  EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));  // a miss: the list was just fetched
-  EXPECT_EQ((*peers)->Peek(outsider->LocalAddress()), transport::PeerVerdict::kRefused);
-  EXPECT_EQ((*peers)->Peek(joiner->LocalAddress()), transport::PeerVerdict::kUnknown);
+  const std::shared_ptr<cluster::CoordinatorPeers> peers =
+      StartPeers(absl::Hours(1), absl::Milliseconds(300));  // only misses refresh
+  ASSERT_NE(peers, nullptr);
+  EXPECT_FALSE(peers->Allows(outsider->LocalAddress()));  // a miss: the list was just fetched
+  EXPECT_EQ(peers->Peek(outsider->LocalAddress()), transport::PeerVerdict::kRefused);
+  EXPECT_EQ(peers->Peek(joiner->LocalAddress()), transport::PeerVerdict::kUnknown);
   ASSERT_TRUE(
       Register("d9", v1::NODE_ROLE_DECODE, "127.0.0.1:7009", 1000, nullptr, joiner->LocalAddress())
           .ok());
-  EXPECT_TRUE((*peers)->Allows(joiner->LocalAddress()));
-  EXPECT_EQ((*peers)->Peek(joiner->LocalAddress()), transport::PeerVerdict::kAllowed);
-  EXPECT_FALSE((*peers)->Allows(outsider->LocalAddress()));
+  EXPECT_TRUE(peers->Allows(joiner->LocalAddress()));
+  EXPECT_EQ(peers->Peek(joiner->LocalAddress()), transport::PeerVerdict::kAllowed);
+  EXPECT_FALSE(peers->Allows(outsider->LocalAddress()));
 }
 
 // No race on join: 50 times, a node registers and ships its first batch to an engine restricted to
@@ -346,15 +352,11 @@ TEST_F(CoordinatorGrpcTest, ANodeThatJoinsJustAfterARefreshIsAcceptedAtOnce) {
 // refreshes the list before it refuses).
 TEST_F(CoordinatorGrpcTest, FiftyNodesThatShipRightAfterRegisteringAreAllAccepted) {
   auto fabric = transport::NewLoopbackFabric();
-  cluster::CoordinatorPeersOptions o;
-  o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
-  o.refresh = absl::Hours(1);  // only misses refresh
-  o.min_miss_gap = absl::Milliseconds(20);
-  absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =
-      cluster::CoordinatorPeers::Start(o);
-  ASSERT_TRUE(peers.ok()) << peers.status();
+  const std::shared_ptr<cluster::CoordinatorPeers> peers =
+      StartPeers(absl::Hours(1), absl::Milliseconds(20));  // only misses refresh
+  ASSERT_NE(peers, nullptr);
   std::unique_ptr<transport::Transport> guarded =
-      transport::RestrictToPeers(*transport::CreateLoopbackTransport(fabric), *peers);
+      transport::RestrictToPeers(*transport::CreateLoopbackTransport(fabric), peers);
   std::atomic<bool> busy = true;
   std::vector<std::thread> load;
   for (int i = 0; i < 2; ++i) {

@@ -638,28 +638,40 @@ TEST(UcxTransport, DataLongerThanItsHeaderSaysIsDataLoss) {
   EXPECT_EQ((*rx)->GetMetrics().receive_pending_bytes, 0u) << "of " << kBudget << " per batch";
 }
 
+// Ships `buffers` buffers of `size` bytes from a to b and expects b to refuse the batch with
+// `code` and a message holding `why`; waits for the sender's transfer to end, however UCX ends it.
+void ExpectRefused(Pair& p, size_t buffers, size_t size, absl::StatusCode code,
+                   const std::string& why) {
+  auto big = MakeBuffers(buffers, size, 0);
+  SubmitOptions o;
+  o.deadline = absl::Now() + absl::Seconds(5);
+  auto id = p.a->Submit(p.a_to_b, Spans(big), o);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto refused = p.b->Receive(absl::Now() + absl::Seconds(10));
+  EXPECT_EQ(refused.status().code(), code) << refused.status();
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr(why));
+  (void)p.a->Wait(*id, absl::Now() + absl::Seconds(10));
+}
+
+// Ships a batch of `buffers` buffers of `size` bytes from a to b and expects it whole.
+void ExpectArrives(Pair& p, size_t buffers, size_t size) {
+  auto batch = MakeBuffers(buffers, size, 1);
+  auto id = p.a->Submit(p.a_to_b, Spans(batch), {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto got = p.b->Receive(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t i = 0; i < batch.size(); ++i) EXPECT_TRUE(CheckPattern(got->buffers()[i], 1, 1, i));
+  EXPECT_TRUE(p.a->Wait(*id, absl::Now() + absl::Seconds(10)).ok());
+}
+
 // A sender's batch beyond its share of the receive budget is refused and its bytes dropped as
 // they come; the sender's transfer ends, and its next batch, within budget, arrives whole.
 TEST_P(UcxInProcess, ABatchBeyondTheSendersReceiveBudgetIsRefusedAndTheNextArrives) {
   UcxOptions options = TestOptions(GetParam());
   options.max_receive_bytes_per_sender = 1 << 20;
   Pair p = MakePair(options);
-  auto big = MakeBuffers(2, 1 << 20, 0);
-  SubmitOptions o;
-  o.deadline = absl::Now() + absl::Seconds(5);
-  auto id = p.a->Submit(p.a_to_b, Spans(big), o);
-  ASSERT_TRUE(id.ok()) << id.status();
-  auto refused = p.b->Receive(absl::Now() + absl::Seconds(10));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
-  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("receive budget"));
-  (void)p.a->Wait(*id, absl::Now() + absl::Seconds(10));  // ends, however UCX ends it
-  auto small = MakeBuffers(4, 100000, 1);
-  auto next = p.a->Submit(p.a_to_b, Spans(small), {});
-  ASSERT_TRUE(next.ok()) << next.status();
-  auto got = p.b->Receive(absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(got.ok()) << got.status();
-  for (size_t i = 0; i < small.size(); ++i) EXPECT_TRUE(CheckPattern(got->buffers()[i], 1, 1, i));
-  EXPECT_TRUE(p.a->Wait(*next, absl::Now() + absl::Seconds(10)).ok());
+  ExpectRefused(p, 2, 1 << 20, absl::StatusCode::kResourceExhausted, "receive budget");
+  ExpectArrives(p, 4, 100000);
   const Metrics m = p.b->GetMetrics();
   EXPECT_EQ(m.receive_refused, 1u);
   EXPECT_EQ(m.receive_pending_bytes, 0u);  // the delivered batch left the budget
@@ -671,28 +683,14 @@ TEST_P(UcxInProcess, ABatchFromAScreenedOutSenderIsRefusedAtItsHeader) {
   Pair p = MakePair(TestOptions(GetParam()));
   const std::string sender = p.a->LocalAddress();
   p.b->ScreenSenders([&](std::string_view s) { return s != sender; });
-  auto big = MakeBuffers(4, 1 << 20, 0);
-  SubmitOptions o;
-  o.deadline = absl::Now() + absl::Seconds(5);
-  auto id = p.a->Submit(p.a_to_b, Spans(big), o);
-  ASSERT_TRUE(id.ok()) << id.status();
-  auto refused = p.b->Receive(absl::Now() + absl::Seconds(10));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
-  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("not a registered peer"));
-  (void)p.a->Wait(*id, absl::Now() + absl::Seconds(10));  // ends, however UCX ends it
-  Metrics m = p.b->GetMetrics();
+  ExpectRefused(p, 4, 1 << 20, absl::StatusCode::kPermissionDenied, "not a registered peer");
+  const Metrics m = p.b->GetMetrics();
   EXPECT_EQ(m.peers_refused, 1u);
   EXPECT_EQ(m.bytes_received, 0u);
   EXPECT_EQ(m.receive_pending_bytes, 0u);  // the receive budget was never taken
 
   p.b->ScreenSenders({});
-  auto small = MakeBuffers(2, 1000, 1);
-  auto next = p.a->Submit(p.a_to_b, Spans(small), {});
-  ASSERT_TRUE(next.ok()) << next.status();
-  auto got = p.b->Receive(absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(got.ok()) << got.status();
-  for (size_t i = 0; i < small.size(); ++i) EXPECT_TRUE(CheckPattern(got->buffers()[i], 1, 1, i));
-  EXPECT_TRUE(p.a->Wait(*next, absl::Now() + absl::Seconds(10)).ok());
+  ExpectArrives(p, 2, 1000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxInProcess, ::testing::ValuesIn(kTlsCases), TlsName);
