@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/common/grpc/identity.h"
 
 namespace glimpse {
@@ -37,12 +38,6 @@ leaf() {
 }
 )sh";
 
-std::string Joined(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& p : parts) absl::StrAppend(&out, out.empty() ? "" : ",", p);
-  return out;
-}
-
 }  // namespace
 
 absl::Status MakeCertificates(const std::string& dir, const std::vector<CertificateSpec>& specs,
@@ -60,7 +55,7 @@ absl::Status MakeCertificates(const std::string& dir, const std::vector<Certific
       san.push_back(absl::StrCat("DNS:", d));
     }
     if (!s.role.empty()) san.push_back(absl::StrCat("URI:", IdentityUri(s.role, s.id)));
-    absl::StrAppend(&script, "leaf '", s.name, "' '", Joined(san), "'\n");
+    absl::StrAppend(&script, "leaf '", s.name, "' '", absl::StrJoin(san, ","), "'\n");
   }
   if (dir.find('\'') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("certificate directory '", dir, "'"));
