@@ -16,6 +16,13 @@
 #endif
 #endif
 
+// The block decoders below are shared with kernels/cuda, which compiles them for the device too.
+#if defined(__CUDACC__)
+#define GLIMPSE_HOST_DEVICE __host__ __device__
+#else
+#define GLIMPSE_HOST_DEVICE
+#endif
+
 namespace glimpse::kernels::internal {
 
 // GGML's block layouts (ggml-common.h), packed to their on-disk sizes.
@@ -58,12 +65,12 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
-inline bool IsKQuant(DType type) {
+GLIMPSE_HOST_DEVICE inline bool IsKQuant(DType type) {
   return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
 }
 
 // Sub-block j's 6-bit scale and minimum of a Q4_K / Q5_K super-block (ggml's get_scale_min_k4).
-inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+GLIMPSE_HOST_DEVICE inline void GetScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = q[j] & 63;
     *m = q[j + 4] & 63;
