@@ -1,5 +1,6 @@
 #include "tests/golden_fixtures.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,14 @@
 
 namespace glimpse::testing {
 namespace {
+
+// The checkout the fixtures are read from: $GLIMPSE_SOURCE_DIR (ctest sets it; a copy of the tree
+// on another machine, such as a GPU host running prebuilt tests, points it at itself), else the
+// one this binary was built from.
+std::string SourceDir() {
+  const char* dir = std::getenv("GLIMPSE_SOURCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : GLIMPSE_SOURCE_DIR;
+}
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
@@ -22,7 +31,7 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
 }
 
 absl::StatusOr<nlohmann::json> ReadFixture(const std::string& name) {
-  return ReadJsonFile(absl::StrCat(GLIMPSE_SOURCE_DIR, "/tests/fixtures/golden/", name));
+  return ReadJsonFile(absl::StrCat(SourceDir(), "/tests/fixtures/golden/", name));
 }
 
 absl::StatusOr<std::vector<float>> DecodeFloats(const std::string& b64) {
@@ -38,7 +47,7 @@ absl::StatusOr<std::vector<float>> DecodeFloats(const std::string& b64) {
 }  // namespace
 
 std::string TinyModelDir(const std::string& name) {
-  return absl::StrCat(GLIMPSE_SOURCE_DIR, "/tests/fixtures/tiny/", name);
+  return absl::StrCat(SourceDir(), "/tests/fixtures/tiny/", name);
 }
 
 absl::StatusOr<TinyModelGolden> LoadTinyModelGolden(const std::string& name) {

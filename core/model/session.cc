@@ -10,8 +10,6 @@
 
 namespace glimpse::model {
 
-namespace {
-
 std::vector<float> RopeInverseFrequencies(const ModelWeights& w) {
   const ModelConfig& c = w.config;
   std::vector<float> inv_freq(c.head_dim / 2);
@@ -22,8 +20,6 @@ std::vector<float> RopeInverseFrequencies(const ModelWeights& w) {
   }
   return inv_freq;
 }
-
-}  // namespace
 
 Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options)
     : model_(model),

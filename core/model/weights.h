@@ -43,6 +43,10 @@ struct ModelWeights {
   const float* rope_freq_factors = nullptr;
 };
 
+// RoPE's θ_i per position for the model, [head_dim / 2]: θ^(−2i/hd), divided by
+// rope_freq_factors[i] where the model has them (computed in double, stored fp32).
+std::vector<float> RopeInverseFrequencies(const ModelWeights& w);
+
 // Owns whatever backs a ModelWeights (file mappings, fp32 copies of norm vectors that were stored
 // as F16/BF16) and the tokenizer metadata source.
 class WeightSource {

@@ -1,0 +1,204 @@
+// The model runtime on a GPU (core/model/cuda) against transformers itself: the tiny checkpoints of
+// tests/fixtures/tiny/ (tools/oracle/make_tiny_models.py: Llama-3 rope scaling, Qwen2 biases and
+// tied embeddings, Qwen3 q/k norms) through device prefill and batched device decode, compared with
+// transformers' fp32 logits and greedy continuation. Skips, saying so, without a CUDA device;
+// tools/device/check_cuda.sh runs it on one.
+//
+// Tolerance: the device rounds weights and matrix-product activations to fp16 (device_model.h), so
+// logits may differ from fp32 by about 2⁻¹¹ of the activations' size per product; the tests demand
+// 1 % of the golden logit range, print what they measured, and demand exact greedy tokens only
+// where the fixture's top-1 margin is larger than twice the measured error.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/model/cuda/device_model.h"
+#include "core/model/model.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device_info.h"
+#include "tests/golden_fixtures.h"
+
+namespace glimpse {
+namespace {
+
+using model::Model;
+using model::cuda::DeviceModel;
+using model::cuda::DeviceRunner;
+using model::cuda::DeviceSequence;
+
+constexpr float kRelativeTolerance = 1e-2f;
+
+// max |ours − golden| over golden[offset, offset + ours.size()), and the golden's whole range.
+std::pair<float, float> MaxDiff(const std::vector<float>& ours, const std::vector<float>& golden,
+                                size_t offset = 0) {
+  const auto [lo, hi] = std::minmax_element(golden.begin(), golden.end());
+  float worst = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const float d = std::fabs(ours[i] - golden[offset + i]);
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+  }
+  return {worst, *hi - *lo};
+}
+
+int32_t Argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+class CudaModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (kernels::cuda::DeviceCount() == 0) {
+      GTEST_SKIP() << "no CUDA device here; tools/device/check_cuda.sh runs these on a GPU";
+    }
+    auto golden = testing::LoadTinyModelGolden(GetParam());
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    golden_ = *std::move(golden);
+    auto model = Model::Load(testing::TinyModelDir(GetParam()));
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+    auto device = DeviceModel::Upload(*model_);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *std::move(device);
+    auto runner = DeviceRunner::Create(*device_);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    runner_ = *std::move(runner);
+  }
+
+  std::unique_ptr<DeviceSequence> NewSequence() {
+    auto seq = DeviceSequence::Create(*device_, 64);
+    EXPECT_TRUE(seq.ok()) << seq.status();
+    return seq.ok() ? *std::move(seq) : nullptr;
+  }
+
+  testing::TinyModelGolden golden_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<DeviceModel> device_;
+  std::unique_ptr<DeviceRunner> runner_;
+};
+
+TEST_P(CudaModelTest, PrefillLogitsMatchTransformersFp32) {
+  auto seq = NewSequence();
+  ASSERT_NE(seq, nullptr);
+  auto logits = runner_->Prefill(*seq, golden_.token_ids, /*all_logits=*/true);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_EQ(logits->size(), golden_.logits.size());
+  const auto [diff, range] = MaxDiff(*logits, golden_.logits);
+  std::printf("[ logits ] %s device prefill: max |ours − transformers| = %.3g (range %.2f, %.2g)\n",
+              GetParam().c_str(), diff, range, diff / range);
+  EXPECT_LE(diff, kRelativeTolerance * range);
+  EXPECT_EQ(seq->length(), static_cast<int64_t>(golden_.token_ids.size()));
+}
+
+// A chunked prefill, then one decode step per token, reads K and V back from the device cache
+// (prefill attention over the cache, then paged decode attention).
+TEST_P(CudaModelTest, ChunkedPrefillAndDecodeStepsMatchTransformersFp32) {
+  auto seq = NewSequence();
+  ASSERT_NE(seq, nullptr);
+  const std::vector<int32_t>& ids = golden_.token_ids;
+  const size_t vocab = golden_.vocab_size;
+  float worst = 0, range = 0;
+  for (size_t begin = 0; begin < 13; begin += 5) {  // chunks of 5, 5, 3
+    const size_t n = std::min<size_t>(5, 13 - begin);
+    auto logits = runner_->Prefill(*seq, std::span(ids).subspan(begin, n), /*all_logits=*/true);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    std::tie(worst, range) = MaxDiff(*logits, golden_.logits, begin * vocab);
+    EXPECT_LE(worst, kRelativeTolerance * range) << "chunk at " << begin;
+  }
+  DeviceSequence* const seqs[] = {seq.get()};
+  for (size_t t = 13; t < ids.size(); ++t) {
+    auto step = runner_->Decode(seqs, std::span(ids).subspan(t, 1));
+    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_EQ(step->size(), vocab);
+    const auto [d, r] = MaxDiff(*step, golden_.logits, t * vocab);
+    EXPECT_LE(d, kRelativeTolerance * r) << "decode step at position " << t;
+    worst = std::max(worst, d);
+  }
+  std::printf("[ logits ] %s device chunked + decode: max |ours − transformers| = %.3g (%.2g)\n",
+              GetParam().c_str(), worst, worst / range);
+}
+
+TEST_P(CudaModelTest, GreedyTokensMatchTransformers) {
+  auto seq = NewSequence();
+  ASSERT_NE(seq, nullptr);
+  const int64_t vocab = golden_.vocab_size;
+  auto logits = runner_->Prefill(*seq, golden_.token_ids);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  std::vector<int32_t> tokens = {Argmax(logits->data(), vocab)};
+  DeviceSequence* const seqs[] = {seq.get()};
+  while (tokens.size() < golden_.greedy.size()) {
+    auto step = runner_->Decode(seqs, std::span(tokens).last(1));
+    ASSERT_TRUE(step.ok()) << step.status();
+    tokens.push_back(Argmax(step->data(), vocab));
+  }
+  std::printf("[ greedy ] %s: fixture's smallest top-1 margin %.3g\n", GetParam().c_str(),
+              golden_.greedy_min_margin);
+  EXPECT_EQ(tokens, golden_.greedy);
+}
+
+// 32 sequences of different lengths decoded together give each one's tokens and logits alone.
+TEST_P(CudaModelTest, ABatchOf32SequencesEqualsEachRunAlone) {
+  constexpr int kSequences = 32, kSteps = 6;
+  const int64_t vocab = golden_.vocab_size;
+  const std::vector<int32_t>& ids = golden_.token_ids;
+  std::vector<std::unique_ptr<DeviceSequence>> batch, alone;
+  std::vector<int32_t> next;
+  for (int i = 0; i < kSequences; ++i) {
+    const size_t len = 2 + i % (ids.size() - 2);
+    for (auto* group : {&batch, &alone}) {
+      group->push_back(NewSequence());
+      ASSERT_NE(group->back(), nullptr);
+      auto logits = runner_->Prefill(*group->back(), std::span(ids).first(len));
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      if (group == &batch) next.push_back(Argmax(logits->data(), vocab));
+    }
+  }
+  std::vector<DeviceSequence*> seqs;
+  for (auto& s : batch) seqs.push_back(s.get());
+  std::vector<int32_t> alone_next = next;
+  float worst = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    auto together = runner_->Decode(seqs, next);
+    ASSERT_TRUE(together.ok()) << together.status();
+    for (int i = 0; i < kSequences; ++i) {
+      DeviceSequence* const one[] = {alone[i].get()};
+      auto solo = runner_->Decode(one, std::span(alone_next).subspan(i, 1));
+      ASSERT_TRUE(solo.ok()) << solo.status();
+      const std::vector<float> row(together->begin() + i * vocab,
+                                   together->begin() + (i + 1) * vocab);
+      const auto [d, range] = MaxDiff(row, *solo);
+      worst = std::max(worst, d / range);
+      EXPECT_LE(d, 1e-3f * range) << "sequence " << i << " step " << step;
+      next[i] = Argmax(row.data(), vocab);
+      alone_next[i] = Argmax(solo->data(), vocab);
+    }
+    EXPECT_EQ(next, alone_next) << "step " << step;
+  }
+  std::printf("[ batch  ] %s: 32 sequences together vs alone, max diff %.2g of the range\n",
+              GetParam().c_str(), worst);
+}
+
+TEST_P(CudaModelTest, BadCallsAreRefusedAndLeaveTheSequenceAsItWas) {
+  auto seq = NewSequence();
+  ASSERT_NE(seq, nullptr);
+  const int32_t bad[] = {1, static_cast<int32_t>(golden_.vocab_size)};
+  EXPECT_EQ(runner_->Prefill(*seq, bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runner_->Prefill(*seq, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<int32_t> too_many(65, 1);
+  EXPECT_EQ(runner_->Prefill(*seq, too_many).status().code(), absl::StatusCode::kResourceExhausted);
+  DeviceSequence* const twice[] = {seq.get(), seq.get()};
+  const int32_t two[] = {1, 2};
+  EXPECT_EQ(runner_->Decode(twice, two).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(seq->length(), 0);
+  // Still usable: the golden prompt's logits as from a fresh sequence.
+  auto logits = runner_->Prefill(*seq, golden_.token_ids, /*all_logits=*/true);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const auto [diff, range] = MaxDiff(*logits, golden_.logits);
+  EXPECT_LE(diff, kRelativeTolerance * range);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, CudaModelTest, ::testing::Values("llama3", "qwen2", "qwen3"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace glimpse
