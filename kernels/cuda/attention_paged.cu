@@ -1,8 +1,6 @@
-// AttendPagedBatch: one block per (query, split of kPagesPerSplit pages), four warps taking the
-// split's rows in turn; a lane holds head_dim / 32 channels of every query row and decodes its
-// channels of each key and value row in registers, whatever the page's format. Each warp keeps an
-// online softmax per query row; the warps merge in shared memory into the split's partial
-// (max, sum, weighted values), and a second kernel merges the splits.
+// AttendPagedBatch: one block per (query, split of kPagesPerSplit pages) writes the split's
+// partial (max, sum and weighted values per query row); a second kernel merges the splits
+// (flash-decoding), so a long cache fills the device even for one sequence.
 #include <algorithm>
 
 #include "kernels/cuda/attention.h"
@@ -14,13 +12,15 @@ namespace {
 using internal::Bf16Bits;
 using internal::E4m3Bits;
 using internal::HalfBits;
+using internal::WarpMax;
 using internal::WarpSum;
 
 constexpr int kPagesPerSplit = 4;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kKiviGroup = 32;   // rows per key group, channels per value group (kvpage/codec.h)
-constexpr int kMaxChannels = 8;  // per lane: head_dim ≤ 256
+constexpr int kKiviGroup = 32;  // rows per key group, channels per value group (kvpage/codec.h)
+constexpr int kMaxHeadDim = 256;
+constexpr int kChunk = kThreads;  // rows scored per pass, one per thread
 
 // Floats of one split's partial for one query row: max, sum, then head_dim weighted values.
 __host__ __device__ inline int64_t PartialFloats(int64_t head_dim) { return head_dim + 2; }
@@ -64,95 +64,167 @@ __device__ float PageElement(const KvPageView& p, bool keys, int64_t r, int64_t 
   return 0.0f;
 }
 
-template <int C>  // channels per lane: channel lane + 32c for c < C, those below head_dim
+// Elements [c, c + 8) of row r of a page's keys or values in fp32; c a multiple of 8 and rows
+// 16-byte aligned (head_dim a multiple of 8), so row formats read one vector.
+__device__ void Load8(float* x, const KvPageView& p, bool keys, int64_t r, int64_t c,
+                      int64_t head_dim) {
+  const void* data = keys ? p.k : p.v;
+  const int64_t at = r * head_dim + c;
+  switch (p.dtype) {
+    case KvDType::kF32: {
+      const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(data) + at);
+      const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(data) + at + 4);
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z,
+      x[7] = b.w;
+      return;
+    }
+    case KvDType::kF16:
+    case KvDType::kBF16: {
+      const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(data) + at);
+      const auto* h = reinterpret_cast<const uint16_t*>(&u);
+      for (int e = 0; e < 8; ++e) x[e] = p.dtype == KvDType::kF16 ? HalfBits(h[e]) : Bf16Bits(h[e]);
+      return;
+    }
+    case KvDType::kI8:
+    case KvDType::kE4M3: {
+      const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(data) + at);
+      const auto* b = reinterpret_cast<const uint8_t*>(&u);
+      const float scale = (keys ? p.k_scale : p.v_scale)[r];
+      for (int e = 0; e < 8; ++e) {
+        x[e] = (p.dtype == KvDType::kI8 ? static_cast<float>(static_cast<int8_t>(b[e]))
+                                        : E4m3Bits(b[e])) *
+               scale;
+      }
+      return;
+    }
+    default:
+      for (int e = 0; e < 8; ++e) x[e] = PageElement(p, keys, r, c + e, head_dim);
+  }
+}
+
+// One block per (query, split). The split's rows go in chunks of kChunk: each thread scores one
+// row against every query row (its key decoded once, 8 elements at a time), warps turn a chunk's
+// scores into probabilities under a running max and sum per query row, then each thread
+// accumulates its channels of the chunk's values (consecutive threads, consecutive channels).
 __global__ void __launch_bounds__(kThreads)
     SplitKernel(const PagedQuery* queries, const KvPageView* pages, float scale, int64_t D,
                 int n_splits, float* partials) {
+  __shared__ float qs[kMaxPagedRows][kMaxHeadDim];
+  __shared__ float probs[kMaxPagedRows][kChunk];
+  __shared__ float merge[kMaxPagedRows][kMaxHeadDim];
+  __shared__ float m_s[kMaxPagedRows], l_s[kMaxPagedRows], alpha_s[kMaxPagedRows];
+  __shared__ int32_t qpos_s[kMaxPagedRows];
   const PagedQuery query = queries[blockIdx.x];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n_q = query.n_q;
-
-  float q[kMaxPagedRows][C], acc[kMaxPagedRows][C], m[kMaxPagedRows], l[kMaxPagedRows];
-  int32_t qp[kMaxPagedRows];
-#pragma unroll
-  for (int i = 0; i < kMaxPagedRows; ++i) {
-    m[i] = -INFINITY;
-    l[i] = 0.0f;
-    qp[i] = i < n_q ? query.q_pos[i] : 0;
-    for (int c = 0; c < C; ++c) {
-      const int64_t ch = lane + 32 * c;
-      q[i][c] = i < n_q && ch < D ? query.q[i * D + ch] * scale : 0.0f;
-      acc[i][c] = 0.0f;
-    }
+  const int n_q = query.n_q, t = threadIdx.x, warp = t / 32, lane = t % 32;
+  for (int i = t; i < kMaxPagedRows * D; i += kThreads) {
+    const int row = static_cast<int>(i / D);
+    qs[row][i % D] = row < n_q ? query.q[i] * scale : 0.0f;
   }
+  if (t < kMaxPagedRows) {
+    m_s[t] = -INFINITY;
+    l_s[t] = 0.0f;
+    qpos_s[t] = t < n_q ? query.q_pos[t] : 0;
+  }
+  // Value channels: threads [g·lanes, (g+1)·lanes) hold channels c0 and c0 + lanes of every
+  // query row for the chunk rows ≡ g (mod groups).
+  const int lanes = D <= 64 ? 64 : 128, groups = kThreads / lanes;
+  const int group = t / lanes, c0 = t % lanes;
+  float acc[kMaxPagedRows][2] = {};
+  __syncthreads();
 
   const int32_t first = query.page_begin + static_cast<int32_t>(blockIdx.y) * kPagesPerSplit;
   const int32_t last = min(query.page_end, first + kPagesPerSplit);
-  int64_t seen = 0;  // rows of the split before this page, so warps take rows in turn
   for (int32_t pi = first; pi < last; ++pi) {
     const KvPageView page = pages[pi];
-    for (int64_t r = (warp - seen % kWarps + kWarps) % kWarps; r < page.rows; r += kWarps) {
-      const int32_t pos = page.pos[r];
-      float kx[C], vx[C];
-      for (int c = 0; c < C; ++c) {
-        const int64_t ch = lane + 32 * c;
-        kx[c] = ch < D ? PageElement(page, true, r, ch, D) : 0.0f;
-        vx[c] = ch < D ? PageElement(page, false, r, ch, D) : 0.0f;
+    for (int64_t r0 = 0; r0 < page.rows; r0 += kChunk) {
+      const int rows = static_cast<int>(min(static_cast<int64_t>(kChunk), page.rows - r0));
+      if (t < rows) {
+        const int64_t r = r0 + t;
+        float dots[kMaxPagedRows] = {};
+        for (int64_t c = 0; c < D; c += 8) {
+          float x[8];
+          if (D % 8 == 0) {
+            Load8(x, page, true, r, c, D);
+          } else {
+            for (int e = 0; e < 8; ++e) x[e] = c + e < D ? PageElement(page, true, r, c + e, D) : 0;
+          }
+#pragma unroll
+          for (int i = 0; i < kMaxPagedRows; ++i) {
+            if (i >= n_q) break;
+            for (int e = 0; e < 8 && c + e < D; ++e) dots[i] += qs[i][c + e] * x[e];
+          }
+        }
+        const int32_t pos = page.pos[r];
+#pragma unroll
+        for (int i = 0; i < kMaxPagedRows; ++i) {
+          if (i < n_q) probs[i][t] = pos <= qpos_s[i] ? dots[i] : -INFINITY;
+        }
       }
+      __syncthreads();
+      for (int i = warp; i < n_q; i += kWarps) {
+        float mx = -INFINITY;
+        for (int j = lane; j < rows; j += 32) mx = fmaxf(mx, probs[i][j]);
+        const float m_old = m_s[i], m_new = fmaxf(m_old, WarpMax(mx));
+        const bool none = m_new == -INFINITY;
+        float sum = 0.0f;
+        for (int j = lane; j < rows; j += 32) {
+          const float p = none ? 0.0f : __expf(probs[i][j] - m_new);
+          probs[i][j] = p;
+          sum += p;
+        }
+        sum = WarpSum(sum);
+        if (lane == 0) {
+          const float alpha = none ? 1.0f : __expf(m_old - m_new);
+          alpha_s[i] = alpha;
+          m_s[i] = m_new;
+          l_s[i] = l_s[i] * alpha + sum;
+        }
+      }
+      __syncthreads();
 #pragma unroll
       for (int i = 0; i < kMaxPagedRows; ++i) {
-        if (i >= n_q) break;
-        float s = 0.0f;
-        for (int c = 0; c < C; ++c) s += q[i][c] * kx[c];
-        s = WarpSum(s);
-        if (pos > qp[i]) continue;
-        const float m_new = fmaxf(m[i], s);
-        const float alpha = __expf(m[i] - m_new), p = __expf(s - m_new);
-        l[i] = l[i] * alpha + p;
-        for (int c = 0; c < C; ++c) acc[i][c] = acc[i][c] * alpha + p * vx[c];
-        m[i] = m_new;
+        if (i < n_q) acc[i][0] *= alpha_s[i], acc[i][1] *= alpha_s[i];
       }
+      for (int j = group; j < rows; j += groups) {
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          const int64_t c = c0 + cc * lanes;
+          if (c >= D) break;
+          const float v = PageElement(page, false, r0 + j, c, D);
+#pragma unroll
+          for (int i = 0; i < kMaxPagedRows; ++i) {
+            if (i < n_q) acc[i][cc] += probs[i][j] * v;
+          }
+        }
+      }
+      __syncthreads();  // probs is rewritten by the next chunk
     }
-    seen += page.rows;
   }
 
-  // Merge the warps' states through shared memory: warp w's row i at state[w][i].
-  __shared__ float state[kWarps][kMaxPagedRows][2];
-  __shared__ float values[kWarps][kMaxPagedRows][32 * C];
-  // Fixed trip counts keep q, acc, m and l in registers (a runtime index would spill them).
+  // The row groups' sums, then the split's partial: max, sum, weighted values per query row.
 #pragma unroll
   for (int i = 0; i < kMaxPagedRows; ++i) {
-    if (i >= n_q) break;
-    if (lane == 0) {
-      state[warp][i][0] = m[i];
-      state[warp][i][1] = l[i];
+    for (int cc = 0; cc < 2 && i < n_q; ++cc) {
+      const int64_t c = c0 + cc * lanes;
+      if (group == 1 && c < D) merge[i][c] = acc[i][cc];
     }
-#pragma unroll
-    for (int c = 0; c < C; ++c) values[warp][i][lane + 32 * c] = acc[i][c];  // ≥ D: unread
   }
   __syncthreads();
   const int64_t stride = PartialFloats(D);
   float* partial = partials + (static_cast<int64_t>(blockIdx.x) * n_splits + blockIdx.y) *
                                   kMaxPagedRows * stride;
-  for (int i = warp; i < n_q; i += kWarps) {
-    float mm = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, state[w][i][0]);
-    float ll = 0.0f;
-    float weight[kWarps];
-    for (int w = 0; w < kWarps; ++w) {
-      weight[w] = mm == -INFINITY ? 0.0f : __expf(state[w][i][0] - mm);
-      ll += state[w][i][1] * weight[w];
+  if (group == 0) {
+#pragma unroll
+    for (int i = 0; i < kMaxPagedRows; ++i) {
+      for (int cc = 0; cc < 2 && i < n_q; ++cc) {
+        const int64_t c = c0 + cc * lanes;
+        if (c < D) partial[i * stride + 2 + c] = acc[i][cc] + (groups == 2 ? merge[i][c] : 0.0f);
+      }
     }
-    float* row = partial + i * stride;
-    if (lane == 0) {
-      row[0] = mm;
-      row[1] = ll;
-    }
-    for (int64_t c = lane; c < D; c += 32) {
-      float x = 0.0f;
-      for (int w = 0; w < kWarps; ++w) x += values[w][i][c] * weight[w];
-      row[2 + c] = x;
-    }
+  }
+  if (t < n_q) {
+    partial[t * stride] = m_s[t];
+    partial[t * stride + 1] = l_s[t];
   }
 }
 
@@ -185,14 +257,6 @@ __global__ void MergeKernel(const PagedQuery* queries, int n_splits, int64_t hea
   }
 }
 
-template <int C>
-void LaunchSplits(const PagedQuery* queries, int64_t n_queries, const KvPageView* pages,
-                  int n_splits, float scale, int64_t head_dim, float* scratch,
-                  cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(n_queries), static_cast<unsigned>(n_splits));
-  SplitKernel<C><<<grid, kThreads, 0, stream>>>(queries, pages, scale, head_dim, n_splits, scratch);
-}
-
 }  // namespace
 
 int64_t PagedScratchFloats(int64_t n_queries, int64_t max_pages, int64_t head_dim) {
@@ -203,20 +267,12 @@ int64_t PagedScratchFloats(int64_t n_queries, int64_t max_pages, int64_t head_di
 cudaError_t AttendPagedBatch(const PagedQuery* queries, int64_t n_queries, const KvPageView* pages,
                              int64_t max_pages, float scale, int64_t head_dim, float* scratch,
                              cudaStream_t stream) {
-  if (head_dim <= 0 || head_dim > 32 * kMaxChannels) return cudaErrorInvalidValue;
+  if (head_dim <= 0 || head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
   if (n_queries == 0) return cudaSuccess;
   const int n_splits =
       static_cast<int>(std::max<int64_t>(1, internal::CeilDiv(max_pages, kPagesPerSplit)));
-  const int64_t lanes_c = internal::CeilDiv(head_dim, 32);
-  if (lanes_c == 1) {
-    LaunchSplits<1>(queries, n_queries, pages, n_splits, scale, head_dim, scratch, stream);
-  } else if (lanes_c == 2) {
-    LaunchSplits<2>(queries, n_queries, pages, n_splits, scale, head_dim, scratch, stream);
-  } else if (lanes_c <= 4) {
-    LaunchSplits<4>(queries, n_queries, pages, n_splits, scale, head_dim, scratch, stream);
-  } else {
-    LaunchSplits<8>(queries, n_queries, pages, n_splits, scale, head_dim, scratch, stream);
-  }
+  const dim3 grid(static_cast<unsigned>(n_queries), static_cast<unsigned>(n_splits));
+  SplitKernel<<<grid, kThreads, 0, stream>>>(queries, pages, scale, head_dim, n_splits, scratch);
   if (const cudaError_t e = internal::LaunchResult(); e != cudaSuccess) return e;
   MergeKernel<<<static_cast<unsigned>(n_queries), 128, 0, stream>>>(queries, n_splits, head_dim,
                                                                     scratch);

@@ -1,11 +1,10 @@
-// AttendPrefill: one block per (64-query tile, q-head), four warps of 16 query rows each. Per
-// 64-key tile: S = Q·Kᵀ on tensor cores (WMMA 16×16×16, fp16 in, fp32 out) into shared memory;
-// each warp's online-softmax update of its rows (mask by position, running max and sum, rescale of
-// the fp32 output rows); then O += P·V on tensor cores. A key tile no query of the block can see
-// (every position above the tile's largest query position: the causal upper triangle of a prompt)
-// is skipped after its positions are read.
-#include <mma.h>
-
+// AttendPrefill: one block per (64-query tile, q-head), four warps of 16 query rows each, in
+// FlashAttention-2's form: per 64-key tile, S = Q·Kᵀ with mma.sync (m16n8k16, fp16 in, fp32
+// accumulate) into registers; the online softmax on those registers (a row's values live in one
+// quad of lanes); P, rounded to fp16, reused in registers as the A operand of O += P·V. Q, K and V
+// tiles pass through shared memory by ldmatrix (V transposed). A key tile no query of the block
+// can see (every position above the block's largest query position: the causal upper triangle of
+// a prompt) is skipped after its positions are read.
 #include <climits>
 
 #include "kernels/cuda/attention.h"
@@ -14,32 +13,19 @@
 namespace glimpse::kernels::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-using internal::WarpMax;
-using internal::WarpSum;
-
 constexpr int kRows = 64;  // queries per block
 constexpr int kKeys = 64;  // keys per tile
 constexpr int kWarps = 4;  // each owns kRows / kWarps = 16 query rows
 constexpr int kThreads = kWarps * 32;
-constexpr int kPad = 8;  // halves of padding per shared row, against bank conflicts
+constexpr int kPad = 8;  // halves of padding per shared row: ldmatrix without bank conflicts
 
-// Shared memory of one block, row strides in elements.
 template <int D>
 struct Smem {
-  static constexpr int kLdh = D + kPad;      // Q, K, V rows (fp16)
-  static constexpr int kLds = kKeys + 4;     // S rows (fp32)
-  static constexpr int kLdp = kKeys + kPad;  // P rows (fp16)
-  static constexpr int kLdo = D + 4;         // O rows (fp32)
+  static constexpr int kLd = D + kPad;  // Q, K, V rows (fp16)
   static constexpr size_t kQ = 0;
-  static constexpr size_t kK = kQ + sizeof(__half) * kRows * kLdh;
-  static constexpr size_t kV = kK + sizeof(__half) * kKeys * kLdh;
-  static constexpr size_t kS = kV + sizeof(__half) * kKeys * kLdh;
-  static constexpr size_t kP = kS + sizeof(float) * kRows * kLds;
-  static constexpr size_t kO = kP + sizeof(__half) * kRows * kLdp;
-  static constexpr size_t kM = kO + sizeof(float) * kRows * kLdo;
-  static constexpr size_t kL = kM + sizeof(float) * kRows;
-  static constexpr size_t kQPos = kL + sizeof(float) * kRows;
+  static constexpr size_t kK = kQ + sizeof(__half) * kRows * kLd;
+  static constexpr size_t kV = kK + sizeof(__half) * kKeys * kLd;
+  static constexpr size_t kQPos = kV + sizeof(__half) * kKeys * kLd;
   static constexpr size_t kKPos = kQPos + sizeof(int32_t) * kRows;
   static constexpr size_t kBytes = kKPos + sizeof(int32_t) * kKeys;
 };
@@ -52,25 +38,55 @@ __device__ void LoadTile(__half* dst, const __half* src, int64_t stride, int row
     const int r = i / kVecs, c = (i % kVecs) * 8;
     int4 x = make_int4(0, 0, 0, 0);
     if (r < n) x = *reinterpret_cast<const int4*>(src + r * stride + c);
-    *reinterpret_cast<int4*>(dst + r * Smem<D>::kLdh + c) = x;
+    *reinterpret_cast<int4*>(dst + r * Smem<D>::kLd + c) = x;
   }
 }
 
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8×8 fp16 matrices from shared memory; lane l gives the row address of matrix l / 8.
+__device__ __forceinline__ void LdMatrix4(uint32_t (&r)[4], const __half* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SharedAddress(row)));
+}
+
+__device__ __forceinline__ void LdMatrix4Trans(uint32_t (&r)[4], const __half* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SharedAddress(row)));
+}
+
+// d += a·b for one m16n8k16 tile: a the 16×16 fp16 A fragment, b0/b1 the 16×8 B fragment.
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t PackHalf2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Lane l holds rows g = l / 4 and g + 8 of its warp's 16, and of each 8-column tile the columns
+// 2·(l % 4) and 2·(l % 4) + 1 (the mma accumulator layout).
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     PrefillKernel(float* out, float* lse, const __half* q, const int32_t* q_pos, const __half* k,
                   const __half* v, KvStrides kv, const int32_t* kv_pos, float scale, int64_t n_q,
                   int64_t n_kv, int64_t n_heads, int64_t n_kv_heads) {
   using S = Smem<D>;
+  constexpr int kLd = S::kLd, kDTiles = D / 8, kKTiles = kKeys / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   __half* qs = reinterpret_cast<__half*>(smem + S::kQ);
   __half* ks = reinterpret_cast<__half*>(smem + S::kK);
   __half* vs = reinterpret_cast<__half*>(smem + S::kV);
-  float* ss = reinterpret_cast<float*>(smem + S::kS);
-  __half* ps = reinterpret_cast<__half*>(smem + S::kP);
-  float* os = reinterpret_cast<float*>(smem + S::kO);
-  float* ms = reinterpret_cast<float*>(smem + S::kM);
-  float* ls = reinterpret_cast<float*>(smem + S::kL);
   int32_t* qpos_s = reinterpret_cast<int32_t*>(smem + S::kQPos);
   int32_t* kpos_s = reinterpret_cast<int32_t*>(smem + S::kKPos);
   __shared__ int32_t tile_max_pos;
@@ -79,21 +95,28 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t h = blockIdx.y, kvh = h / (n_heads / n_kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t q_rows = min(static_cast<int64_t>(kRows), n_q - q0);
+  const int row0 = warp * 16, g = lane / 4, col2 = 2 * (lane % 4);
 
   LoadTile<D>(qs, q + (q0 * n_heads + h) * D, n_heads * D, kRows, q_rows);
   if (threadIdx.x == 0) tile_max_pos = INT_MIN;
-  for (int i = threadIdx.x; i < kRows * S::kLdo; i += kThreads) os[i] = 0.0f;
   __syncthreads();
   for (int r = threadIdx.x; r < kRows; r += kThreads) {
     qpos_s[r] = r < q_rows ? q_pos[q0 + r] : INT_MIN;
-    ms[r] = -INFINITY;
-    ls[r] = 0.0f;
     if (r < q_rows) atomicMax(&tile_max_pos, qpos_s[r]);
   }
   __syncthreads();
   const int32_t max_pos = tile_max_pos;
+  const int32_t my_pos[2] = {qpos_s[row0 + g], qpos_s[row0 + g + 8]};
 
-  const int row0 = warp * 16;
+  // The warp's Q rows as A fragments, one per 16 channels.
+  uint32_t qa[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    LdMatrix4(qa[kk], qs + (row0 + lane % 16) * kLd + kk * 16 + (lane / 16) * 8);
+  }
+  float o[kDTiles][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
+
   for (int64_t j0 = 0; j0 < n_kv; j0 += kKeys) {
     const int64_t keys = min(static_cast<int64_t>(kKeys), n_kv - j0);
     bool visible = false;
@@ -106,74 +129,93 @@ __global__ void __launch_bounds__(kThreads)
     LoadTile<D>(vs, v + j0 * kv.row + kvh * kv.head, kv.row, kKeys, keys);
     __syncthreads();
 
-    // S[row0 .. row0+16, :] = Q·Kᵀ.
-    for (int n = 0; n < kKeys / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
-        wmma::load_matrix_sync(a, qs + row0 * S::kLdh + kk * 16, S::kLdh);
-        wmma::load_matrix_sync(b, ks + n * 16 * S::kLdh + kk * 16, S::kLdh);
-        wmma::mma_sync(acc, a, b, acc);
-      }
-      wmma::store_matrix_sync(ss + row0 * S::kLds + n * 16, acc, S::kLds, wmma::mem_row_major);
-    }
-    __syncwarp();
-
-    // Online softmax over the warp's rows: lanes hold columns lane and lane + 32.
-    for (int rr = 0; rr < 16; ++rr) {
-      const int row = row0 + rr;
-      const int32_t qp = qpos_s[row];
-      float s[2];
-      for (int c = 0; c < 2; ++c) {
-        const int col = lane + 32 * c;
-        s[c] = kpos_s[col] <= qp ? ss[row * S::kLds + col] * scale : -INFINITY;
-      }
-      const float m_old = ms[row];
-      const float m_new = fmaxf(m_old, WarpMax(fmaxf(s[0], s[1])));
-      const bool none = m_new == -INFINITY;
-      const float alpha = none ? 1.0f : __expf(m_old - m_new);
-      float sum = 0.0f;
-      for (int c = 0; c < 2; ++c) {
-        const float p = none ? 0.0f : __expf(s[c] - m_new);
-        sum += p;
-        ps[row * S::kLdp + lane + 32 * c] = __float2half_rn(p);
-      }
-      sum = WarpSum(sum);
-      for (int c = lane; c < D; c += 32) os[row * S::kLdo + c] *= alpha;
-      if (lane == 0) {
-        ms[row] = m_new;
-        ls[row] = ls[row] * alpha + sum;
+    // S = Q·Kᵀ: B fragments from K's rows (keys) as stored; two key tiles per ldmatrix.x4.
+    float s[kKTiles][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int nt = 0; nt < kKTiles; nt += 2) {
+        uint32_t b[4];
+        LdMatrix4(
+            b, ks + (nt * 8 + (lane / 16) * 8 + lane % 8) * kLd + kk * 16 + ((lane / 8) % 2) * 8);
+        Mma(s[nt], qa[kk], b[0], b[1]);
+        Mma(s[nt + 1], qa[kk], b[2], b[3]);
       }
     }
-    __syncwarp();
 
-    // O[row0 .. row0+16, :] += P·V.
-    for (int n = 0; n < D / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, os + row0 * S::kLdo + n * 16, S::kLdo, wmma::mem_row_major);
-      for (int kk = 0; kk < kKeys / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
-        wmma::load_matrix_sync(a, ps + row0 * S::kLdp + kk * 16, S::kLdp);
-        wmma::load_matrix_sync(b, vs + kk * 16 * S::kLdh + n * 16, S::kLdh);
-        wmma::mma_sync(acc, a, b, acc);
+    // Online softmax of rows g and g + 8: the row's max over its quad of lanes.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kKTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e / 2, col = nt * 8 + col2 + e % 2;
+        const float x = kpos_s[col] <= my_pos[half] ? s[nt][e] * scale : -INFINITY;
+        s[nt][e] = x;
+        tile_max[half] = fmaxf(tile_max[half], x);
       }
-      wmma::store_matrix_sync(os + row0 * S::kLdo + n * 16, acc, S::kLdo, wmma::mem_row_major);
+    }
+    float alpha[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = tile_max[half];
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[half], mx);
+      alpha[half] = m_new == -INFINITY ? 1.0f : __expf(m[half] - m_new);
+      m[half] = m_new;
+      l[half] *= alpha[half];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kKTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e / 2;
+        const float p = m[half] == -INFINITY ? 0.0f : __expf(s[nt][e] - m[half]);
+        s[nt][e] = p;
+        l[half] += p;
+      }
+    }
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      o[dt][0] *= alpha[0], o[dt][1] *= alpha[0], o[dt][2] *= alpha[1], o[dt][3] *= alpha[1];
+    }
+
+    // O += P·V: P's accumulators are the A fragments of 16-key steps; V's B fragments by
+    // ldmatrix.trans, two channel tiles per x4.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pa[4] = {PackHalf2(s[2 * kk][0], s[2 * kk][1]),
+                              PackHalf2(s[2 * kk][2], s[2 * kk][3]),
+                              PackHalf2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              PackHalf2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dt = 0; dt < kDTiles; dt += 2) {
+        uint32_t b[4];
+        LdMatrix4Trans(b, vs + (kk * 16 + lane % 16) * kLd + dt * 8 + (lane / 16) * 8);
+        Mma(o[dt], pa, b[0], b[1]);
+        Mma(o[dt + 1], pa, b[2], b[3]);
+      }
     }
     __syncthreads();  // K, V and the tile's positions are reloaded next
   }
 
-  for (int rr = 0; rr < 16; ++rr) {
-    const int row = row0 + rr;
-    if (row >= q_rows) break;
-    const float l = ls[row];
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = l[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = row0 + g + 8 * half;
+    if (row >= q_rows) continue;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     float* dst = out + ((q0 + row) * n_heads + h) * D;
-    for (int c = lane; c < D; c += 32) dst[c] = os[row * S::kLdo + c] * inv;
-    if (lse != nullptr && lane == 0) {
-      lse[h * n_q + q0 + row] = l > 0.0f ? ms[row] + logf(l) : -INFINITY;
+#pragma unroll
+    for (int dt = 0; dt < kDTiles; ++dt) {
+      *reinterpret_cast<float2*>(dst + dt * 8 + col2) =
+          make_float2(o[dt][2 * half] * inv, o[dt][2 * half + 1] * inv);
+    }
+    if (lse != nullptr && lane % 4 == 0) {
+      lse[h * n_q + q0 + row] = sum > 0.0f ? m[half] + logf(sum) : -INFINITY;
     }
   }
 }
