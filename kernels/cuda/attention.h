@@ -75,7 +75,7 @@ int64_t PagedScratchFloats(int64_t n_queries, int64_t max_pages, int64_t head_di
 
 // For each query, kernels::AttendPaged over its pages: the same values up to fp32 summation
 // order. `queries` [n_queries] and `pages` (KvPageViews whose pointers are device memory) are
-// device arrays; no query has more than `max_pages` pages; head_dim is at most 256. Long page lists
+// device arrays; no query has more than `max_pages` pages; head_dim is a multiple of 8, at most 256. Long page lists
 // are split across blocks and merged (flash-decoding), so one sequence's decode fills the device
 // too.
 cudaError_t AttendPagedBatch(const PagedQuery* queries, int64_t n_queries, const KvPageView* pages,

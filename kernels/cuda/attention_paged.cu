@@ -106,12 +106,12 @@ __device__ void Load8(float* x, const KvPageView& p, bool keys, int64_t r, int64
 // row against every query row (its key decoded once, 8 elements at a time), warps turn a chunk's
 // scores into probabilities under a running max and sum per query row, then each thread
 // accumulates its channels of the chunk's values (consecutive threads, consecutive channels).
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
     SplitKernel(const PagedQuery* queries, const KvPageView* pages, float scale, int64_t D,
                 int n_splits, float* partials) {
   __shared__ float qs[kMaxPagedRows][kMaxHeadDim];
   __shared__ float probs[kMaxPagedRows][kChunk];
-  __shared__ float merge[kMaxPagedRows][kMaxHeadDim];
+  __shared__ float merge[kThreads * 8];
   __shared__ float m_s[kMaxPagedRows], l_s[kMaxPagedRows], alpha_s[kMaxPagedRows];
   __shared__ int32_t qpos_s[kMaxPagedRows];
   const PagedQuery query = queries[blockIdx.x];
@@ -125,11 +125,12 @@ __global__ void __launch_bounds__(kThreads)
     l_s[t] = 0.0f;
     qpos_s[t] = t < n_q ? query.q_pos[t] : 0;
   }
-  // Value channels: threads [g·lanes, (g+1)·lanes) hold channels c0 and c0 + lanes of every
-  // query row for the chunk rows ≡ g (mod groups).
-  const int lanes = D <= 64 ? 64 : 128, groups = kThreads / lanes;
-  const int group = t / lanes, c0 = t % lanes;
-  float acc[kMaxPagedRows][2] = {};
+  // Values: D / 8 threads per row, 8 channels each (one vector load); the block's threads form
+  // `groups` such row teams, team g taking the chunk rows ≡ g (mod groups).
+  const int per_row = static_cast<int>(D / 8), groups = kThreads / per_row;
+  const int group = t / per_row, c0 = (t % per_row) * 8;
+  const bool values = group < groups;  // the threads beyond the last whole team idle
+  float acc[kMaxPagedRows][8] = {};
   __syncthreads();
 
   const int32_t first = query.page_begin + static_cast<int32_t>(blockIdx.y) * kPagesPerSplit;
@@ -183,43 +184,40 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
 #pragma unroll
       for (int i = 0; i < kMaxPagedRows; ++i) {
-        if (i < n_q) acc[i][0] *= alpha_s[i], acc[i][1] *= alpha_s[i];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[i][e] *= i < n_q ? alpha_s[i] : 1.0f;
       }
-      for (int j = group; j < rows; j += groups) {
+      for (int j = group; values && j < rows; j += groups) {
+        float x[8];
+        Load8(x, page, false, r0 + j, c0, D);
 #pragma unroll
-        for (int cc = 0; cc < 2; ++cc) {
-          const int64_t c = c0 + cc * lanes;
-          if (c >= D) break;
-          const float v = PageElement(page, false, r0 + j, c, D);
+        for (int i = 0; i < kMaxPagedRows; ++i) {
+          if (i >= n_q) break;
+          const float p = probs[i][j];
 #pragma unroll
-          for (int i = 0; i < kMaxPagedRows; ++i) {
-            if (i < n_q) acc[i][cc] += probs[i][j] * v;
-          }
+          for (int e = 0; e < 8; ++e) acc[i][e] += p * x[e];
         }
       }
       __syncthreads();  // probs is rewritten by the next chunk
     }
   }
 
-  // The row groups' sums, then the split's partial: max, sum, weighted values per query row.
-#pragma unroll
-  for (int i = 0; i < kMaxPagedRows; ++i) {
-    for (int cc = 0; cc < 2 && i < n_q; ++cc) {
-      const int64_t c = c0 + cc * lanes;
-      if (group == 1 && c < D) merge[i][c] = acc[i][cc];
-    }
-  }
-  __syncthreads();
+  // The teams' sums, then the split's partial: max, sum, weighted values per query row. Team g's
+  // channels c0..c0+7 sit at merge[g·D + c0] = merge[8t], so the teams fill merge exactly.
   const int64_t stride = PartialFloats(D);
   float* partial = partials + (static_cast<int64_t>(blockIdx.x) * n_splits + blockIdx.y) *
                                   kMaxPagedRows * stride;
-  if (group == 0) {
 #pragma unroll
-    for (int i = 0; i < kMaxPagedRows; ++i) {
-      for (int cc = 0; cc < 2 && i < n_q; ++cc) {
-        const int64_t c = c0 + cc * lanes;
-        if (c < D) partial[i * stride + 2 + c] = acc[i][cc] + (groups == 2 ? merge[i][c] : 0.0f);
-      }
+  for (int i = 0; i < kMaxPagedRows; ++i) {
+    if (i >= n_q) break;
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < 8; ++e) merge[8 * t + e] = values ? acc[i][e] : 0.0f;
+    __syncthreads();
+    for (int64_t c = t; c < D; c += kThreads) {
+      float x = 0.0f;
+      for (int g = 0; g < groups; ++g) x += merge[g * D + c];
+      partial[i * stride + 2 + c] = x;
     }
   }
   if (t < n_q) {
@@ -267,7 +265,7 @@ int64_t PagedScratchFloats(int64_t n_queries, int64_t max_pages, int64_t head_di
 cudaError_t AttendPagedBatch(const PagedQuery* queries, int64_t n_queries, const KvPageView* pages,
                              int64_t max_pages, float scale, int64_t head_dim, float* scratch,
                              cudaStream_t stream) {
-  if (head_dim <= 0 || head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
+  if (head_dim <= 0 || head_dim > kMaxHeadDim || head_dim % 8 != 0) return cudaErrorInvalidValue;
   if (n_queries == 0) return cudaSuccess;
   const int n_splits =
       static_cast<int>(std::max<int64_t>(1, internal::CeilDiv(max_pages, kPagesPerSplit)));
