@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/model/cuda/device_generate.h"
 #include "core/model/cuda/device_model.h"
 #include "core/model/model.h"
 #include "gtest/gtest.h"
@@ -121,19 +122,29 @@ TEST_P(CudaModelTest, ChunkedPrefillAndDecodeStepsMatchTransformersFp32) {
 TEST_P(CudaModelTest, GreedyTokensMatchTransformers) {
   auto seq = NewSequence();
   ASSERT_NE(seq, nullptr);
-  const int64_t vocab = golden_.vocab_size;
-  auto logits = runner_->Prefill(*seq, golden_.token_ids);
-  ASSERT_TRUE(logits.ok()) << logits.status();
-  std::vector<int32_t> tokens = {Argmax(logits->data(), vocab)};
-  DeviceSequence* const seqs[] = {seq.get()};
-  while (tokens.size() < golden_.greedy.size()) {
-    auto step = runner_->Decode(seqs, std::span(tokens).last(1));
-    ASSERT_TRUE(step.ok()) << step.status();
-    tokens.push_back(Argmax(step->data(), vocab));
-  }
+  auto sampler = model::Sampler::Create({});
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  auto result = model::cuda::Generate(*runner_, *seq, *sampler, golden_.token_ids,
+                                      static_cast<int32_t>(golden_.greedy.size()));
+  ASSERT_TRUE(result.ok()) << result.status();
   std::printf("[ greedy ] %s: fixture's smallest top-1 margin %.3g\n", GetParam().c_str(),
               golden_.greedy_min_margin);
-  EXPECT_EQ(tokens, golden_.greedy);
+  EXPECT_EQ(result->stop, model::StopReason::kMaxTokens);
+  EXPECT_EQ(result->tokens, golden_.greedy);
+}
+
+// Generation stops, as on the CPU, when the sequence's cache is full.
+TEST_P(CudaModelTest, GenerationStopsWhenTheSequenceIsFull) {
+  const auto prompt = static_cast<int64_t>(golden_.token_ids.size());
+  auto seq = DeviceSequence::Create(*device_, prompt + 3);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  auto sampler = model::Sampler::Create({});
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  auto result = model::cuda::Generate(*runner_, **seq, *sampler, golden_.token_ids, 10);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->stop, model::StopReason::kContextFull);
+  EXPECT_EQ(result->tokens.size(), 4u);  // three fed, the fourth sampled into a full cache
+  EXPECT_EQ((*seq)->length(), prompt + 3);
 }
 
 // 32 sequences of different lengths decoded together give each one's tokens and logits alone.

@@ -23,7 +23,14 @@ absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
 }
 
 DecodeState::DecodeState(const Session& session, Sampler& sampler, int32_t max_tokens)
-    : session_(session), sampler_(sampler), max_tokens_(max_tokens) {
+    : DecodeState(
+          session.model().tokenizer(),
+          [&session] { return session.next_position() >= session.max_context(); }, sampler,
+          max_tokens) {}
+
+DecodeState::DecodeState(const Tokenizer& tokenizer, std::function<bool()> full, Sampler& sampler,
+                         int32_t max_tokens)
+    : tokenizer_(tokenizer), full_(std::move(full)), sampler_(sampler), max_tokens_(max_tokens) {
   done_ = max_tokens_ <= 0;
 }
 
@@ -33,7 +40,7 @@ std::optional<int32_t> DecodeState::Next(std::span<const float> logits,
   const int32_t token = sampler_.Sample(logits);
   result_.unfed_token = token;
   done_ = true;
-  if (session_.model().tokenizer().IsEndOfGeneration(token)) {
+  if (tokenizer_.IsEndOfGeneration(token)) {
     result_.stop = StopReason::kEndOfGeneration;
     return std::nullopt;
   }
@@ -43,7 +50,7 @@ std::optional<int32_t> DecodeState::Next(std::span<const float> logits,
     return std::nullopt;
   }
   if (static_cast<int32_t>(result_.tokens.size()) == max_tokens_) return std::nullopt;
-  if (session_.next_position() >= session_.max_context()) {
+  if (full_()) {
     result_.stop = StopReason::kContextFull;
     return std::nullopt;
   }

@@ -39,6 +39,10 @@ absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
 class DecodeState {
  public:
   DecodeState(const Session& session, Sampler& sampler, int32_t max_tokens);
+  // For sequences that are not Sessions (the CUDA runtime's): `full()` says whether the sequence
+  // can take no more tokens. `tokenizer` and `full` must outlive the state.
+  DecodeState(const Tokenizer& tokenizer, std::function<bool()> full, Sampler& sampler,
+              int32_t max_tokens);
   // Samples the next token from `logits`; returns it when it is to be fed (at the session's next
   // position), nullopt when the sequence stopped (result().stop says why). `accept(token)` (may be
   // empty) sees each generated token; false stops after it (kCancelled).
@@ -49,7 +53,8 @@ class DecodeState {
   GenerationResult& result() { return result_; }
 
  private:
-  const Session& session_;
+  const Tokenizer& tokenizer_;
+  std::function<bool()> full_;
   Sampler& sampler_;
   const int32_t max_tokens_;
   GenerationResult result_;

@@ -85,6 +85,7 @@ class DeviceRunner {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceRunner>> Create(const DeviceModel& model);
   ~DeviceRunner();
+  const DeviceModel& model() const { return model_; }
   DeviceRunner(const DeviceRunner&) = delete;
   DeviceRunner& operator=(const DeviceRunner&) = delete;
 
