@@ -1,6 +1,7 @@
 #include "tools/cli/generate_command.h"
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -19,6 +20,10 @@
 #include "nlohmann/json.hpp"
 #include "tools/cli/args.h"
 
+#ifdef GLIMPSE_HAVE_CUDA
+#include "core/model/cuda/device_generate.h"
+#endif
+
 namespace glimpse::cli {
 namespace {
 
@@ -36,6 +41,7 @@ const std::vector<FlagSpec>& GenerateFlags() {
       {"top-p", "nucleus sampling mass, 1 = off", false, "1"},
       {"seed", "random seed for sampling", false, "0"},
       {"threads", "worker threads", false, "the number of cores"},
+      {"device", "where the model runs: cpu, or cuda (an NVIDIA GPU)", false, "cpu"},
       {"json", "print {\"prompt_tokens\",\"tokens\",\"text\"} (one line per turn)", true, ""},
       {"help", "show this help", true, ""},
   };
@@ -53,8 +59,13 @@ struct GenerateOptions {
   int32_t max_tokens = 128;
   int32_t threads = 0;
   int32_t context = 0;
+  bool cuda = false;
   model::SamplingOptions sampling;
 };
+
+// One turn: generates from `prompt`, showing each token to `on_token`.
+using TurnGenerator = std::function<absl::StatusOr<model::GenerationResult>(
+    const std::vector<int32_t>& prompt, const std::function<void(int32_t)>& on_token)>;
 
 absl::StatusOr<std::vector<int32_t>> ParseTokenList(const std::string& list) {
   std::vector<int32_t> tokens;
@@ -91,6 +102,12 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
         absl::StrCat("--context must be in [0, 2^24], got ", context));
   }
   o.context = static_cast<int32_t>(context);
+  const std::string device = args.GetString("device");
+  if (device != "cpu" && device != "cuda" && !device.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be cpu or cuda, got '", device, "'"));
+  }
+  o.cuda = device == "cuda";
   ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", 128));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
   ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
@@ -113,10 +130,10 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
 }
 
 // Runs one turn: feeds `prompt`, streams text to stdout unless `json`.
-absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session, model::Sampler& sampler,
+absl::StatusOr<model::GenerationResult> RunTurn(const model::Tokenizer& tok,
+                                                const TurnGenerator& generate,
                                                 const std::vector<int32_t>& prompt,
                                                 const GenerateOptions& o) {
-  const model::Tokenizer& tok = session.model().tokenizer();
   model::TextStream text_stream(tok);
   auto stream = [&](int32_t token) {
     if (o.json) return;
@@ -125,12 +142,13 @@ absl::StatusOr<model::GenerationResult> RunTurn(model::Session& session, model::
     std::fwrite(piece->data(), 1, piece->size(), stdout);
     std::fflush(stdout);
   };
-  ASSIGN_OR_RETURN(model::GenerationResult result,
-                   model::Generate(session, sampler, prompt, o.max_tokens, stream));
+  ASSIGN_OR_RETURN(model::GenerationResult result, generate(prompt, stream));
   if (o.json) {
     ASSIGN_OR_RETURN(std::string text, tok.Decode(result.tokens));
     nlohmann::json line = {{"prompt_tokens", prompt}, {"tokens", result.tokens}, {"text", text}};
-    std::cout << line.dump() << std::endl;
+    // A turn may end inside a UTF-8 sequence (or a model emit bytes that form none): such bytes
+    // are printed as U+FFFD rather than aborting the dump.
+    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     ASSIGN_OR_RETURN(std::string rest, text_stream.Finish());
     std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -157,8 +175,8 @@ std::vector<int32_t> ContinuationTokens(const model::Tokenizer& tok,
   return tokens;
 }
 
-absl::Status RunChat(model::Session& session, model::Sampler& sampler, const GenerateOptions& o) {
-  const model::Tokenizer& tok = session.model().tokenizer();
+absl::Status RunChat(const model::Tokenizer& tok, const TurnGenerator& generate,
+                     const GenerateOptions& o) {
   std::vector<std::string> messages;
   if (o.has_prompt) {
     messages.push_back(o.prompt);
@@ -173,9 +191,28 @@ absl::Status RunChat(model::Session& session, model::Sampler& sampler, const Gen
     const std::vector<int32_t> prompt =
         turn == 0 ? tok.Encode(tok.ApplyChatTemplate({{"user", messages[0]}}, true))
                   : ContinuationTokens(tok, previous, messages[turn]);
-    ASSIGN_OR_RETURN(previous, RunTurn(session, sampler, prompt, o));
+    ASSIGN_OR_RETURN(previous, RunTurn(tok, generate, prompt, o));
   }
   return absl::OkStatus();
+}
+
+// `run` with turns generated on the CUDA runtime: the model's weights on the device, one sequence
+// of the context's capacity.
+absl::Status RunOnDevice(const model::Model& model, model::Sampler& sampler,
+                         const GenerateOptions& o,
+                         const std::function<absl::Status(const TurnGenerator&)>& run) {
+#ifdef GLIMPSE_HAVE_CUDA
+  ASSIGN_OR_RETURN(auto device, model::cuda::DeviceModel::Upload(model));
+  ASSIGN_OR_RETURN(auto runner, model::cuda::DeviceRunner::Create(*device));
+  const int64_t capacity = o.context > 0 ? o.context : model.config().context_length;
+  ASSIGN_OR_RETURN(auto seq, model::cuda::DeviceSequence::Create(*device, capacity));
+  return run([&](const std::vector<int32_t>& prompt, const std::function<void(int32_t)>& on_token) {
+    return model::cuda::Generate(*runner, *seq, sampler, prompt, o.max_tokens, on_token);
+  });
+#else
+  return absl::FailedPreconditionError(
+      "--device cuda: this build has no CUDA runtime (nvcc was not found when it was built)");
+#endif
 }
 
 absl::Status Run(const GenerateOptions& o) {
@@ -189,13 +226,20 @@ absl::Status Run(const GenerateOptions& o) {
                                                    " exceeds the model's context length ",
                                                    model->config().context_length));
   }
+  ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(o.sampling));
+  const model::Tokenizer& tok = model->tokenizer();
+  auto run = [&](const TurnGenerator& generate) -> absl::Status {
+    if (o.chat) return RunChat(tok, generate, o);
+    const std::vector<int32_t> prompt =
+        o.has_prompt_tokens ? o.prompt_tokens : tok.Encode(o.prompt);
+    return RunTurn(tok, generate, prompt, o).status();
+  };
+  if (o.cuda) return RunOnDevice(*model, sampler, o, run);
   kernels::ThreadPool pool(o.threads);
   model::Session session(*model, pool, {.max_context = o.context});
-  ASSIGN_OR_RETURN(model::Sampler sampler, model::Sampler::Create(o.sampling));
-  if (o.chat) return RunChat(session, sampler, o);
-  const std::vector<int32_t> prompt =
-      o.has_prompt_tokens ? o.prompt_tokens : model->tokenizer().Encode(o.prompt);
-  return RunTurn(session, sampler, prompt, o).status();
+  return run([&](const std::vector<int32_t>& prompt, const std::function<void(int32_t)>& on_token) {
+    return model::Generate(session, sampler, prompt, o.max_tokens, on_token);
+  });
 }
 
 }  // namespace
