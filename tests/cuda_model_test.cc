@@ -11,13 +11,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <vector>
 
+#include "core/kvpage/codec.h"
 #include "core/model/cuda/device_generate.h"
 #include "core/model/cuda/device_model.h"
+#include "core/model/kv_pool.h"
 #include "core/model/model.h"
+#include "core/model/session.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/kv_cache.h"
 #include "tests/golden_fixtures.h"
 
 namespace glimpse {
@@ -189,6 +196,48 @@ TEST_P(CudaModelTest, ABatchOf32SequencesEqualsEachRunAlone) {
               GetParam().c_str(), worst);
 }
 
+// An int8 KV cache on the device against the CPU runtime with an int8 cache in its page pool (the
+// same codec): chunked prefill, then decode steps, each compared with transformers' fp32 logits.
+// The device may lose no more than the CPU's int8 cache does plus the fp16 path's own tolerance
+// (its activations can move a code by one step where the CPU's fp32 ones do not).
+TEST_P(CudaModelTest, Int8CacheLosesNoMoreThanTheCpuRuntimesInt8Cache) {
+  auto seq = DeviceSequence::Create(*device_, 64, kernels::KvDType::kI8);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  kernels::ThreadPool pool(1);
+  model::KvPool kv_pool({.page_tokens = 64, .head_dim = model_->config().head_dim});
+  model::Session cpu(*model_, pool, {.kv_pool = &kv_pool, .kv_dtype = kernels::KvDType::kI8});
+  const std::vector<int32_t>& ids = golden_.token_ids;
+  const size_t vocab = golden_.vocab_size;
+  DeviceSequence* const seqs[] = {seq->get()};
+  float device_error = 0, cpu_error = 0, between = 0, range = 0;
+  auto compare = [&](const std::vector<float>& ours, const std::vector<float>& theirs,
+                     size_t first) {
+    const auto [d, r] = MaxDiff(ours, golden_.logits, first * vocab);
+    device_error = std::max(device_error, d);
+    range = r;
+    cpu_error = std::max(cpu_error, MaxDiff(theirs, golden_.logits, first * vocab).first);
+    between = std::max(between, MaxDiff(ours, theirs).first);
+  };
+  for (const auto [first, n] : {std::pair<size_t, size_t>{0, 7}, {7, 6}}) {
+    auto ours = runner_->Prefill(**seq, std::span(ids).subspan(first, n), /*all_logits=*/true);
+    auto theirs = cpu.Forward(std::span(ids).subspan(first, n), /*all_logits=*/true);
+    ASSERT_TRUE(ours.ok() && theirs.ok()) << ours.status() << theirs.status();
+    compare(*ours, *theirs, first);
+  }
+  for (size_t t = 13; t < ids.size(); ++t) {
+    auto ours = runner_->Decode(seqs, std::span(ids).subspan(t, 1));
+    auto theirs = cpu.Forward(std::span(ids).subspan(t, 1));
+    ASSERT_TRUE(ours.ok() && theirs.ok()) << ours.status() << theirs.status();
+    compare(*ours, *theirs, t);
+  }
+  std::printf(
+      "[ int8   ] %s: max |logit − transformers fp32|: device int8 %.3g, CPU int8 %.3g (range "
+      "%.2f); device vs CPU %.3g\n",
+      GetParam().c_str(), device_error, cpu_error, range, between);
+  EXPECT_GT(cpu_error, 1e-3f * range) << "the CPU cache is not int8";
+  EXPECT_LE(device_error, cpu_error + kRelativeTolerance * range);
+}
+
 TEST_P(CudaModelTest, BadCallsAreRefusedAndLeaveTheSequenceAsItWas) {
   auto seq = NewSequence();
   ASSERT_NE(seq, nullptr);
@@ -206,6 +255,54 @@ TEST_P(CudaModelTest, BadCallsAreRefusedAndLeaveTheSequenceAsItWas) {
   ASSERT_TRUE(logits.ok()) << logits.status();
   const auto [diff, range] = MaxDiff(*logits, golden_.logits);
   EXPECT_LE(diff, kRelativeTolerance * range);
+}
+
+// The device's int8 cache rows are core/kvpage's int8 codec sections, bit for bit (so its pages
+// ship without re-encoding), including a row too small to scale.
+TEST(CudaKvCacheTest, Int8RowsAreTheKvpageCodecsBitForBit) {
+  if (kernels::cuda::DeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device here; tools/device/check_cuda.sh runs these on a GPU";
+  }
+  namespace kc = kernels::cuda;
+  constexpr int64_t kEntries = 37, kHeads = 3, kDim = 64, kCapacity = 40, kFirst = 2;
+  std::mt19937 rng(7);
+  std::vector<float> k(kEntries * kHeads * kDim), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    const float magnitude = std::ldexp(1.0f, static_cast<int>(i / kDim % 9) - 4);
+    k[i] = std::uniform_real_distribution<float>(-magnitude, magnitude)(rng);
+    v[i] = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+  }
+  std::fill_n(k.begin() + 5 * kDim, kDim, 1e-32f);  // entry 1, head 2: below the codec's floor
+  kc::DeviceBuffer<float> dk(k), dv(v);
+  kc::DeviceBuffer<int8_t> ck(kHeads * kCapacity * kDim), cv(ck.size());
+  kc::DeviceBuffer<float> sk(kHeads * kCapacity), sv(sk.size());
+  const kc::KvCacheView cache{.dtype = kernels::KvDType::kI8,
+                              .k = ck.data(),
+                              .v = cv.data(),
+                              .k_scale = sk.data(),
+                              .v_scale = sv.data(),
+                              .capacity = kCapacity};
+  ASSERT_EQ(kc::AppendKv(cache, dk.data(), dv.data(), kEntries, kFirst, kHeads, kDim, nullptr),
+            cudaSuccess);
+  const std::vector<int8_t> codes[] = {ck.ToHost(), cv.ToHost()};
+  const std::vector<float> scales[] = {sk.ToHost(), sv.ToHost()};
+  const kvpage::CodecInfo* int8 = kvpage::FindCodecByName("int8");
+  ASSERT_NE(int8, nullptr);
+  for (int side = 0; side < 2; ++side) {
+    const std::vector<float>& x = side == 0 ? k : v;
+    for (int64_t t = 0; t < kEntries; ++t) {
+      for (int64_t g = 0; g < kHeads; ++g) {
+        std::vector<uint8_t> want(int8->section_bytes(kvpage::Role::kKeys, 1, kDim, 0));
+        ASSERT_TRUE(
+            int8->encode(kvpage::Role::kKeys, &x[(t * kHeads + g) * kDim], 1, kDim, 0, want.data())
+                .ok());
+        const int64_t slot = g * kCapacity + kFirst + t;
+        ASSERT_EQ(std::memcmp(&scales[side][slot], want.data(), 4), 0) << side << t << g;
+        ASSERT_EQ(std::memcmp(&codes[side][slot * kDim], want.data() + 4, kDim), 0)
+            << side << " entry " << t << " head " << g;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, CudaModelTest, ::testing::Values("llama3", "qwen2", "qwen3"),

@@ -29,7 +29,7 @@ struct KvStrides {
   static KvStrides Interleaved(int64_t n_kv_heads, int64_t head_dim) {
     return {n_kv_heads * head_dim, head_dim};
   }
-  // A cache's [n_kv_heads, capacity, head_dim] (what fp16 pages of one head are views of).
+  // A cache's [n_kv_heads, capacity, head_dim] (cuda/kv_cache.h; its pages are views of it).
   static KvStrides HeadMajor(int64_t capacity, int64_t head_dim) {
     return {head_dim, capacity * head_dim};
   }
@@ -48,13 +48,6 @@ cudaError_t AttendPrefill(float* out, float* lse, const void* q, const int32_t* 
                           const void* k, const void* v, KvStrides kv, const int32_t* kv_pos,
                           float scale, int64_t n_q, int64_t n_kv, int64_t n_heads,
                           int64_t n_kv_heads, int64_t head_dim, cudaStream_t stream);
-
-// Appends `n` entries to a head-major fp16 cache (KvStrides::HeadMajor(capacity, head_dim)):
-// cache_k[g, first + t, :] = k[t, g, :] rounded to fp16, likewise v; k, v: [n, n_kv_heads,
-// head_dim] fp32 (post-RoPE keys). first + n must not exceed the cache's capacity.
-cudaError_t AppendKv(void* cache_k, void* cache_v, const float* k, const float* v, int64_t n,
-                     int64_t first, int64_t capacity, int64_t n_kv_heads, int64_t head_dim,
-                     cudaStream_t stream);
 
 // Most query rows one PagedQuery may carry (decode: the GQA group's heads × one token; a few
 // speculative tokens).
@@ -75,9 +68,9 @@ int64_t PagedScratchFloats(int64_t n_queries, int64_t max_pages, int64_t head_di
 
 // For each query, kernels::AttendPaged over its pages: the same values up to fp32 summation
 // order. `queries` [n_queries] and `pages` (KvPageViews whose pointers are device memory) are
-// device arrays; no query has more than `max_pages` pages; head_dim is a multiple of 8, at most 256. Long page lists
-// are split across blocks and merged (flash-decoding), so one sequence's decode fills the device
-// too.
+// device arrays; no query has more than `max_pages` pages; head_dim is a multiple of 8, at most
+// 256. Long page lists are split across blocks and merged (flash-decoding), so one sequence's
+// decode fills the device too.
 cudaError_t AttendPagedBatch(const PagedQuery* queries, int64_t n_queries, const KvPageView* pages,
                              int64_t max_pages, float scale, int64_t head_dim, float* scratch,
                              cudaStream_t stream);

@@ -262,29 +262,4 @@ cudaError_t AttendPrefill(float* out, float* lse, const void* q, const int32_t* 
   }
 }
 
-// One thread per (entry, head, channel).
-static __global__ void AppendKvKernel(__half* cache_k, __half* cache_v, const float* k,
-                                      const float* v, int64_t n, int64_t first, int64_t capacity,
-                                      int64_t n_kv_heads, int64_t head_dim) {
-  const int64_t at = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (at >= n * n_kv_heads * head_dim) return;
-  const int64_t c = at % head_dim, g = (at / head_dim) % n_kv_heads,
-                t = at / (head_dim * n_kv_heads);
-  const int64_t dst = (g * capacity + first + t) * head_dim + c;
-  cache_k[dst] = __float2half_rn(k[at]);
-  cache_v[dst] = __float2half_rn(v[at]);
-}
-
-cudaError_t AppendKv(void* cache_k, void* cache_v, const float* k, const float* v, int64_t n,
-                     int64_t first, int64_t capacity, int64_t n_kv_heads, int64_t head_dim,
-                     cudaStream_t stream) {
-  if (first < 0 || first + n > capacity) return cudaErrorInvalidValue;
-  const int64_t total = n * n_kv_heads * head_dim;
-  if (total == 0) return cudaSuccess;
-  AppendKvKernel<<<static_cast<unsigned>(internal::CeilDiv(total, 256)), 256, 0, stream>>>(
-      static_cast<__half*>(cache_k), static_cast<__half*>(cache_v), k, v, n, first, capacity,
-      n_kv_heads, head_dim);
-  return internal::LaunchResult();
-}
-
 }  // namespace glimpse::kernels::cuda

@@ -15,6 +15,7 @@
 #include "kernels/cpu/test_util.h"
 #include "kernels/cuda/attention_stats.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/test_util.h"
 
 namespace glimpse::kernels::cuda {
@@ -107,11 +108,12 @@ struct DeviceKv {
     v = DeviceBuffer<uint16_t>(c.n_kv_heads * capacity * c.head_dim);
     DeviceBuffer<float> k32(c.k), v32(c.v);
     const int64_t row = c.n_kv_heads * c.head_dim;
-    EXPECT_EQ(AppendKv(k.data(), v.data(), k32.data(), v32.data(), split, 0, capacity, c.n_kv_heads,
-                       c.head_dim, nullptr),
+    const KvCacheView cache{
+        .dtype = KvDType::kF16, .k = k.data(), .v = v.data(), .capacity = capacity};
+    EXPECT_EQ(AppendKv(cache, k32.data(), v32.data(), split, 0, c.n_kv_heads, c.head_dim, nullptr),
               cudaSuccess);
-    EXPECT_EQ(AppendKv(k.data(), v.data(), k32.data() + split * row, v32.data() + split * row,
-                       c.n_kv - split, split, capacity, c.n_kv_heads, c.head_dim, nullptr),
+    EXPECT_EQ(AppendKv(cache, k32.data() + split * row, v32.data() + split * row, c.n_kv - split,
+                       split, c.n_kv_heads, c.head_dim, nullptr),
               cudaSuccess);
     strides = KvStrides::HeadMajor(capacity, c.head_dim);
   }
@@ -185,8 +187,8 @@ TEST_F(CudaAttentionTest, PrefillReadsAHeadMajorCacheFilledByAppendKv) {
 }
 
 TEST_F(CudaAttentionTest, AppendKvRefusesEntriesPastTheCapacity) {
-  EXPECT_EQ(AppendKv(nullptr, nullptr, nullptr, nullptr, 4, 7, 10, 1, 64, nullptr),
-            cudaErrorInvalidValue);
+  const KvCacheView cache{.capacity = 10};
+  EXPECT_EQ(AppendKv(cache, nullptr, nullptr, 4, 7, 1, 64, nullptr), cudaErrorInvalidValue);
 }
 
 TEST_F(CudaAttentionTest, PrefillRefusesHeadDimsItHasNoTileFor) {

@@ -10,6 +10,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/quant.h"
@@ -142,23 +143,53 @@ absl::StatusOr<std::unique_ptr<DeviceModel>> DeviceModel::Upload(const Model& mo
 }
 
 struct DeviceSequence::Cache {
-  std::vector<DeviceBuffer<uint16_t>> k, v;  // per layer, [kv_heads, capacity, head_dim]
-  DeviceBuffer<int32_t> pos;                 // [capacity]: entry i at position i
+  struct Layer {
+    DeviceBuffer<uint8_t> k, v;            // [kv_heads, capacity, head_dim] fp16 or int8
+    DeviceBuffer<float> k_scale, v_scale;  // [kv_heads, capacity], int8 only
+  };
+  kernels::KvDType dtype = kernels::KvDType::kF16;
+  int64_t capacity = 0;
+  std::vector<Layer> layers;
+  DeviceBuffer<int32_t> pos;  // [capacity]: entry i at position i
+
+  kc::KvCacheView View(int32_t layer) {
+    Layer& l = layers[layer];
+    return {.dtype = dtype,
+            .k = l.k.data(),
+            .v = l.v.data(),
+            .k_scale = l.k_scale.data(),
+            .v_scale = l.v_scale.data(),
+            .capacity = capacity};
+  }
 };
 
 DeviceSequence::DeviceSequence(const DeviceModel& model, int64_t capacity)
     : model_(model), capacity_(capacity), cache_(std::make_unique<Cache>()) {}
 DeviceSequence::~DeviceSequence() = default;
 
+kernels::KvDType DeviceSequence::kv_dtype() const { return cache_->dtype; }
+
 absl::StatusOr<std::unique_ptr<DeviceSequence>> DeviceSequence::Create(const DeviceModel& model,
-                                                                       int64_t capacity) {
+                                                                       int64_t capacity,
+                                                                       kernels::KvDType kv_dtype) {
   if (capacity < 1) return absl::InvalidArgumentError("a sequence needs capacity >= 1");
+  if (kv_dtype != kernels::KvDType::kF16 && kv_dtype != kernels::KvDType::kI8) {
+    return absl::InvalidArgumentError("the CUDA runtime's KV caches are fp16 or int8");
+  }
   const ModelConfig& c = model.model().config();
   auto seq = std::unique_ptr<DeviceSequence>(new DeviceSequence(model, capacity));
-  const int64_t n = int64_t{c.n_kv_heads} * capacity * c.head_dim;
+  seq->cache_->dtype = kv_dtype;
+  seq->cache_->capacity = capacity;
+  const int64_t rows = int64_t{c.n_kv_heads} * capacity;
+  const int64_t bytes = rows * c.head_dim * (kv_dtype == kernels::KvDType::kI8 ? 1 : 2);
   for (int32_t l = 0; l < c.n_layers; ++l) {
-    RETURN_IF_ERROR(Ensure(seq->cache_->k.emplace_back(), n));
-    RETURN_IF_ERROR(Ensure(seq->cache_->v.emplace_back(), n));
+    Cache::Layer& layer = seq->cache_->layers.emplace_back();
+    RETURN_IF_ERROR(Ensure(layer.k, bytes));
+    RETURN_IF_ERROR(Ensure(layer.v, bytes));
+    if (kv_dtype == kernels::KvDType::kI8) {
+      RETURN_IF_ERROR(Ensure(layer.k_scale, rows));
+      RETURN_IF_ERROR(Ensure(layer.v_scale, rows));
+    }
   }
   std::vector<int32_t> pos(capacity);
   for (int64_t i = 0; i < capacity; ++i) pos[i] = static_cast<int32_t>(i);
@@ -171,7 +202,7 @@ struct DeviceRunner::Scratch {
   cudaStream_t stream = nullptr;
   std::unique_ptr<kc::Blas> blas;
   DeviceBuffer<float> x, xn, q, k, v, attn, tmp, gate, up, logits, paged;
-  DeviceBuffer<uint16_t> q16, x16;
+  DeviceBuffer<uint16_t> q16, x16, stage_k, stage_v;
   DeviceBuffer<int32_t> ids, pos, group_pos;
   DeviceBuffer<kc::PagedQuery> queries;
   DeviceBuffer<kernels::KvPageView> views;
@@ -321,20 +352,32 @@ absl::StatusOr<std::vector<float>> DeviceRunner::Prefill(DeviceSequence& seq,
   const int64_t first = seq.length_, hd = c.head_dim;
   const int32_t* pos = seq.cache_->pos.data() + first;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool staged = seq.kv_dtype() == kernels::KvDType::kI8;
+  if (staged) {  // the prefill reads an int8 cache through fp16 copies of each layer
+    RETURN_IF_ERROR(Ensure(s.stage_k, c.n_kv_heads * (first + n) * hd));
+    RETURN_IF_ERROR(Ensure(s.stage_v, c.n_kv_heads * (first + n) * hd));
+  }
   auto attend = [&](int32_t layer) -> absl::Status {
-    void* k = seq.cache_->k[layer].data();
-    void* v = seq.cache_->v[layer].data();
-    RETURN_IF_ERROR(Cuda(kc::AppendKv(k, v, s.k.data(), s.v.data(), n, first, seq.capacity_,
-                                      c.n_kv_heads, hd, s.stream),
-                         "append kv"));
+    const kc::KvCacheView cache = seq.cache_->View(layer);
+    RETURN_IF_ERROR(
+        Cuda(kc::AppendKv(cache, s.k.data(), s.v.data(), n, first, c.n_kv_heads, hd, s.stream),
+             "append kv"));
     RETURN_IF_ERROR(Cuda(
         kc::RoundTo(s.q16.data(), kc::Precision::kF16, s.q.data(), n * c.n_heads * hd, s.stream),
         "round q"));
-    return Cuda(
-        kc::AttendPrefill(s.attn.data(), nullptr, s.q16.data(), pos, k, v,
-                          kc::KvStrides::HeadMajor(seq.capacity_, hd), seq.cache_->pos.data(),
-                          scale, n, first + n, c.n_heads, c.n_kv_heads, hd, s.stream),
-        "prefill attention");
+    const void* k = cache.k;
+    const void* v = cache.v;
+    int64_t rows = seq.capacity_;
+    if (staged) {
+      RETURN_IF_ERROR(Cuda(kc::DecodeKvToHalf(s.stage_k.data(), s.stage_v.data(), cache, first + n,
+                                              c.n_kv_heads, hd, s.stream),
+                           "stage kv"));
+      k = s.stage_k.data(), v = s.stage_v.data(), rows = first + n;
+    }
+    return Cuda(kc::AttendPrefill(s.attn.data(), nullptr, s.q16.data(), pos, k, v,
+                                  kc::KvStrides::HeadMajor(rows, hd), seq.cache_->pos.data(), scale,
+                                  n, first + n, c.n_heads, c.n_kv_heads, hd, s.stream),
+                "prefill attention");
   };
   RETURN_IF_ERROR(Layers(n, pos, attend));
   const int64_t rows = all_logits ? n : 1;
@@ -382,13 +425,11 @@ absl::StatusOr<std::vector<float>> DeviceRunner::Decode(std::span<DeviceSequence
       max_pages = std::max(max_pages, pages);
       for (int64_t g = 0; g < Hkv; ++g) {
         const auto first = static_cast<int32_t>(views.size());
+        const kc::KvCacheView cache = seqs[i]->cache_->View(layer);
         for (int64_t p = 0; p < pages; ++p) {
-          const int64_t at = (g * seq.capacity_ + p * kPageTokens) * hd;
-          views.push_back({.dtype = kernels::KvDType::kF16,
-                           .k = seq.cache_->k[layer].data() + at,
-                           .v = seq.cache_->v[layer].data() + at,
-                           .pos = seq.cache_->pos.data() + p * kPageTokens,
-                           .rows = std::min(kPageTokens, n_kv - p * kPageTokens)});
+          views.push_back(cache.Page(g, p * kPageTokens,
+                                     std::min(kPageTokens, n_kv - p * kPageTokens),
+                                     seq.cache_->pos.data(), hd));
         }
         for (int64_t h0 = 0; h0 < group; h0 += kc::kMaxPagedRows) {
           const int64_t row = (i * H + g * group + h0) * hd;
@@ -415,9 +456,8 @@ absl::StatusOr<std::vector<float>> DeviceRunner::Decode(std::span<DeviceSequence
   auto attend = [&](int32_t layer) -> absl::Status {
     for (int64_t i = 0; i < m; ++i) {
       DeviceSequence& seq = *seqs[i];
-      RETURN_IF_ERROR(Cuda(kc::AppendKv(seq.cache_->k[layer].data(), seq.cache_->v[layer].data(),
-                                        s.k.data() + i * kvd, s.v.data() + i * kvd, 1, seq.length_,
-                                        seq.capacity_, Hkv, hd, s.stream),
+      RETURN_IF_ERROR(Cuda(kc::AppendKv(seq.cache_->View(layer), s.k.data() + i * kvd,
+                                        s.v.data() + i * kvd, 1, seq.length_, Hkv, hd, s.stream),
                            "append kv"));
     }
     return Cuda(

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/model/model.h"
+#include "kernels/attention.h"
 
 namespace glimpse::model::cuda {
 
@@ -49,13 +50,17 @@ class DeviceModel {
   int64_t weight_bytes_ = 0;
 };
 
-// One sequence's KV cache in device memory: per layer, K and V as fp16 [kv_heads, capacity,
-// head_dim] (kernels::cuda::KvStrides::HeadMajor), entry i at position i. Not thread-safe.
+// One sequence's KV cache in device memory: per layer, K and V as [kv_heads, capacity, head_dim]
+// (kernels/cuda/kv_cache.h), fp16 or int8 with a scale per row (core/kvpage's int8 codec, half
+// the bytes: decode reads the int8 pages as they are, prefill through an fp16 copy of the layer),
+// entry i at position i. Not thread-safe.
 class DeviceSequence {
  public:
-  // ResourceExhausted when device memory runs out; InvalidArgument for capacity < 1.
-  static absl::StatusOr<std::unique_ptr<DeviceSequence>> Create(const DeviceModel& model,
-                                                                int64_t capacity);
+  // ResourceExhausted when device memory runs out; InvalidArgument for capacity < 1 or a format
+  // other than fp16 and int8.
+  static absl::StatusOr<std::unique_ptr<DeviceSequence>> Create(
+      const DeviceModel& model, int64_t capacity,
+      kernels::KvDType kv_dtype = kernels::KvDType::kF16);
   ~DeviceSequence();
   DeviceSequence(const DeviceSequence&) = delete;
   DeviceSequence& operator=(const DeviceSequence&) = delete;
@@ -63,6 +68,7 @@ class DeviceSequence {
   // Entries cached, which is also the next token's position.
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }
+  kernels::KvDType kv_dtype() const;
 
  private:
   friend class DeviceRunner;
