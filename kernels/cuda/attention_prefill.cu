@@ -1,10 +1,11 @@
-// AttendPrefill: one block per (64-query tile, q-head), four warps of 16 query rows each, in
+// AttendPrefill: one block per (128-query tile, q-head), eight warps of 16 query rows each, in
 // FlashAttention-2's form: per 64-key tile, S = Q·Kᵀ with mma.sync (m16n8k16, fp16 in, fp32
 // accumulate) into registers; the online softmax on those registers (a row's values live in one
 // quad of lanes); P, rounded to fp16, reused in registers as the A operand of O += P·V. Q, K and V
-// tiles pass through shared memory by ldmatrix (V transposed). A key tile no query of the block
-// can see (every position above the block's largest query position: the causal upper triangle of
-// a prompt) is skipped after its positions are read.
+// tiles pass through shared memory by ldmatrix (V transposed); K and V come in by cp.async into
+// two buffers, the next visible tile's while the current one is computed. A key tile no query of
+// the block can see (every position above the block's largest query position: the causal upper
+// triangle of a prompt) is skipped after its positions are read, before its keys are.
 #include <climits>
 
 #include "kernels/cuda/attention.h"
@@ -13,9 +14,9 @@
 namespace glimpse::kernels::cuda {
 namespace {
 
-constexpr int kRows = 64;  // queries per block
-constexpr int kKeys = 64;  // keys per tile
-constexpr int kWarps = 4;  // each owns kRows / kWarps = 16 query rows
+constexpr int kRows = 128;  // queries per block
+constexpr int kKeys = 64;   // keys per tile
+constexpr int kWarps = 8;   // each owns kRows / kWarps = 16 query rows
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 8;  // halves of padding per shared row: ldmatrix without bank conflicts
 
@@ -23,11 +24,12 @@ template <int D>
 struct Smem {
   static constexpr int kLd = D + kPad;  // Q, K, V rows (fp16)
   static constexpr size_t kQ = 0;
-  static constexpr size_t kK = kQ + sizeof(__half) * kRows * kLd;
-  static constexpr size_t kV = kK + sizeof(__half) * kKeys * kLd;
-  static constexpr size_t kQPos = kV + sizeof(__half) * kKeys * kLd;
-  static constexpr size_t kKPos = kQPos + sizeof(int32_t) * kRows;
-  static constexpr size_t kBytes = kKPos + sizeof(int32_t) * kKeys;
+  static constexpr size_t kTile = sizeof(__half) * kKeys * kLd;    // one K or V buffer
+  static constexpr size_t kK = kQ + sizeof(__half) * kRows * kLd;  // K buffers 0, 1
+  static constexpr size_t kV = kK + 2 * kTile;                     // V buffers 0, 1
+  static constexpr size_t kQPos = kV + 2 * kTile;
+  static constexpr size_t kKPos = kQPos + sizeof(int32_t) * kRows;  // [2][kKeys]
+  static constexpr size_t kBytes = kKPos + 2 * sizeof(int32_t) * kKeys;
 };
 
 // rows × D halves from `src` (row r at src + r·stride) into shared `dst`; rows ≥ n are zeros.
@@ -44,6 +46,44 @@ __device__ void LoadTile(__half* dst, const __half* src, int64_t stride, int row
 
 __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared without passing through registers; `bytes` 0 writes zeros.
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(dst)),
+               "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n"); }
+// Waits until at most `kPending` of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Rows [j0, j0 + kKeys) of one kv-head's K and V into shared buffers (rows past n_kv: zeros).
+template <int D>
+__device__ void IssueKv(__half* ks, __half* vs, const __half* k, const __half* v, int64_t j0,
+                        int64_t n_kv, int64_t stride) {
+  constexpr int kVecs = D / 8;
+  for (int i = threadIdx.x; i < kKeys * kVecs; i += kThreads) {
+    const int r = i / kVecs, c = (i % kVecs) * 8;
+    const bool in = j0 + r < n_kv;
+    const int64_t at = in ? (j0 + r) * stride + c : 0;
+    CpAsync16(ks + r * Smem<D>::kLd + c, k + at, in ? 16 : 0);
+    CpAsync16(vs + r * Smem<D>::kLd + c, v + at, in ? 16 : 0);
+  }
+}
+
+// The first key tile at or after `tile` that some query of the block sees (n_tiles if none); a
+// thread t < kKeys returns that tile's position t in `pos` (INT_MAX past n_kv). Every thread calls.
+__device__ int64_t NextVisibleTile(int64_t tile, int64_t n_tiles, const int32_t* kv_pos,
+                                   int64_t n_kv, int32_t max_pos, int32_t& pos) {
+  for (; tile < n_tiles; ++tile) {
+    const int64_t j = tile * kKeys + threadIdx.x;
+    pos = threadIdx.x < kKeys && j < n_kv ? kv_pos[j] : INT_MAX;
+    if (__syncthreads_or(threadIdx.x < kKeys && pos <= max_pos)) return tile;
+  }
+  return n_tiles;
 }
 
 // Four 8×8 fp16 matrices from shared memory; lane l gives the row address of matrix l / 8.
@@ -77,7 +117,7 @@ __device__ __forceinline__ uint32_t PackHalf2(float lo, float hi) {
 // Lane l holds rows g = l / 4 and g + 8 of its warp's 16, and of each 8-column tile the columns
 // 2·(l % 4) and 2·(l % 4) + 1 (the mma accumulator layout).
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, D >= 128 ? 1 : 2)
     PrefillKernel(float* out, float* lse, const __half* q, const int32_t* q_pos, const __half* k,
                   const __half* v, KvStrides kv, const int32_t* kv_pos, float scale, int64_t n_q,
                   int64_t n_kv, int64_t n_heads, int64_t n_kv_heads) {
@@ -85,10 +125,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kLd = S::kLd, kDTiles = D / 8, kKTiles = kKeys / 8;
   extern __shared__ __align__(128) unsigned char smem[];
   __half* qs = reinterpret_cast<__half*>(smem + S::kQ);
-  __half* ks = reinterpret_cast<__half*>(smem + S::kK);
-  __half* vs = reinterpret_cast<__half*>(smem + S::kV);
+  __half* ks0 = reinterpret_cast<__half*>(smem + S::kK);
+  __half* vs0 = reinterpret_cast<__half*>(smem + S::kV);
   int32_t* qpos_s = reinterpret_cast<int32_t*>(smem + S::kQPos);
-  int32_t* kpos_s = reinterpret_cast<int32_t*>(smem + S::kKPos);
+  int32_t* kpos0 = reinterpret_cast<int32_t*>(smem + S::kKPos);
   __shared__ int32_t tile_max_pos;
 
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows;
@@ -117,17 +157,31 @@ __global__ void __launch_bounds__(kThreads)
   float o[kDTiles][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
 
-  for (int64_t j0 = 0; j0 < n_kv; j0 += kKeys) {
-    const int64_t keys = min(static_cast<int64_t>(kKeys), n_kv - j0);
-    bool visible = false;
-    if (threadIdx.x < kKeys) {
-      kpos_s[threadIdx.x] = threadIdx.x < keys ? kv_pos[j0 + threadIdx.x] : INT_MAX;
-      visible = kpos_s[threadIdx.x] <= max_pos;
+  const __half* k_head = k + kvh * kv.head;
+  const __half* v_head = v + kvh * kv.head;
+  const int64_t n_tiles = (n_kv + kKeys - 1) / kKeys;
+  int32_t my_kpos;
+  int64_t tile = NextVisibleTile(0, n_tiles, kv_pos, n_kv, max_pos, my_kpos);
+  int buf = 0;
+  if (tile < n_tiles) {
+    if (threadIdx.x < kKeys) kpos0[threadIdx.x] = my_kpos;
+    IssueKv<D>(ks0, vs0, k_head, v_head, tile * kKeys, n_kv, kv.row);
+  }
+  CpAsyncCommit();
+  while (tile < n_tiles) {
+    // Start the next visible tile's loads into the other buffer, then wait for this one's.
+    const int64_t next = NextVisibleTile(tile + 1, n_tiles, kv_pos, n_kv, max_pos, my_kpos);
+    if (next < n_tiles) {
+      if (threadIdx.x < kKeys) kpos0[(buf ^ 1) * kKeys + threadIdx.x] = my_kpos;
+      IssueKv<D>(ks0 + (buf ^ 1) * kKeys * kLd, vs0 + (buf ^ 1) * kKeys * kLd, k_head, v_head,
+                 next * kKeys, n_kv, kv.row);
     }
-    if (!__syncthreads_or(visible)) continue;
-    LoadTile<D>(ks, k + j0 * kv.row + kvh * kv.head, kv.row, kKeys, keys);
-    LoadTile<D>(vs, v + j0 * kv.row + kvh * kv.head, kv.row, kKeys, keys);
+    CpAsyncCommit();
+    CpAsyncWait<1>();
     __syncthreads();
+    const __half* ks = ks0 + buf * kKeys * kLd;
+    const __half* vs = vs0 + buf * kKeys * kLd;
+    const int32_t* kpos_s = kpos0 + buf * kKeys;
 
     // S = Q·Kᵀ: B fragments from K's rows (keys) as stored; two key tiles per ldmatrix.x4.
     float s[kKTiles][4] = {};
@@ -197,7 +251,9 @@ __global__ void __launch_bounds__(kThreads)
         Mma(o[dt + 1], pa, b[2], b[3]);
       }
     }
-    __syncthreads();  // K, V and the tile's positions are reloaded next
+    __syncthreads();  // this buffer is refilled next
+    tile = next;
+    buf ^= 1;
   }
 
 #pragma unroll
