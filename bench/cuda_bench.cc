@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/kv_pool.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_stats.h"
 #include "kernels/cuda/device_buffer.h"
@@ -258,14 +259,11 @@ struct LayerPages {
     constexpr int64_t kPage = 64;
     pages_per_head = (context + kPage - 1) / kPage;
     const bool kivi = dtype == kernels::KvDType::kKivi4 || dtype == kernels::KvDType::kKivi2;
-    const int bits = dtype == kernels::KvDType::kKivi4 ? 4 : 2;
     const int64_t elt = dtype == kernels::KvDType::kF16 ? 2 : 1;
-    // A KIVI section of 64 rows: fp16 scale and zero per parameter, then the packed codes.
-    const int64_t key_params = 2 * head_dim, value_params = kPage * ((head_dim + 31) / 32);
     const int64_t k_bytes =
-        kivi ? 4 * key_params + kPage * head_dim * bits / 8 : kPage * head_dim * elt;
+        kivi ? model::KvGroupedSectionBytes(dtype, true, kPage, head_dim) : kPage * head_dim * elt;
     const int64_t v_bytes =
-        kivi ? 4 * value_params + kPage * head_dim * bits / 8 : kPage * head_dim * elt;
+        kivi ? model::KvGroupedSectionBytes(dtype, false, kPage, head_dim) : kPage * head_dim * elt;
     const int64_t n_pages = batch * kv_heads * pages_per_head;
     bytes = DeviceBuffer<uint8_t>(n_pages * (k_bytes + v_bytes));
     // 0x3c: fp16 pairs of ~1.06, int8 60, fp8 ~0.031, KIVI scales ~1.06: finite everywhere.
@@ -350,23 +348,6 @@ double CopyGBs() {
   const double ms = TimeMs(
       [&] { Check(cudaMemcpy(b.data(), a.data(), n, cudaMemcpyDeviceToDevice), "copy"); }, 10);
   return 2.0 * n / (ms * 1e6);  // bytes read and written
-}
-
-const char* KvName(kernels::KvDType d) {
-  switch (d) {
-    case kernels::KvDType::kF16:
-      return "fp16";
-    case kernels::KvDType::kI8:
-      return "int8";
-    case kernels::KvDType::kE4M3:
-      return "fp8_e4m3";
-    case kernels::KvDType::kKivi4:
-      return "kivi4";
-    case kernels::KvDType::kKivi2:
-      return "kivi2";
-    default:
-      return "other";
-  }
 }
 
 int Main(int argc, char** argv) {
@@ -466,10 +447,11 @@ int Main(int argc, char** argv) {
         },
         20);
     const double gbs = pages.total_bytes / (ms * 1e6);
-    std::printf("  %-9s %7.3f ms  %7.0f GB/s of pages  (%.2f of copy)\n", KvName(d), ms, gbs,
-                gbs / copy);
-    figures.Add("paged", std::string("\"format\": \"") + KvName(d) + "\", " + Num("ms", ms) + ", " +
-                             Num("gb_per_s", gbs) + ", " + Num("of_copy", gbs / copy));
+    std::printf("  %-9s %7.3f ms  %7.0f GB/s of pages  (%.2f of copy)\n", model::KvDTypeName(d), ms,
+                gbs, gbs / copy);
+    figures.Add("paged", std::string("\"format\": \"") + model::KvDTypeName(d) + "\", " +
+                             Num("ms", ms) + ", " + Num("gb_per_s", gbs) + ", " +
+                             Num("of_copy", gbs / copy));
   }
 
   if (!json_path.empty()) {
