@@ -293,12 +293,24 @@ TEST_F(PrefillTurnTest, ConcurrentJobsTakeTurnsAndShipWhatTheyShipAlone) {
     alone[i] = *p;
   }
   ASSERT_GT(alone[0].prefilled_tokens, 8 * o.prefill_chunk_tokens);  // many turns to take
+  // While the test holds the model, the long job queues and then the short one, so the long one
+  // starts first and the short one waits for it to share: no race decides the order.
   absl::StatusOr<worker::PrefillOutcome> together[2];
   std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    const uint64_t id = ++delivery;
-    threads.emplace_back([&, i, id] { together[i] = prefiller.Prefill(Job(prompts[i], id)); });
-  }
+  auto queued = [&](int64_t n) {
+    while (prefiller.engine_stats().queued_work < n) std::this_thread::yield();
+  };
+  ASSERT_TRUE(prefiller.TEST_engine()
+                  .Run([&]() -> absl::Status {
+                    for (int i = 0; i < 2; ++i) {
+                      const uint64_t id = ++delivery;
+                      threads.emplace_back(
+                          [&, i, id] { together[i] = prefiller.Prefill(Job(prompts[i], id)); });
+                      queued(i + 1);
+                    }
+                    return absl::OkStatus();
+                  })
+                  .ok());
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(together[i].ok()) << together[i].status();

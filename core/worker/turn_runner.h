@@ -230,6 +230,9 @@ class TurnRunner {
   EngineStats engine_stats() const { return engine_.Stats(); }
   TurnStats stats() const;
 
+  // Test hook: the engine, so that a test can hold the model (Engine::Run) while turns queue.
+  Engine& TEST_engine() { return engine_; }
+
  private:
   class Tracker;
   // A decode turn's start state (step 1); `cold` (may be null): where a warm start leaves its
