@@ -129,6 +129,31 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
   return o;
 }
 
+// The text of `tokens`, with U+FFFD for each one the tokenizer has no piece for (a model may emit
+// ids of embedding rows past the tokenizer's vocabulary, as Qwen2's padded rows): the turn's
+// tokens are still reported rather than lost to the decoding error.
+absl::StatusOr<std::string> DecodeTurn(const model::Tokenizer& tok,
+                                       const std::vector<int32_t>& tokens) {
+  std::string text;
+  std::vector<int32_t> run;
+  auto flush = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::string piece, tok.Decode(run));
+    text += piece;
+    run.clear();
+    return absl::OkStatus();
+  };
+  for (const int32_t t : tokens) {
+    if (t >= 0 && t < tok.vocab_size()) {
+      run.push_back(t);
+      continue;
+    }
+    RETURN_IF_ERROR(flush());
+    text += "\xEF\xBF\xBD";
+  }
+  RETURN_IF_ERROR(flush());
+  return text;
+}
+
 // Runs one turn: feeds `prompt`, streams text to stdout unless `json`.
 absl::StatusOr<model::GenerationResult> RunTurn(const model::Tokenizer& tok,
                                                 const TurnGenerator& generate,
@@ -144,7 +169,7 @@ absl::StatusOr<model::GenerationResult> RunTurn(const model::Tokenizer& tok,
   };
   ASSIGN_OR_RETURN(model::GenerationResult result, generate(prompt, stream));
   if (o.json) {
-    ASSIGN_OR_RETURN(std::string text, tok.Decode(result.tokens));
+    ASSIGN_OR_RETURN(std::string text, DecodeTurn(tok, result.tokens));
     nlohmann::json line = {{"prompt_tokens", prompt}, {"tokens", result.tokens}, {"text", text}};
     // A turn may end inside a UTF-8 sequence (or a model emit bytes that form none): such bytes
     // are printed as U+FFFD rather than aborting the dump.
