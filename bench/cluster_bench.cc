@@ -51,13 +51,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "bench/flags.h"
 #include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
@@ -69,6 +67,7 @@
 #include "glimpse/v1/frontend.grpc.pb.h"
 #include "kernels/cpu/parallel.h"
 #include "nlohmann/json.hpp"
+#include "proto/names.h"
 
 namespace glimpse::bench {
 namespace {
@@ -372,11 +371,6 @@ absl::Status EndSession(v1::Frontend::Stub& stub, const std::string& session) {
   return s.ok() ? absl::OkStatus() : absl::InternalError(s.error_message());
 }
 
-// "hot", "warm", "recompute" (the enum's name without its prefix).
-std::string SourceName(v1::StateSource s) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(s), "STATE_SOURCE_"));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Conversations as ChatML token ids (the frontend's chat path renders the same shape).
 
@@ -463,7 +457,7 @@ json TurnJson(const std::string& policy, const std::string& wanted, int rep, con
   return {{"policy", policy},
           {"wanted", wanted},
           {"rep", rep},
-          {"source", SourceName(t.started.source())},
+          {"source", v1::StateSourceName(t.started.source())},
           {"client_ttft_s", t.client_ttft},
           {"server_ttft_s", t.done.ttft_seconds()},
           {"load_s", t.started.load_seconds()},
@@ -507,7 +501,7 @@ absl::StatusOr<std::vector<SourceSample>> SourceRound(Cluster& c, const Conversa
   out.push_back({"warm", w});
   RETURN_IF_ERROR(EndSession(c.stub(), id + "-b"));
   for (const SourceSample& s : out) {
-    const std::string got = SourceName(s.turn.started.source());
+    const std::string got = v1::StateSourceName(s.turn.started.source());
     std::cerr << absl::StrFormat(
         "[ttft] rep %d %-20s %-9s client %.3f s (load %.3f, prefill %.3f; reused %d, prefilled "
         "%d)%s\n",
@@ -744,7 +738,7 @@ absl::StatusOr<LoadRun> RunSessions(Cluster& c, const Conversations& conv, int s
       ++run.turns;
       run.ttft_s.push_back(t.client_ttft);
       run.itl_s.insert(run.itl_s.end(), t.itl.begin(), t.itl.end());
-      ++run.sources[SourceName(t.started.source())];
+      ++run.sources[v1::StateSourceName(t.started.source())];
     }
   }
   std::cerr << absl::StrFormat("[load] %d session(s): %d turns, %d tokens in %.2f s\n", sessions,

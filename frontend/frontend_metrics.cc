@@ -4,6 +4,7 @@
 #include <string>
 
 #include "frontend/turn_request.h"
+#include "proto/names.h"
 
 namespace glimpse::frontend {
 FrontendMetrics::FrontendMetrics(metrics::MetricsRegistry& r)
@@ -46,7 +47,7 @@ void FrontendMetrics::Request(std::string_view method, absl::StatusCode code) {
 void FrontendMetrics::TurnStarted(const v1::TurnStarted& started) {
   registry_
       .AddCounter("glimpse_frontend_turns_total", "Turns by where the session's KV came from.",
-                  {{"source", StateSourceName(started.source())}})
+                  {{"source", v1::StateSourceName(started.source())}})
       .Increment();
   reused_tokens_.Increment(std::max(0, started.reused_tokens()));
   prefilled_tokens_.Increment(std::max(0, started.prefilled_tokens()));

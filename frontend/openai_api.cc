@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
 #include "frontend/turn_request.h"
+#include "proto/names.h"
 
 namespace glimpse::frontend::openai {
 namespace {
@@ -496,13 +497,13 @@ ParsedReply ParseToolCalls(std::string_view text) {
 
 void TurnSummary::Add(const v1::GenerateEvent& event) {
   if (event.has_started()) {
-    source = StateSourceName(event.started().source());
+    source = v1::StateSourceName(event.started().source());
     decode_worker = event.decode_worker_id();
     prompt_tokens = event.prompt_tokens();
     reused_tokens = event.started().reused_tokens();
     if (!event.prefill_worker_id().empty()) {
       prefill_worker = event.prefill_worker_id();
-      prefill_source = StateSourceName(event.prefill().source());
+      prefill_source = v1::StateSourceName(event.prefill().source());
       reused_tokens = event.prefill().reused_tokens();
     }
   } else if (event.has_done()) {

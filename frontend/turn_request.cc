@@ -8,7 +8,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/decode_eviction.h"
 #include "core/eviction/scorer.h"
@@ -63,10 +62,6 @@ absl::StatusOr<std::vector<int32_t>> ChatTokens(const v1::Conversation& chat,
 }
 
 }  // namespace
-
-std::string StateSourceName(v1::StateSource source) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(source), "STATE_SOURCE_"));
-}
 
 absl::Status ValidateSessionId(std::string_view id, std::string_view field) {
   if (id.empty() || id.size() > 128) {

@@ -34,10 +34,6 @@ struct Turn {
   std::string policy_string;    // canonical: "<method>:<ratio>:<codec>", e.g. "snapkv:0.2:int8"
 };
 
-// "hot", "warm", "recompute", "prefill_worker": the enum's name without its prefix, lowercase
-// (metrics labels, the OpenAI API's extension).
-std::string StateSourceName(v1::StateSource source);
-
 // [A-Za-z0-9._:-]{1,128}; the error names `field`.
 absl::Status ValidateSessionId(std::string_view session_id, std::string_view field = "session_id");
 

@@ -5,15 +5,14 @@
 #include <optional>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "core/common/grpc/status.h"
 #include "core/common/status_macros.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
+#include "proto/names.h"
 
 namespace glimpse::cli {
 namespace {
@@ -34,11 +33,6 @@ absl::StatusOr<std::optional<ToolCall>> ParseTool(const std::string& line) {
   }
   call.name = parts[1];
   return call;
-}
-
-// "hot", "warm", "recompute", "prefill_worker" (the enum's name without its prefix).
-std::string SourceName(v1::StateSource s) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::StateSource_Name(s), "STATE_SOURCE_"));
 }
 
 std::string Bytes(double b) {
@@ -112,11 +106,11 @@ absl::Status Chat::Turn(const std::string& user, const std::string& next_tool, s
   m->set_role("assistant");
   m->set_content(answer);
   ++turn_;
-  std::string source = SourceName(started.source());
+  std::string source = v1::StateSourceName(started.source());
   int64_t reused = started.reused_tokens(), prefilled = started.prefilled_tokens();
   if (started.source() == v1::STATE_SOURCE_PREFILL_WORKER) {
-    source = absl::StrFormat("prefill worker (%s, shipped %s)", SourceName(prefill.source()),
-                             Bytes(prefill.shipped_bytes()));
+    source = absl::StrFormat("prefill worker (%s, shipped %s)",
+                             v1::StateSourceName(prefill.source()), Bytes(prefill.shipped_bytes()));
     reused = prefill.reused_tokens();
     prefilled += prefill.prefilled_tokens();
   }
