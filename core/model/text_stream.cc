@@ -27,8 +27,8 @@ std::string ValidUtf8(std::string_view bytes) {
 }
 
 absl::StatusOr<std::string> TextStream::Push(int32_t token) {
-  ASSIGN_OR_RETURN(std::string bytes, tokenizer_.TokenText(token));
-  pending_ += bytes;
+  absl::StatusOr<std::string> bytes = tokenizer_.TokenText(token);
+  pending_ += bytes.ok() ? *bytes : "\xEF\xBF\xBD";  // no text for it: U+FFFD
   const size_t end = CompleteUtf8Prefix(pending_);
   std::string out = ValidUtf8(std::string_view(pending_).substr(0, end));
   pending_.erase(0, end);

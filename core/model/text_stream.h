@@ -3,7 +3,9 @@
 // waits until a later token completes it; Finish returns whatever is left. What it returns is
 // always valid UTF-8: a model may generate bytes that form no character (a stray continuation
 // byte, a sequence cut short), and each such byte becomes U+FFFD, as Hugging Face's
-// decode(errors="replace") does and as protobuf string fields and JSON require.
+// decode(errors="replace") does and as protobuf string fields and JSON require. A token the
+// tokenizer has no text for (an id of an embedding row past its vocabulary, as Qwen2's padded
+// rows) also reads as U+FFFD, so a turn's text never fails where its tokens did not.
 //
 // Byte-level BPE decodes a token sequence as the concatenation of its tokens' bytes
 // (Tokenizer::TokenText), so each Push costs one token, not a decode of everything so far.
@@ -22,8 +24,9 @@ class TextStream {
  public:
   explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
 
+  // Both always OK; StatusOr kept so that callers need not change if a failure mode appears.
   absl::StatusOr<std::string> Push(int32_t token);
-  absl::StatusOr<std::string> Finish();  // always OK; kept for symmetry with Push
+  absl::StatusOr<std::string> Finish();
 
  private:
   const Tokenizer& tokenizer_;

@@ -52,6 +52,11 @@ TEST(TextStreamTest, BytesThatFormNoCharacterBecomeReplacementCharacters) {
   EXPECT_EQ(*stream.Push(lead), "");
   EXPECT_EQ(*stream.Finish(), fffd);                      // cut short by the end
   EXPECT_EQ(ValidUtf8("ok \xED\xA0\x80"), "ok " + fffd);  // an encoded surrogate
+  // Ids the tokenizer has no text for (embedding rows past its vocabulary) read as U+FFFD too,
+  // also when they cut a character short.
+  EXPECT_EQ(*stream.Push(tok.vocab_size()), fffd);
+  EXPECT_EQ(*stream.Push(lead), "");
+  EXPECT_EQ(*stream.Push(-1), fffd + fffd);
 }
 
 TEST(TextStreamTest, CompleteUtf8PrefixStopsBeforeASplitCharacter) {

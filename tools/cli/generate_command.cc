@@ -129,53 +129,30 @@ absl::StatusOr<GenerateOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-// The text of `tokens`, with U+FFFD for each one the tokenizer has no piece for (a model may emit
-// ids of embedding rows past the tokenizer's vocabulary, as Qwen2's padded rows): the turn's
-// tokens are still reported rather than lost to the decoding error.
-absl::StatusOr<std::string> DecodeTurn(const model::Tokenizer& tok,
-                                       const std::vector<int32_t>& tokens) {
-  std::string text;
-  std::vector<int32_t> run;
-  auto flush = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::string piece, tok.Decode(run));
-    text += piece;
-    run.clear();
-    return absl::OkStatus();
-  };
-  for (const int32_t t : tokens) {
-    if (t >= 0 && t < tok.vocab_size()) {
-      run.push_back(t);
-      continue;
-    }
-    RETURN_IF_ERROR(flush());
-    text += "\xEF\xBF\xBD";
-  }
-  RETURN_IF_ERROR(flush());
-  return text;
-}
-
 // Runs one turn: feeds `prompt`, streams text to stdout unless `json`.
 absl::StatusOr<model::GenerationResult> RunTurn(const model::Tokenizer& tok,
                                                 const TurnGenerator& generate,
                                                 const std::vector<int32_t>& prompt,
                                                 const GenerateOptions& o) {
+  // The turn's text, valid UTF-8 whatever the model emits (model::TextStream): streamed as it
+  // grows, or printed whole in the JSON line.
   model::TextStream text_stream(tok);
+  std::string text;
   auto stream = [&](int32_t token) {
-    if (o.json) return;
     absl::StatusOr<std::string> piece = text_stream.Push(token);
     if (!piece.ok() || piece->empty()) return;
+    text += *piece;
+    if (o.json) return;
     std::fwrite(piece->data(), 1, piece->size(), stdout);
     std::fflush(stdout);
   };
   ASSIGN_OR_RETURN(model::GenerationResult result, generate(prompt, stream));
+  ASSIGN_OR_RETURN(std::string rest, text_stream.Finish());
+  text += rest;
   if (o.json) {
-    ASSIGN_OR_RETURN(std::string text, DecodeTurn(tok, result.tokens));
     nlohmann::json line = {{"prompt_tokens", prompt}, {"tokens", result.tokens}, {"text", text}};
-    // A turn may end inside a UTF-8 sequence (or a model emit bytes that form none): such bytes
-    // are printed as U+FFFD rather than aborting the dump.
-    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    std::cout << line.dump() << std::endl;
   } else {
-    ASSIGN_OR_RETURN(std::string rest, text_stream.Finish());
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::cout << std::endl;
     const double tps = result.tokens.size() / std::max(result.decode_seconds, 1e-9);
