@@ -37,16 +37,11 @@ using model::cuda::DeviceSequence;
 
 constexpr float kRelativeTolerance = 1e-2f;
 
-// max |ours − golden| over golden[offset, offset + ours.size()), and the golden's whole range.
+// max |ours − golden| and the golden's range (testing::CompareLogits), for structured bindings.
 std::pair<float, float> MaxDiff(const std::vector<float>& ours, const std::vector<float>& golden,
                                 size_t offset = 0) {
-  const auto [lo, hi] = std::minmax_element(golden.begin(), golden.end());
-  float worst = 0;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    const float d = std::fabs(ours[i] - golden[offset + i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-  }
-  return {worst, *hi - *lo};
+  const testing::LogitsDiff d = testing::CompareLogits(ours, golden, offset);
+  return {d.max_abs, d.range};
 }
 
 int32_t Argmax(const float* row, int64_t n) {
@@ -218,7 +213,7 @@ TEST_P(CudaModelTest, Int8CacheLosesNoMoreThanTheCpuRuntimesInt8Cache) {
     cpu_error = std::max(cpu_error, MaxDiff(theirs, golden_.logits, first * vocab).first);
     between = std::max(between, MaxDiff(ours, theirs).first);
   };
-  for (const auto [first, n] : {std::pair<size_t, size_t>{0, 7}, {7, 6}}) {
+  for (const auto& [first, n] : {std::pair<size_t, size_t>{0, 7}, {7, 6}}) {
     auto ours = runner_->Prefill(**seq, std::span(ids).subspan(first, n), /*all_logits=*/true);
     auto theirs = cpu.Forward(std::span(ids).subspan(first, n), /*all_logits=*/true);
     ASSERT_TRUE(ours.ok() && theirs.ok()) << ours.status() << theirs.status();

@@ -1,5 +1,7 @@
 #include "tests/golden_fixtures.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -115,6 +117,21 @@ absl::StatusOr<std::vector<GreedyCase>> LoadGreedyCases() {
                      c["transformers"].get<std::vector<int32_t>>()});
   }
   return cases;
+}
+
+LogitsDiff CompareLogits(const std::vector<float>& ours, const std::vector<float>& golden,
+                         size_t offset) {
+  LogitsDiff d;
+  const auto [lo, hi] = std::minmax_element(golden.begin(), golden.end());
+  d.range = *hi - *lo;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const float diff = std::abs(ours[i] - golden[offset + i]);
+    if (!(diff <= d.max_abs)) {  // NaN counts as the worst
+      d.max_abs = std::isnan(diff) ? INFINITY : diff;
+      d.worst = i;
+    }
+  }
+  return d;
 }
 
 }  // namespace glimpse::testing

@@ -49,6 +49,16 @@ std::string TinyModelDir(const std::string& name);
 // Reads TinyModelDir(name)/golden.json; DataLoss when logits are not [T, vocab_size].
 absl::StatusOr<TinyModelGolden> LoadTinyModelGolden(const std::string& name);
 
+// How far logits are from golden ones: max |ours − golden| over golden[offset, offset +
+// ours.size()) (NaN counts as the worst), where, and the whole golden's range.
+struct LogitsDiff {
+  float max_abs = 0.0f;
+  float range = 0.0f;
+  size_t worst = 0;  // index into ours of max_abs
+};
+LogitsDiff CompareLogits(const std::vector<float>& ours, const std::vector<float>& golden,
+                         size_t offset = 0);
+
 absl::StatusOr<std::vector<TokenizerCase>> LoadTokenizerCases();
 absl::StatusOr<std::vector<LogitsCase>> LoadLogitsCases();
 absl::StatusOr<std::vector<GreedyCase>> LoadGreedyCases();

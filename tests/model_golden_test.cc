@@ -172,7 +172,9 @@ TEST_F(GoldenTest, LastTokenLogitsOverSealedKiviPagesStayWithinTheirBound) {
               ? "same"
               : "differs");
       EXPECT_LE(ratio, bound) << model::KvDTypeName(dtype) << " " << c.name;
-      if (prompt.size() > 64) EXPECT_GT(sealed, 0) << c.name;  // a full page per head was sealed
+      if (prompt.size() > 64) {
+        EXPECT_GT(sealed, 0) << c.name;  // a full page per head was sealed
+      }
       if (dtype == kernels::KvDType::kKivi4) {
         EXPECT_EQ(std::max_element(logits->begin(), logits->end()) - logits->begin(),
                   hi - expected->begin())

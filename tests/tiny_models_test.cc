@@ -38,27 +38,6 @@ using model::SessionOptions;
 // Logits must match transformers' fp32 ones to this fraction of the golden logit range.
 constexpr float kRelativeTolerance = 1e-4f;
 
-struct Diff {
-  float max_abs = 0.0f;
-  float range = 0.0f;
-  size_t worst = 0;  // flat index of max_abs
-};
-
-// |ours − golden| over golden[offset, offset + ours.size()); the range is the whole golden's.
-Diff Compare(const std::vector<float>& ours, const std::vector<float>& golden, size_t offset = 0) {
-  Diff d;
-  const auto [lo, hi] = std::minmax_element(golden.begin(), golden.end());
-  d.range = *hi - *lo;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    const float diff = std::abs(ours[i] - golden[offset + i]);
-    if (!(diff <= d.max_abs)) {  // NaN counts as the worst
-      d.max_abs = std::isnan(diff) ? INFINITY : diff;
-      d.worst = i;
-    }
-  }
-  return d;
-}
-
 class TinyModelTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -76,7 +55,7 @@ class TinyModelTest : public ::testing::TestWithParam<std::string> {
     auto logits = session.Forward(golden_.token_ids, /*all_logits=*/true);
     ASSERT_TRUE(logits.ok()) << logits.status();
     ASSERT_EQ(logits->size(), golden_.logits.size());
-    const Diff d = Compare(*logits, golden_.logits);
+    const testing::LogitsDiff d = testing::CompareLogits(*logits, golden_.logits);
     std::printf(
         "[ logits ] %s %s: max |ours − transformers| = %.3g over [%zu, %lld] "
         "(range %.2f, ratio %.2g; worst at position %lld, token %lld)\n",
@@ -108,14 +87,14 @@ TEST_P(TinyModelTest, ChunkedAndDecodeLogitsMatchTransformersFp32) {
   Session chunked(**model, pool_, options);
   auto logits = chunked.Forward(std::span(ids).first(13), /*all_logits=*/true);
   ASSERT_TRUE(logits.ok()) << logits.status();
-  Diff d = Compare(*logits, golden_.logits);
+  testing::LogitsDiff d = testing::CompareLogits(*logits, golden_.logits);
   EXPECT_LE(d.max_abs, kRelativeTolerance * d.range) << "chunked prefill of 13 tokens";
   float worst = d.max_abs;
   for (size_t t = 13; t < ids.size(); ++t) {  // then decode one token at a time
     auto step = chunked.Forward(std::span(ids).subspan(t, 1));
     ASSERT_TRUE(step.ok()) << step.status();
     ASSERT_EQ(step->size(), vocab);
-    d = Compare(*step, golden_.logits, t * vocab);
+    d = testing::CompareLogits(*step, golden_.logits, t * vocab);
     EXPECT_LE(d.max_abs, kRelativeTolerance * d.range) << "decode step at position " << t;
     worst = std::max(worst, d.max_abs);
   }
