@@ -16,8 +16,11 @@ function(glimpse_test name)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
+  # Scratch files go below this build tree (gtest's TempDir() reads TEST_TMPDIR), so that two
+  # checkouts testing at once on one machine never share a fixed path under /tmp.
+  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/test-tmp)
   gtest_discover_tests(${name}
     PROPERTIES LABELS "${labels}"
-               ENVIRONMENT "GLIMPSE_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+               ENVIRONMENT "GLIMPSE_SOURCE_DIR=${CMAKE_SOURCE_DIR};TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp"
     DISCOVERY_TIMEOUT 60)
 endfunction()
