@@ -36,9 +36,9 @@
 #include "core/model/kv_pool.h"
 #include "core/model/model.h"
 #include "core/model/model_store.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/worker/policy.h"
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 #include "kernels/cpu/parallel.h"
 #include "nlohmann/json.hpp"
 
@@ -128,7 +128,7 @@ std::vector<int32_t> Conversation(const model::Model& m, int tokens) {
 
 // Feeds `tokens` greedy tokens after the prompt's `logits` (an end of generation too: only the
 // count matters), with the policy's decode-time eviction when it has a decode budget.
-absl::Status Answer(model::Session& session, const worker::Method& method,
+absl::Status Answer(model::Sequence& session, const worker::Method& method,
                     const worker::Policy& policy, std::vector<float> logits, int tokens) {
   std::unique_ptr<eviction::DecodeEviction> eviction;
   if (policy.decode_budget_tokens > 0) {
@@ -182,7 +182,7 @@ absl::StatusOr<Row> Measure(const model::Model& m, kernels::ThreadPool& threads,
   pools.push_back(std::make_unique<model::KvPool>(model::KvPool::Options{
       .budget_bytes = pool_bytes, .page_tokens = 64, .head_dim = c.head_dim}));
   model::KvPool& pool = *pools.back();
-  model::Session session(m, threads, worker::SessionOptionsFor(&pool, policy.codec));
+  model::Sequence session(m, threads, worker::SessionOptionsFor(&pool, policy.codec));
   ASSIGN_OR_RETURN(worker::PolicyPrefill prefill,
                    worker::PrefillTurn(session, prompt, method, policy, worker::PrefillLimits{}));
   RETURN_IF_ERROR(Answer(session, method, policy, std::move(prefill.logits), answer_tokens));

@@ -15,7 +15,7 @@
 //                       session ended (its hot copy dropped): the state comes from the cache node.
 //          Client TTFT = request sent → first token id received; the server's TurnStarted
 //          load/prefill seconds and TurnDone ttft (worker: turn start → first token) beside it.
-//          The recompute floor: Session::Forward of the recompute turn's tokens in this process,
+//          The recompute floor: Sequence::Forward of the recompute turn's tokens in this process,
 //          same thread count, once per repetition.
 //   bytes  Per policy, a recompute turn at the same history and the hot turn after it: the prefill
 //          worker's shipped_bytes (the delivery of the kept pages to the decode worker), TurnDone
@@ -62,7 +62,7 @@
 #include "core/common/status_macros.h"
 #include "core/model/model.h"
 #include "core/model/model_store.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
 #include "kernels/cpu/parallel.h"
@@ -512,10 +512,10 @@ absl::StatusOr<std::vector<SourceSample>> SourceRound(Cluster& c, const Conversa
   return out;
 }
 
-// The recompute floor: the same tokens through Session::Forward in this process.
+// The recompute floor: the same tokens through Sequence::Forward in this process.
 absl::StatusOr<double> FloorSeconds(const model::Model& m, kernels::ThreadPool& pool,
                                     const std::vector<int32_t>& tokens) {
-  model::Session session(m, pool);
+  model::Sequence session(m, pool);
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(session.Forward(tokens).status());
   return Seconds(t0);
@@ -547,7 +547,7 @@ absl::StatusOr<TtftResult> RunTtft(Cluster& c, const model::Model& m, const Opti
     ASSIGN_OR_RETURN(double floor, FloorSeconds(m, pool, tokens));
     res.floor_s.push_back(floor);
     res.recompute_tokens = static_cast<int>(tokens.size());
-    std::cerr << absl::StrFormat("[ttft] rep %d floor: Session::Forward of %d tokens %.3f s\n",
+    std::cerr << absl::StrFormat("[ttft] rep %d floor: Sequence::Forward of %d tokens %.3f s\n",
                                  rep + 1, tokens.size(), floor);
   }
   return res;
@@ -568,7 +568,7 @@ json PrintTtft(const TtftResult& r, const Options& o) {
   std::printf("\nTTFT by source, ~%d-token history (%d reps, medians; max_tokens %d)\n",
               o.history_tokens, o.reps, o.ttft_max_tokens);
   std::printf(
-      "recompute floor: Session::Forward of the %d recompute tokens in-process, %d "
+      "recompute floor: Sequence::Forward of the %d recompute tokens in-process, %d "
       "threads: %.3f s\n",
       r.recompute_tokens, o.threads, floor);
   std::printf(

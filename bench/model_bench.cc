@@ -43,7 +43,7 @@
 #include "core/model/forward_pass.h"
 #include "core/model/model.h"
 #include "core/model/model_store.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/worker/policy.h"
 #include "kernels/cpu/parallel.h"
 #include "nlohmann/json.hpp"
@@ -180,7 +180,7 @@ struct RunTimes {
   double decode_s = 0;
 };
 
-absl::StatusOr<RunTimes> RunOnce(model::Session& session, const std::vector<int32_t>& tokens,
+absl::StatusOr<RunTimes> RunOnce(model::Sequence& session, const std::vector<int32_t>& tokens,
                                  int decode_tokens, ProgressBar* bar, int64_t* done) {
   RunTimes t;
   session.Reset();
@@ -204,13 +204,13 @@ absl::StatusOr<RunTimes> RunOnce(model::Session& session, const std::vector<int3
 // `batch` sessions prefilled with `tokens`, then `decode_tokens` steps of one ForwardPass over all
 // of them; the steps' seconds.
 absl::StatusOr<double> BatchDecode(const model::Model& m, kernels::ThreadPool& pool,
-                                   const model::SessionOptions& options,
+                                   const model::SequenceOptions& options,
                                    const std::vector<int32_t>& tokens, int batch,
                                    int decode_tokens) {
-  std::vector<std::unique_ptr<model::Session>> sessions;
+  std::vector<std::unique_ptr<model::Sequence>> sessions;
   std::vector<std::vector<float>> logits;
   for (int b = 0; b < batch; ++b) {
-    sessions.push_back(std::make_unique<model::Session>(m, pool, options));
+    sessions.push_back(std::make_unique<model::Sequence>(m, pool, options));
     ASSIGN_OR_RETURN(std::vector<float> l, sessions.back()->Forward(tokens));
     sessions.back()->cache().Seal();
     logits.push_back(std::move(l));
@@ -223,7 +223,7 @@ absl::StatusOr<double> BatchDecode(const model::Model& m, kernels::ThreadPool& p
   for (int i = 0; i < decode_tokens; ++i) {
     for (int b = 0; b < batch; ++b) {
       next[b] = Argmax(logits[b]);
-      rows[b].session = sessions[b].get();
+      rows[b].sequence = sessions[b].get();
       rows[b].tokens = std::span(&next[b], 1);
     }
     ASSIGN_OR_RETURN(logits, pass.Run(rows));
@@ -242,7 +242,7 @@ absl::Status Run(const BenchOptions& o) {
   ASSIGN_OR_RETURN(std::vector<int32_t> tokens, PromptTokens(o, *m));
 
   kernels::ThreadPool pool(o.threads);
-  model::SessionOptions session_options;
+  model::SequenceOptions session_options;
   session_options.max_context = o.prompt_tokens + o.decode_tokens + 16;
   if (o.prefill_chunk > 0) session_options.prefill_chunk = o.prefill_chunk;
   std::unique_ptr<model::KvPool> kv_pool;  // unbounded pages of --kv-format
@@ -256,7 +256,7 @@ absl::Status Run(const BenchOptions& o) {
     session_options.kv_pool = kv_pool.get();
     session_options.kv_dtype = worker::HotFormat(codec->id);
   }
-  model::Session session(*m, pool, session_options);
+  model::Sequence session(*m, pool, session_options);
 
   int64_t done = 0;
   RETURN_IF_ERROR(RunOnce(session, tokens, 8, nullptr, &done).status());  // warm-up

@@ -94,7 +94,7 @@ TEST_F(DecodeTurnTest, RecomputeGeneratesWhatAPlainSessionGenerates) {
   EXPECT_EQ(turn->start.source, worker::Source::kRecompute);
   EXPECT_EQ(turn->start.prefilled_tokens, static_cast<int32_t>(prompt.size()));
 
-  model::Session plain(*model_, model::testing::SharedPool());
+  model::Sequence plain(*model_, model::testing::SharedPool());
   auto sampler = model::Sampler::Create({});
   auto want = model::Generate(plain, *sampler, prompt, 6);
   ASSERT_TRUE(want.ok());
@@ -373,7 +373,7 @@ TEST_F(DecodeTurnTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStil
 
   // The same tokens as a session holding int8 pages on its own.
   model::KvPool own({.head_dim = c.head_dim});
-  model::Session plain(*model_, model::testing::SharedPool(),
+  model::Sequence plain(*model_, model::testing::SharedPool(),
                        {.kv_pool = &own, .kv_dtype = kernels::KvDType::kI8});
   auto sampler = model::Sampler::Create({});
   auto want = model::Generate(plain, *sampler, prompt, 6);
@@ -428,7 +428,7 @@ TEST_F(DecodeTurnTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
   std::vector<int32_t> alone[2];
   for (int i = 0; i < 2; ++i) {  // a session of its own, in the same format
     model::KvPool own({.head_dim = c.head_dim});
-    model::Session plain(*model_, model::testing::SharedPool(),
+    model::Sequence plain(*model_, model::testing::SharedPool(),
                          {.kv_pool = &own, .kv_dtype = kernels::KvDType::kF16});
     auto sampler = model::Sampler::Create({});
     auto want = model::Generate(plain, *sampler, prompts[i], kMax);
@@ -550,7 +550,7 @@ TEST_F(DecodeTurnTest, DecodeTimeEvictionBoundsTheGenerationAndStoresWhatItEvict
   EXPECT_LE(turn->hot_tokens, kBudget + kInterval);
   EXPECT_GT(turn->state_bytes, turn->retained_bytes);  // the evicted entries' pages too
 
-  model::Session plain(*model_, model::testing::SharedPool());
+  model::Sequence plain(*model_, model::testing::SharedPool());
   auto settings = eviction::BuiltInSettings("streamingllm");
   ASSERT_TRUE(settings.ok());
   auto scorer = eviction::CreateScorer(settings->scorer);

@@ -8,7 +8,7 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/model/stop_strings.h"
-#include "core/worker/wire.h"
+#include "core/worker/grpc/request_checks.h"
 
 namespace glimpse::decode_worker {
 namespace {

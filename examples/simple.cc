@@ -17,7 +17,7 @@
 #include "core/model/model.h"
 #include "core/model/model_store.h"
 #include "core/model/sampler.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/model/text_stream.h"
 
 namespace {
@@ -52,7 +52,7 @@ absl::Status Run(const std::string& model_path, const std::string& question) {
   keep.budget_tokens =
       std::max<int64_t>((static_cast<int64_t>(prompt.size()) + 1) / 2, keep.sinks + keep.window);
   glimpse::kernels::ThreadPool pool(2);
-  glimpse::model::Session session(**model, pool);
+  glimpse::model::Sequence session(**model, pool);
   absl::StatusOr<glimpse::eviction::EvictionResult> evicted =
       glimpse::eviction::PrefillAndEvict(session, prompt, **scorer, keep);
   if (!evicted.ok()) return evicted.status();

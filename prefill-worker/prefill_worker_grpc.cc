@@ -7,7 +7,7 @@
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
-#include "core/worker/wire.h"
+#include "core/worker/grpc/request_checks.h"
 
 namespace glimpse::prefill_worker {
 namespace {

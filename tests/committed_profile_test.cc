@@ -11,7 +11,7 @@
 #include "core/model/generator.h"
 #include "core/model/test_model.h"
 #include "core/worker/policy.h"
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::worker {
@@ -42,7 +42,7 @@ TEST(CommittedProfileTest, EveryMethodKeepsTheSinkAndAShortChatPromptStillGetsAn
     ASSERT_TRUE(policy.ok()) << policy.status();
     absl::StatusOr<Method> chosen = scorers.For(*policy);
     ASSERT_TRUE(chosen.ok()) << chosen.status();
-    model::Session session(*m, model::testing::SharedPool());
+    model::Sequence session(*m, model::testing::SharedPool());
     absl::StatusOr<PolicyPrefill> prefill =
         PrefillTurn(session, prompt, *chosen, *policy, PrefillLimits{.recall_share = 0});
     ASSERT_TRUE(prefill.ok()) << prefill.status();

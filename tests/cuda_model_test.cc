@@ -20,7 +20,7 @@
 #include "core/model/cuda/device_model.h"
 #include "core/model/kv_pool.h"
 #include "core/model/model.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_info.h"
@@ -200,7 +200,7 @@ TEST_P(CudaModelTest, Int8CacheLosesNoMoreThanTheCpuRuntimesInt8Cache) {
   ASSERT_TRUE(seq.ok()) << seq.status();
   kernels::ThreadPool pool(1);
   model::KvPool kv_pool({.page_tokens = 64, .head_dim = model_->config().head_dim});
-  model::Session cpu(*model_, pool, {.kv_pool = &kv_pool, .kv_dtype = kernels::KvDType::kI8});
+  model::Sequence cpu(*model_, pool, {.kv_pool = &kv_pool, .kv_dtype = kernels::KvDType::kI8});
   const std::vector<int32_t>& ids = golden_.token_ids;
   const size_t vocab = golden_.vocab_size;
   DeviceSequence* const seqs[] = {seq->get()};

@@ -22,7 +22,7 @@
 #include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
 #include "core/model/model.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -54,7 +54,7 @@ TEST_P(GateArtifactTest, ScoresMatchPyTorch) {
   for (const nlohmann::json& c : gate["cases"]) {
     const std::vector<int32_t> ids = c["token_ids"].get<std::vector<int32_t>>();
     const int64_t T = static_cast<int64_t>(ids.size());
-    model::Session session(*model, model::testing::SharedPool());
+    model::Sequence session(*model, model::testing::SharedPool());
     SelectionOptions keep_all;
     keep_all.budget_tokens = T;
     auto result = PrefillAndEvict(session, ids, **scorer, keep_all);

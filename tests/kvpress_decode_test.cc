@@ -54,7 +54,7 @@ struct Outcome {
 };
 
 // Greedy decoding with decode-time eviction in `session`, compared step by step with `fc`.
-Outcome DecodeAndCompare(model::Session& session, const std::vector<int32_t>& prompt,
+Outcome DecodeAndCompare(model::Sequence& session, const std::vector<int32_t>& prompt,
                          const Scorer& scorer, const json& fixture, const json& fc,
                          const Holding& how) {
   Outcome out;
@@ -114,14 +114,14 @@ TEST_P(KvpressDecodeTest, GreedyTokensAndLogitsUnderDecodeEvictionMatchKvpress) 
     ASSERT_EQ(static_cast<int64_t>(prompt.size()), fc["n_prompt"].get<int64_t>());
     for (const Holding& how : kHoldings) {
       std::unique_ptr<model::KvPool> pages;
-      model::SessionOptions options;
+      model::SequenceOptions options;
       if (how.dtype) {
         pages = std::make_unique<model::KvPool>(
             model::KvPool::Options{.head_dim = model_->config().head_dim});
         options.kv_pool = pages.get();
         options.kv_dtype = *how.dtype;
       }
-      model::Session session(*model_, *pool_, options);
+      model::Sequence session(*model_, *pool_, options);
       const Outcome o = DecodeAndCompare(session, prompt, **scorer, fixture, fc, how);
       char error[32] = "not reached";
       if (o.logits_error) std::snprintf(error, sizeof(error), "%.2e", *o.logits_error);

@@ -64,9 +64,9 @@ constexpr Holding kHoldings[] = {
 };
 
 // A fresh session over the evicted cache encoded to pages in `codec` and loaded back.
-std::unique_ptr<model::Session> Reload(const model::Session& evicted, kvpage::Codec codec,
+std::unique_ptr<model::Sequence> Reload(const model::Sequence& evicted, kvpage::Codec codec,
                                        int32_t n_context) {
-  auto fresh = std::make_unique<model::Session>(evicted.model(), evicted.pool());
+  auto fresh = std::make_unique<model::Sequence>(evicted.model(), evicted.pool());
   kvstate::StateIdentity id;
   id.model = *kvstate::FingerprintFromHex(evicted.model().fingerprint());
   id.token_count = static_cast<uint32_t>(n_context);
@@ -87,7 +87,7 @@ struct Outcome {
 };
 
 // Runs the last prompt token and the greedy answer in `session`, comparing with the fixture case.
-Outcome RunAndCompare(model::Session& session, int32_t last, const json& fc, const Holding& how) {
+Outcome RunAndCompare(model::Sequence& session, int32_t last, const json& fc, const Holding& how) {
   Outcome out;
   const int32_t token[] = {last};
   auto logits = session.Forward(token);
@@ -142,13 +142,13 @@ TEST_P(KvpressE2eTest, LogitsAndGreedyTokensAfterEvictionMatchKvpress) {
     ASSERT_EQ(n_context, fc["n_context"].get<int32_t>());
     auto scorer = CreateScorer(testing::KvpressScorer(c.method, fixture["settings"]));
     ASSERT_TRUE(scorer.ok()) << scorer.status();
-    model::Session session(*model_, *pool_);
+    model::Sequence session(*model_, *pool_);
     auto result = PrefillAndEvict(session, std::span(tokens).first(n_context), **scorer,
                                   testing::KvpressSelection(c.method, c.ratio, n_context));
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_EQ(DifferingHeads(*result, fc["layers"]), 0) << "kept sets differ from kvpress's";
     for (const Holding& how : kHoldings) {
-      std::unique_ptr<model::Session> reloaded;
+      std::unique_ptr<model::Sequence> reloaded;
       if (how.codec) {
         reloaded = Reload(session, *how.codec, n_context);
         ASSERT_NE(reloaded, nullptr);

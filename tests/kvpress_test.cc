@@ -146,7 +146,7 @@ TEST_P(KvpressTest, KeepsTheSamePositionsAsKvpress) {
     ASSERT_TRUE(inner.ok()) << inner.status();
     RecordingScorer scorer(std::move(*inner), model_->config().n_layers);
     const SelectionOptions options = testing::KvpressSelection(c.method, c.ratio, T);
-    model::Session session(*model_, *pool_);
+    model::Sequence session(*model_, *pool_);
     auto result = PrefillAndEvict(session, tokens, scorer, options);
     ASSERT_TRUE(result.ok()) << result.status();
     const std::vector<bool> forced = Forced(options, scorer.window(), T);

@@ -14,7 +14,7 @@
 #include "core/eviction/lookahead_module.h"
 #include "core/eviction/lookahead_pass.h"
 #include "core/model/model.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -45,7 +45,7 @@ TEST(LookaheadArtifactTest, ScoresMatchPyTorch) {
   for (const nlohmann::json& c : fixture["cases"]) {
     const std::vector<int32_t> ids = c["token_ids"].get<std::vector<int32_t>>();
     const int64_t T = static_cast<int64_t>(ids.size());
-    model::Session session(*model, model::testing::SharedPool());
+    model::Sequence session(*model, model::testing::SharedPool());
     ASSERT_TRUE(session.Forward(ids).ok());
     auto scores = RunLookaheadPass(session, **module);
     ASSERT_TRUE(scores.ok()) << scores.status();

@@ -13,7 +13,7 @@ namespace glimpse {
 namespace {
 
 using model::Model;
-using model::Session;
+using model::Sequence;
 
 class GoldenTest : public ::testing::Test {
  protected:
@@ -66,7 +66,7 @@ TEST_F(GoldenTest, PrefillLogitsMatchTransformersFp32) {
   for (const auto& c : *cases) {
     const std::vector<float>* expected = FindEngine(c, "transformers");
     ASSERT_NE(expected, nullptr) << c.name << " has no transformers logits";
-    Session session(*model_, *pool_);
+    Sequence session(*model_, *pool_);
     auto logits = session.Forward(c.prompt_tokens);
     ASSERT_TRUE(logits.ok()) << logits.status();
     ASSERT_EQ(logits->size(), expected->size());
@@ -93,7 +93,7 @@ TEST_F(GoldenTest, GreedyTokensMatchTransformers) {
   auto sampler = model::Sampler::Create({});
   ASSERT_TRUE(sampler.ok());
   for (const auto& c : *cases) {
-    Session session(*model_, *pool_);
+    Sequence session(*model_, *pool_);
     auto result = model::Generate(session, *sampler, c.prompt_tokens, 32);
     ASSERT_TRUE(result.ok()) << result.status();
     // The oracle's list ends at its end-of-sequence token; ours stops there too.
@@ -121,7 +121,7 @@ TEST_F(GoldenTest, PrefillLogitsFromKvPagesOfEachFormatStayWithinItsBound) {
     for (const auto& c : *cases) {
       const std::vector<float>* expected = FindEngine(c, "transformers");
       ASSERT_NE(expected, nullptr);
-      Session session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = dtype});
+      Sequence session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = dtype});
       auto logits = session.Forward(c.prompt_tokens);
       ASSERT_TRUE(logits.ok()) << logits.status();
       const float ratio = ShareOfRange(*logits, *expected);
@@ -153,7 +153,7 @@ TEST_F(GoldenTest, LastTokenLogitsOverSealedKiviPagesStayWithinTheirBound) {
     for (const auto& c : *cases) {
       const std::vector<float>* expected = FindEngine(c, "transformers");
       ASSERT_NE(expected, nullptr);
-      Session session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = dtype});
+      Sequence session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = dtype});
       const std::span<const int32_t> prompt(c.prompt_tokens);
       ASSERT_TRUE(session.Forward(prompt.first(prompt.size() - 1)).ok());
       session.cache().Seal();

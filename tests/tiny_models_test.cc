@@ -23,7 +23,7 @@
 #include "core/model/generator.h"
 #include "core/model/model.h"
 #include "core/model/sampler.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden_fixtures.h"
@@ -32,8 +32,8 @@ namespace glimpse {
 namespace {
 
 using model::Model;
-using model::Session;
-using model::SessionOptions;
+using model::Sequence;
+using model::SequenceOptions;
 
 // Logits must match transformers' fp32 ones to this fraction of the golden logit range.
 constexpr float kRelativeTolerance = 1e-4f;
@@ -51,7 +51,7 @@ class TinyModelTest : public ::testing::TestWithParam<std::string> {
     auto model = Model::Load(dir);
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_EQ((*model)->config().vocab_size, golden_.vocab_size);
-    Session session(**model, pool_);
+    Sequence session(**model, pool_);
     auto logits = session.Forward(golden_.token_ids, /*all_logits=*/true);
     ASSERT_TRUE(logits.ok()) << logits.status();
     ASSERT_EQ(logits->size(), golden_.logits.size());
@@ -82,9 +82,9 @@ TEST_P(TinyModelTest, ChunkedAndDecodeLogitsMatchTransformersFp32) {
   ASSERT_TRUE(model.ok()) << model.status();
   const size_t vocab = golden_.vocab_size;
   const std::vector<int32_t>& ids = golden_.token_ids;
-  SessionOptions options;
+  SequenceOptions options;
   options.prefill_chunk = 5;  // 24 tokens → chunks of 5, 5, 5, 5, 4
-  Session chunked(**model, pool_, options);
+  Sequence chunked(**model, pool_, options);
   auto logits = chunked.Forward(std::span(ids).first(13), /*all_logits=*/true);
   ASSERT_TRUE(logits.ok()) << logits.status();
   testing::LogitsDiff d = testing::CompareLogits(*logits, golden_.logits);
@@ -111,7 +111,7 @@ TEST_P(TinyModelTest, GreedyTokensMatchTransformers) {
     ASSERT_FALSE((*model)->tokenizer().IsEndOfGeneration(t)) << "fixture continuation has " << t;
   }
   ASSERT_GT(golden_.greedy_min_margin, 100 * kRelativeTolerance);
-  Session session(**model, pool_);
+  Sequence session(**model, pool_);
   auto sampler = model::Sampler::Create({});
   ASSERT_TRUE(sampler.ok()) << sampler.status();
   auto result = model::Generate(session, *sampler, golden_.token_ids,

@@ -101,7 +101,7 @@ void DecodeEviction::OnLayer(int32_t layer, const model::LayerActivations& a) {
   }
 }
 
-void DecodeEviction::Accumulate(model::Session& session) {
+void DecodeEviction::Accumulate(model::Sequence& session) {
   const int32_t next = session.next_position();
   if (!accumulates_ || accumulated_until_ < 0 || accumulated_until_ >= next) return;
   const model::KvCache& cache = session.cache();
@@ -180,7 +180,7 @@ void DecodeEviction::WindowQueries(int32_t layer, int32_t next_position,
   }
 }
 
-absl::Status DecodeEviction::AfterToken(model::Session& session) {
+absl::Status DecodeEviction::AfterToken(model::Sequence& session) {
   // Accumulated attention is added before the ring of queries wraps, so a long interval does not
   // need a long ring.
   if (accumulates_ && accumulated_until_ >= 0 &&
@@ -191,7 +191,7 @@ absl::Status DecodeEviction::AfterToken(model::Session& session) {
   return Evict(session);
 }
 
-absl::Status DecodeEviction::Evict(model::Session& session) {
+absl::Status DecodeEviction::Evict(model::Sequence& session) {
   fed_ = 0;
   Accumulate(session);  // every interval, evicting or not: no query's attention is skipped
   model::KvCache& cache = session.cache();

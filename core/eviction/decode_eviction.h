@@ -80,13 +80,13 @@ class DecodeEviction : public model::DecodeObserver {
                                                                 DecodeEvictionOptions options);
 
   void OnLayer(int32_t layer, const model::LayerActivations& activations) override;
-  absl::Status AfterToken(model::Session& session) override;
+  absl::Status AfterToken(model::Sequence& session) override;
 
   // Runs one eviction now, whatever the count (AfterToken calls it), after accumulating the
   // attention of the queries fed since the last one; nothing more when no head holds more than
   // the budget. An error leaves the cache unspecified (a prefix of the kept entries
   // per head, KvCache::Retain): the caller drops the session.
-  absl::Status Evict(model::Session& session);
+  absl::Status Evict(model::Sequence& session);
 
   const DecodeEvictionStats& stats() const { return stats_; }
 
@@ -97,7 +97,7 @@ class DecodeEviction : public model::DecodeObserver {
   // order, NaN where a position's queries were not captured.
   void WindowQueries(int32_t layer, int32_t next_position, std::vector<float>& out) const;
   // Adds the attention of the queries fed since the last call to every entry's carried sum.
-  void Accumulate(model::Session& session);
+  void Accumulate(model::Sequence& session);
   // The carried sums of one kv-head's group for its entries at `positions`: [group, T].
   void AccumulatedRows(int32_t layer, int32_t kv_head, std::span<const int32_t> positions,
                        std::vector<float>& out) const;

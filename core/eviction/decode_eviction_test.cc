@@ -38,7 +38,7 @@ class DecodeEvictionTest : public ::testing::Test {
   }
 
   // Greedy decoding of `max_tokens` after the prompt, with `observer` (may be null).
-  std::vector<int32_t> Generate(model::Session& session, int32_t max_tokens,
+  std::vector<int32_t> Generate(model::Sequence& session, int32_t max_tokens,
                                 model::DecodeObserver* observer) {
     auto logits = session.Forward(prompt_);
     EXPECT_TRUE(logits.ok()) << logits.status();
@@ -70,7 +70,7 @@ class DecodeEvictionTest : public ::testing::Test {
 TEST_F(DecodeEvictionTest, HeadsNeverHoldMoreThanBudgetPlusInterval) {
   auto scorer = Make("streamingllm");
   constexpr int64_t kBudget = 48, kInterval = 8;
-  model::Session session(*model_, *pool_);
+  model::Sequence session(*model_, *pool_);
   std::vector<EvictionResult> results;
   auto eviction =
       DecodeEviction::Create(session.model(), *scorer, Options(kBudget, kInterval, &results));
@@ -104,9 +104,9 @@ TEST_F(DecodeEvictionTest, HeadsNeverHoldMoreThanBudgetPlusInterval) {
 
 TEST_F(DecodeEvictionTest, ABudgetThatHoldsEverythingChangesNothing) {
   auto scorer = Make("snapkv", 16);
-  model::Session plain(*model_, *pool_);
+  model::Sequence plain(*model_, *pool_);
   const std::vector<int32_t> expected = Generate(plain, 24, nullptr);
-  model::Session session(*model_, *pool_);
+  model::Sequence session(*model_, *pool_);
   auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(4096, 4));
   ASSERT_TRUE(eviction.ok()) << eviction.status();
   EXPECT_EQ(Generate(session, 24, eviction->get()), expected);
@@ -135,7 +135,7 @@ void DecodeEvictionTest::FirstEvictionEqualsPipeline(const Scorer& scorer, int64
                                                      float rtol) {
   const int64_t kInterval = interval;
   constexpr int64_t kBudget = 40;
-  model::Session session(*model_, *pool_);
+  model::Sequence session(*model_, *pool_);
   std::vector<EvictionResult> results;
   auto eviction =
       DecodeEviction::Create(session.model(), scorer, Options(kBudget, kInterval, &results));
@@ -144,7 +144,7 @@ void DecodeEvictionTest::FirstEvictionEqualsPipeline(const Scorer& scorer, int64
   ASSERT_EQ(generated.size(), static_cast<size_t>(kInterval + 1));
   ASSERT_EQ(results.size(), 1u);
 
-  model::Session turn(*model_, *pool_);
+  model::Sequence turn(*model_, *pool_);
   ASSERT_TRUE(turn.Forward(prompt_).ok());
   // The decode fed the prompt's logits' token first: generated[0 .. kInterval) went in.
   SelectionOptions selection;
@@ -173,7 +173,7 @@ TEST_F(DecodeEvictionTest, KiviPagesInABoundedPoolStayWithinTheBudget) {
   model::KvPool pool({.budget_bytes = int64_t{64} << 20,
                       .page_tokens = 64,
                       .head_dim = model_->config().head_dim});
-  model::Session session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4});
+  model::Sequence session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4});
   std::vector<EvictionResult> results;
   auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(96, 32, &results));
   ASSERT_TRUE(eviction.ok()) << eviction.status();
@@ -196,7 +196,7 @@ TEST_F(DecodeEvictionTest, KiviPagesInABoundedPoolStayWithinTheBudget) {
 }
 
 TEST_F(DecodeEvictionTest, RefusesScorersWhoseInputsADecodeLacks) {
-  model::Session session(*model_, *pool_);
+  model::Sequence session(*model_, *pool_);
   for (const char* method : {"expected_attention", "defensivekv"}) {
     auto scorer = Make(method);
     auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(64, 32));
@@ -211,7 +211,7 @@ TEST_F(DecodeEvictionTest, RefusesScorersWhoseInputsADecodeLacks) {
 }
 
 TEST_F(DecodeEvictionTest, RefusesABudgetBelowWhatIsAlwaysKept) {
-  model::Session session(*model_, *pool_);
+  model::Sequence session(*model_, *pool_);
   auto snapkv = Make("snapkv", 32);
   auto low = DecodeEviction::Create(session.model(), *snapkv, Options(35, 32));  // 4 sinks + 32
   EXPECT_EQ(low.status().code(), absl::StatusCode::kInvalidArgument);

@@ -320,7 +320,7 @@ TEST(CakePipeline, LayerBudgetsFollowPreferences) {
   auto scorer = CreateScorer(Config("cake", 8));
   ASSERT_TRUE(scorer.ok());
   const SelectionOptions options{.budget_tokens = 40, .sinks = 4, .schedule = Schedule::kCake};
-  model::Session session(*m, model::testing::SharedPool());
+  model::Sequence session(*m, model::testing::SharedPool());
   auto result = PrefillAndEvict(session, prompt, **scorer, options);
   ASSERT_TRUE(result.ok()) << result.status();
   const int64_t L = m->config().n_layers;
@@ -339,7 +339,7 @@ TEST(CakePipeline, LayerBudgetsFollowPreferences) {
 
   // A scorer without preferences under kCake is an error naming the schedule.
   auto snap = CreateScorer(Config("snapkv", 8));
-  model::Session other(*m, model::testing::SharedPool());
+  model::Sequence other(*m, model::testing::SharedPool());
   auto bad = PrefillAndEvict(other, prompt, **snap, options);
   EXPECT_FALSE(bad.ok());
 }

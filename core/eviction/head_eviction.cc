@@ -9,7 +9,7 @@
 
 namespace glimpse::eviction {
 
-LayerView BaseView(const model::Session& session, const Scorer& scorer, int32_t layer) {
+LayerView BaseView(const model::Sequence& session, const Scorer& scorer, int32_t layer) {
   const model::ModelConfig& c = session.model().config();
   return LayerView{.layer = layer,
                    .n_layers = c.n_layers,
@@ -29,7 +29,7 @@ absl::Status Annotate(const absl::Status& status, const Scorer& scorer, std::str
                                    std::string(where), ": ", std::string(status.message())));
 }
 
-absl::Status ScoreHead(const model::Session& session, const Scorer& scorer, int32_t layer,
+absl::Status ScoreHead(const model::Sequence& session, const Scorer& scorer, int32_t layer,
                        int32_t kv_head, const HeadInputs& inputs, std::vector<float>& scores) {
   const uint32_t needs = scorer.needs();
   const model::KvHead kv = session.cache().Read(layer, kv_head);

@@ -12,14 +12,14 @@
 #include "core/eviction/pipeline.h"
 #include "core/eviction/scorer.h"
 #include "core/eviction/selection.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction {
 
 using HeadScores = std::vector<std::vector<std::vector<float>>>;  // [layer][kv_head][entry]
 
 // The view of one layer with the model's shapes and the scorer's window; no inputs set.
-LayerView BaseView(const model::Session& session, const Scorer& scorer, int32_t layer);
+LayerView BaseView(const model::Sequence& session, const Scorer& scorer, int32_t layer);
 
 // `status` with the scorer's name and `where` in front of its message (ok stays ok).
 absl::Status Annotate(const absl::Status& status, const Scorer& scorer, std::string_view where);
@@ -35,7 +35,7 @@ struct HeadInputs {
 
 // Scores the entries of one (layer, kv-head) alone, as a LayerView with n_kv_heads = 1, n_heads =
 // the GQA group and T = the head's entries, into `scores` ([T]).
-absl::Status ScoreHead(const model::Session& session, const Scorer& scorer, int32_t layer,
+absl::Status ScoreHead(const model::Sequence& session, const Scorer& scorer, int32_t layer,
                        int32_t kv_head, const HeadInputs& inputs, std::vector<float>& scores);
 
 // Select() over heads of different lengths: each head's row is padded to the longest head with the

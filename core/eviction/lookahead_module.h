@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "core/model/model_config.h"
 #include "core/model/safetensors.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction {
 

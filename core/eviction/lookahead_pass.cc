@@ -12,7 +12,7 @@
 
 namespace glimpse::eviction {
 
-LookaheadAttentionObserver::LookaheadAttentionObserver(const model::Session& session,
+LookaheadAttentionObserver::LookaheadAttentionObserver(const model::Sequence& session,
                                                        int64_t n_prompt, int64_t n_rows)
     : session_(session), n_prompt_(n_prompt), n_rows_(n_rows) {
   const model::ModelConfig& c = session.model().config();
@@ -54,7 +54,7 @@ void LookaheadAttentionObserver::OnLayer(int32_t layer, const model::LayerActiva
   }
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> RunLookaheadPass(model::Session& session,
+absl::StatusOr<std::vector<std::vector<float>>> RunLookaheadPass(model::Sequence& session,
                                                                  const LookaheadModule& module) {
   const int64_t T = session.next_position();
   if (T == 0) {

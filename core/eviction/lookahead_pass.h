@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/eviction/lookahead_module.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction {
 
@@ -31,13 +31,13 @@ namespace glimpse::eviction {
 // will run (the 1 / n of the mean).
 class LookaheadAttentionObserver : public model::LayerObserver {
  public:
-  LookaheadAttentionObserver(const model::Session& session, int64_t n_prompt, int64_t n_rows);
+  LookaheadAttentionObserver(const model::Sequence& session, int64_t n_prompt, int64_t n_rows);
   void OnLayer(int32_t layer, const model::LayerActivations& activations) override;
   // [layer][Hkv · n_prompt]; a prompt position missing from a head's cache scores 0.
   std::vector<std::vector<float>>& scores() { return scores_; }
 
  private:
-  const model::Session& session_;
+  const model::Sequence& session_;
   const int64_t n_prompt_;
   const int64_t n_rows_;
   std::vector<std::vector<float>> scores_;
@@ -48,7 +48,7 @@ class LookaheadAttentionObserver : public model::LayerObserver {
 // error. FailedPrecondition when the session is empty or a head does not hold exactly its T
 // prompt entries (run it after the prefill, before eviction), or the module was made for another
 // model; InvalidArgument for module shapes that do not fit the model, or T + n beyond the context.
-absl::StatusOr<std::vector<std::vector<float>>> RunLookaheadPass(model::Session& session,
+absl::StatusOr<std::vector<std::vector<float>>> RunLookaheadPass(model::Sequence& session,
                                                                  const LookaheadModule& module);
 
 }  // namespace glimpse::eviction

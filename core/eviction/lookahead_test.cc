@@ -16,7 +16,7 @@
 #include "core/eviction/scorer.h"
 #include "core/model/model.h"
 #include "core/model/safetensors.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "gtest/gtest.h"
 #include "kernels/quant.h"
 #include "nlohmann/json.hpp"
@@ -109,7 +109,7 @@ class LookaheadTest : public ::testing::Test {
 
   // Prefill of the prompt, then the second pass; the cache must be as the prefill left it.
   Scores SecondPass(const LookaheadModule& module, int32_t chunk) {
-    model::Session session(*model_, pool_, {.prefill_chunk = chunk});
+    model::Sequence session(*model_, pool_, {.prefill_chunk = chunk});
     const std::vector<int32_t> prompt = Prompt();
     EXPECT_TRUE(session.Forward(prompt).ok());
     const model::KvHead before = session.cache().Read(1, 1);
@@ -205,13 +205,13 @@ TEST_F(LookaheadTest, SecondPassEqualsJointPass) {
 
   for (int32_t chunk : {256, 7, 3}) {  // one chunk; a chunk straddling T; rows split
     SCOPED_TRACE(chunk);
-    model::Session joint(*model_, pool_, {.prefill_chunk = chunk});
+    model::Sequence joint(*model_, pool_, {.prefill_chunk = chunk});
     LookaheadAttentionObserver observer(joint, T, n);
     auto logits = joint.ForwardEmbeddings(
         rows, {.lora = &*adapter, .lora_first_row = T, .all_logits = true, .observer = &observer});
     ASSERT_TRUE(logits.ok()) << logits.status();
     EXPECT_EQ(joint.next_position(), T + n);
-    model::Session plain(*model_, pool_);
+    model::Sequence plain(*model_, pool_);
     auto plain_logits = plain.Forward(prompt, /*all_logits=*/true);
     ASSERT_TRUE(plain_logits.ok());
     for (int64_t i = 0; i < T * vocab; ++i) {
@@ -230,7 +230,7 @@ TEST_F(LookaheadTest, SecondPassEqualsJointPass) {
 
 // Session::ForwardEmbeddings rejects bad sizes and adapters and leaves the session unchanged.
 TEST_F(LookaheadTest, ForwardEmbeddingsValidates) {
-  model::Session session(*model_, pool_);
+  model::Sequence session(*model_, pool_);
   ASSERT_TRUE(session.Forward(Prompt()).ok());
   const int64_t entries = session.cache().TotalEntries();
   const int32_t position = session.next_position();
@@ -295,7 +295,7 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
   EXPECT_EQ((*scorer)->needs(), kLookaheadAttention);
   const std::vector<int32_t> prompt = Prompt();
   const int64_t T = static_cast<int64_t>(prompt.size());
-  model::Session session(*model_, pool_);
+  model::Sequence session(*model_, pool_);
   auto result =
       PrefillAndEvict(session, prompt, **scorer, {.budget_tokens = 12, .sinks = 2, .window = 4});
   ASSERT_TRUE(result.ok()) << result.status();
@@ -323,7 +323,7 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
   spec.metadata["base_fingerprint"] = "ffffffffffffffffffffffffffffffff";
   auto other = CreateScorer(Config("lookahead", Write(spec, "other_model.safetensors")));
   ASSERT_TRUE(other.ok()) << other.status();
-  model::Session fresh(*model_, pool_);
+  model::Sequence fresh(*model_, pool_);
   auto refused = PrefillAndEvict(fresh, prompt, **other, {.budget_tokens = 12});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fresh.next_position(), 0);

@@ -82,7 +82,7 @@ struct LayerCapture {
 // plus t.
 class CaptureObserver : public model::LayerObserver {
  public:
-  CaptureObserver(const model::Session& session, uint32_t needs, const Turn& turn)
+  CaptureObserver(const model::Sequence& session, uint32_t needs, const Turn& turn)
       : session_(session),
         c_(session.model().config()),
         needs_(needs),
@@ -156,7 +156,7 @@ class CaptureObserver : public model::LayerObserver {
     });
   }
 
-  const model::Session& session_;
+  const model::Sequence& session_;
   const model::ModelConfig& c_;
   const uint32_t needs_;
   const Turn turn_;
@@ -178,7 +178,7 @@ void GatherCache(const model::KvCache& cache, int32_t layer, bool keys, std::vec
 
 // Empty session: scores one layer into `scores` ([Hkv, T]); `preference` is set for CAKE (may be
 // null). `lookahead` is [layer][Hkv · T] when the scorer needs kLookaheadAttention, else empty.
-absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& capture,
+absl::Status ScoreLayer(const model::Sequence& session, const CaptureObserver& capture,
                         const Scorer& scorer, int32_t layer, std::span<const int32_t> positions,
                         const std::vector<std::vector<float>>& lookahead,
                         std::vector<float>& scores, double* preference) {
@@ -211,7 +211,7 @@ absl::Status ScoreLayer(const model::Session& session, const CaptureObserver& ca
 
 // History: scores one (layer, kv-head) from what the prefill captured. `lookahead` is
 // [layer][Hkv · P] by position (P = next_position()) when needed.
-absl::Status ScoreCapturedHead(const model::Session& session, const CaptureObserver& capture,
+absl::Status ScoreCapturedHead(const model::Sequence& session, const CaptureObserver& capture,
                                const Scorer& scorer, int32_t layer, int32_t kv_head,
                                const std::vector<std::vector<float>>& lookahead,
                                std::vector<float>& scores) {
@@ -236,7 +236,7 @@ absl::Status ScoreCapturedHead(const model::Session& session, const CaptureObser
 // Scores every entry, layers (empty session) or heads (history) in parallel on the session's pool:
 // scorers are stateless and single-threaded inside, so this keeps scoring on all cores like the
 // prefill it follows. CAKE: the layer preference P_l goes to `preferences` when it is non-empty.
-absl::StatusOr<HeadScores> ScoreAll(const model::Session& session, const CaptureObserver& capture,
+absl::StatusOr<HeadScores> ScoreAll(const model::Sequence& session, const CaptureObserver& capture,
                                     const Scorer& scorer, const Turn& turn,
                                     const std::vector<std::vector<float>>& lookahead,
                                     std::vector<double>& preferences) {
@@ -271,7 +271,7 @@ absl::StatusOr<HeadScores> ScoreAll(const model::Session& session, const Capture
 }
 
 // The scorer's lookahead module, checked against the session's model; null when not needed.
-absl::StatusOr<const LookaheadModule*> CheckLookahead(const model::Session& session,
+absl::StatusOr<const LookaheadModule*> CheckLookahead(const model::Sequence& session,
                                                       const Scorer& scorer) {
   if ((scorer.needs() & kLookaheadAttention) == 0) return nullptr;
   const LookaheadModule* module = scorer.lookahead_module();
@@ -287,7 +287,7 @@ absl::StatusOr<const LookaheadModule*> CheckLookahead(const model::Session& sess
 // LookaheadKV's second pass over the session's whole cache, ragged or not: [layer][Hkv · P] by
 // position, P = next_position() (lookahead_pass.h's observer and call, without RunLookaheadPass's
 // requirement that every head hold all P entries). The cache is left as it was.
-absl::StatusOr<std::vector<std::vector<float>>> LookaheadByPosition(model::Session& session,
+absl::StatusOr<std::vector<std::vector<float>>> LookaheadByPosition(model::Sequence& session,
                                                                     const LookaheadModule& module) {
   ASSIGN_OR_RETURN(const model::LoraAdapter adapter,
                    module.AdapterFor(session.model().config(), session.model().fingerprint()));
@@ -299,7 +299,7 @@ absl::StatusOr<std::vector<std::vector<float>>> LookaheadByPosition(model::Sessi
 }
 
 // Checks what can be checked before the prefill; the session is not touched.
-absl::Status CheckTurn(const model::Session& session, const Turn& turn, const Scorer& scorer,
+absl::Status CheckTurn(const model::Sequence& session, const Turn& turn, const Scorer& scorer,
                        const SelectionOptions& options) {
   const std::string name(scorer.name());
   if (turn.n_new < 1) {
@@ -345,7 +345,7 @@ absl::Status CheckTurn(const model::Session& session, const Turn& turn, const Sc
 // A recall request's cold entries: one head per (layer, kv-head), each in increasing position
 // order, before the turn and not in the cache; the scorer must score from what exists after the
 // prefill (accumulated attention was paid during it, to entries the cold ones were not among).
-absl::Status CheckRecall(const model::Session& session, const Turn& turn, const Scorer& scorer) {
+absl::Status CheckRecall(const model::Sequence& session, const Turn& turn, const Scorer& scorer) {
   if (!turn.recalls()) return absl::OkStatus();
   if ((scorer.needs() & kAccumulatedAttention) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -392,7 +392,7 @@ absl::Status CheckRecall(const model::Session& session, const Turn& turn, const 
 // group, into the cache beside its entries. Returns the positions added, per layer · Hkv + head;
 // ResourceExhausted when the KV pool cannot hold them.
 absl::StatusOr<std::vector<std::vector<int32_t>>> AddRecallCandidates(
-    model::Session& session, const CaptureObserver& capture, const Turn& turn) {
+    model::Sequence& session, const CaptureObserver& capture, const Turn& turn) {
   model::KvCache& cache = session.cache();
   const int32_t Hkv = cache.n_kv_heads();
   const int64_t hd = cache.head_dim(), W = turn.query_window();
@@ -461,7 +461,7 @@ SelectionOptions EffectiveOptions(const Turn& turn, SelectionOptions options) {
 }
 
 // Everything after the checks: prefill, lookahead pass, scoring, selection, eviction.
-absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int32_t> tokens,
+absl::StatusOr<EvictionResult> Run(model::Sequence& session, std::span<const int32_t> tokens,
                                    const Scorer& scorer, const Turn& turn,
                                    const SelectionOptions& options,
                                    const LookaheadModule* lookahead_module) {
@@ -498,7 +498,7 @@ absl::StatusOr<EvictionResult> Run(model::Session& session, std::span<const int3
 
 }  // namespace
 
-absl::StatusOr<EvictionResult> PrefillAndEvict(model::Session& session,
+absl::StatusOr<EvictionResult> PrefillAndEvict(model::Sequence& session,
                                                std::span<const int32_t> tokens,
                                                const Scorer& scorer,
                                                const SelectionOptions& options,

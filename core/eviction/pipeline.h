@@ -14,7 +14,7 @@
 #include "core/eviction/scorer.h"
 #include "core/eviction/selection.h"
 #include "core/model/kv_cache.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction {
 
@@ -91,7 +91,7 @@ struct EvictionResult {
 // Errors before the prefill (arguments, scorer checks, the session's own token and context
 // checks) leave the session unchanged. Any later error (scorer, selection) resets the session to
 // empty — its history too: the caller reloads it (from the decode worker or the cache node).
-absl::StatusOr<EvictionResult> PrefillAndEvict(model::Session& session,
+absl::StatusOr<EvictionResult> PrefillAndEvict(model::Sequence& session,
                                                std::span<const int32_t> tokens,
                                                const Scorer& scorer,
                                                const SelectionOptions& options,

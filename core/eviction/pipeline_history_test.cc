@@ -17,7 +17,7 @@
 #include "core/eviction/pipeline.h"
 #include "core/eviction/scorer.h"
 #include "core/model/model.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "gtest/gtest.h"
 #include "kernels/quant.h"
 
@@ -78,7 +78,7 @@ class LayerRecorder : public model::LayerObserver {
 
 using Cache = std::vector<std::vector<model::KvHead>>;  // [layer][kv_head]
 
-Cache Snapshot(const model::Session& session) {
+Cache Snapshot(const model::Sequence& session) {
   const model::KvCache& c = session.cache();
   Cache out(c.n_layers());
   for (int32_t l = 0; l < c.n_layers(); ++l) {
@@ -111,7 +111,7 @@ model::KvHead Pick(const model::KvHead& head, const std::vector<int64_t>& indice
 // Turn 1 evicted by SnapKV (W = 8, budget 20 of 40): the session and, per layer · Hkv + head, the
 // entries it evicted (the cold tier recall draws on).
 struct ColdSession {
-  std::unique_ptr<model::Session> session;
+  std::unique_ptr<model::Sequence> session;
   std::vector<model::KvHead> cold;
 };
 
@@ -124,14 +124,14 @@ class PipelineHistoryTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete model_; }
 
-  std::unique_ptr<model::Session> NewSession() {
-    return std::make_unique<model::Session>(*model_, pool_,
-                                            model::SessionOptions{.prefill_chunk = kChunk});
+  std::unique_ptr<model::Sequence> NewSession() {
+    return std::make_unique<model::Sequence>(*model_, pool_,
+                                            model::SequenceOptions{.prefill_chunk = kChunk});
   }
 
   // A session after turn 1: `n` tokens prefilled and evicted by SnapKV (W = 8) under AdaKV's
   // per-layer selection, so heads keep different counts and different positions.
-  std::unique_ptr<model::Session> AfterTurnOne(int64_t n = 40) {
+  std::unique_ptr<model::Sequence> AfterTurnOne(int64_t n = 40) {
     auto session = NewSession();
     const auto snapkv = MustCreate("snapkv", 8);
     auto r =

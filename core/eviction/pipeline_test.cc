@@ -106,8 +106,8 @@ int32_t Argmax(const std::vector<float>& v) {
 
 TEST_F(PipelineTest, FullBudgetKeepsEverythingAndGenerationIsBitIdentical) {
   const std::vector<int32_t> prompt = Prompt();
-  model::Session plain(*model_, *pool_, {.prefill_chunk = 32});
-  model::Session evicted(*model_, *pool_, {.prefill_chunk = 32});
+  model::Sequence plain(*model_, *pool_, {.prefill_chunk = 32});
+  model::Sequence evicted(*model_, *pool_, {.prefill_chunk = 32});
   TestScorer scorer(kAllNeeds, 16);
   auto result = PrefillAndEvict(evicted, prompt, scorer, {.budget_ratio = 1.0});
   ASSERT_TRUE(result.ok()) << result.status();
@@ -135,7 +135,7 @@ TEST_F(PipelineTest, FullBudgetKeepsEverythingAndGenerationIsBitIdentical) {
 TEST_F(PipelineTest, KeptCountsEqualTheBudgetAndPositionsAreSorted) {
   const std::vector<int32_t> prompt = Prompt();
   const int64_t T = static_cast<int64_t>(prompt.size());
-  model::Session session(*model_, *pool_, {.prefill_chunk = 24});
+  model::Sequence session(*model_, *pool_, {.prefill_chunk = 24});
   TestScorer scorer(kKeys, /*window=*/8);  // the scorer's window overrides options.window
   const SelectionOptions options{.budget_tokens = 40, .sinks = 4, .window = 30};
   auto result = PrefillAndEvict(session, prompt, scorer, options);
@@ -166,7 +166,7 @@ TEST_F(PipelineTest, KeptCountsEqualTheBudgetAndPositionsAreSorted) {
 
 TEST_F(PipelineTest, ErrorsLeaveTheSessionEmpty) {
   const std::vector<int32_t> prompt = Prompt();
-  model::Session session(*model_, *pool_, {.prefill_chunk = 32});
+  model::Sequence session(*model_, *pool_, {.prefill_chunk = 32});
   TestScorer failing(kKeys | kAccumulatedAttention, 0);
   failing.fail_at_layer = 3;
   auto result = PrefillAndEvict(session, prompt, failing, {.budget_ratio = 0.5});
@@ -219,13 +219,13 @@ TEST_F(PipelineTest, CapturedInputsMatchADirectRecomputation) {
   const int32_t layer = 7;
 
   // The pipeline, prefilling in chunks of 24 (so the window and the attention span chunks).
-  model::Session session(*model_, *pool_, {.prefill_chunk = 24});
+  model::Sequence session(*model_, *pool_, {.prefill_chunk = 24});
   TestScorer scorer(kAllNeeds, W);
   scorer.record_layer = layer;
   ASSERT_TRUE(PrefillAndEvict(session, prompt, scorer, {.budget_ratio = 1.0}).ok());
 
   // The reference: one chunk for the whole prompt, activations copied straight from the hook.
-  model::Session whole(*model_, *pool_, {.prefill_chunk = 4096});
+  model::Sequence whole(*model_, *pool_, {.prefill_chunk = 4096});
   std::vector<float> xn, q, k, v, pre;
   int64_t n = 0;
   LayerRecorder rec(layer, [&](const model::LayerActivations& a) {

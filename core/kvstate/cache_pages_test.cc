@@ -5,7 +5,7 @@
 
 #include "core/kvstate/test_cache.h"
 #include "core/kvstate/test_state.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
@@ -294,7 +294,7 @@ TEST(CachePagesModelTest, ASessionResumedFromPagesContinuesLikeTheOriginal) {
   const auto turn1 = m->tokenizer().Encode("The Eiffel Tower is in Paris. It was built in");
   const auto turn2 = m->tokenizer().Encode(" 1889 for the World's Fair, and it is");
 
-  model::Session original(*m, pool);
+  model::Sequence original(*m, pool);
   ASSERT_TRUE(original.Forward(turn1).ok());
   const auto& cache = original.cache();
   StateIdentity id = TestIdentity(static_cast<uint32_t>(turn1.size()));
@@ -304,7 +304,7 @@ TEST(CachePagesModelTest, ASessionResumedFromPagesContinuesLikeTheOriginal) {
   auto state = EncodeState({.retained = &cache}, id);
   ASSERT_TRUE(state.ok()) << state.status();
 
-  model::Session resumed(*m, pool);
+  model::Sequence resumed(*m, pool);
   ASSERT_TRUE(
       LoadPages(state->manifest, state->pages(), LoadTiers::kRetained, &resumed.cache()).ok());
   ASSERT_TRUE(resumed.Resume(static_cast<int32_t>(turn1.size())).ok());
@@ -318,7 +318,7 @@ TEST(CachePagesModelTest, ASessionResumedFromPagesContinuesLikeTheOriginal) {
   EXPECT_EQ(std::max_element(want->begin(), want->end()) - want->begin(),
             std::max_element(got->begin(), got->end()) - got->begin());
 
-  model::Session early(*m, pool);
+  model::Sequence early(*m, pool);
   ASSERT_TRUE(
       LoadPages(state->manifest, state->pages(), LoadTiers::kRetained, &early.cache()).ok());
   EXPECT_EQ(early.Resume(static_cast<int32_t>(turn1.size()) - 1).code(),

@@ -42,7 +42,7 @@ struct ForwardPass::Scratch {
   std::vector<float> tmp;       // [n, D] block output before the residual add
   std::vector<float> gate;      // [n, F]
   std::vector<float> up;        // [n, F]
-  std::vector<int32_t> pos;     // [n] each row's position in its session
+  std::vector<int32_t> pos;     // [n] each row's position in its sequence
   std::vector<float> q_pre;     // [n, H·hd] pre-RoPE q, only while an observer asks for it
   std::vector<float> lora_mid;  // [rows, r] A x of one item's adapted rows
   std::vector<float> lora_out;  // [rows, out] B (A x)
@@ -66,7 +66,7 @@ struct ForwardPass::Scratch {
 // One item's place in the pass.
 struct ForwardPass::Item {
   const BatchRows* rows = nullptr;
-  Session* session = nullptr;
+  Sequence* sequence = nullptr;
   int64_t begin = 0;  // its first row in the pass
   int64_t n = 0;
   std::vector<int64_t> sizes;  // entries per head before the pass, to undo it
@@ -81,14 +81,14 @@ absl::Status ForwardPass::Check(std::span<const BatchRows> items) const {
   const int64_t D = model_.config().hidden;
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchRows& r = items[i];
-    if (r.session == nullptr || &r.session->model() != &model_) {
+    if (r.sequence == nullptr || &r.sequence->model() != &model_) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("batch item %d has no session of this pass's model", i));
+          absl::StrFormat("batch item %d has no sequence of this pass's model", i));
     }
     for (size_t j = 0; j < i; ++j) {
-      if (items[j].session == r.session) {
+      if (items[j].sequence == r.sequence) {
         return absl::InvalidArgumentError(
-            absl::StrFormat("batch items %d and %d are the same session", j, i));
+            absl::StrFormat("batch items %d and %d are the same sequence", j, i));
       }
     }
     if (r.tokens.empty() == r.embeddings.empty()) {
@@ -96,16 +96,16 @@ absl::Status ForwardPass::Check(std::span<const BatchRows> items) const {
           absl::StrFormat("batch item %d needs token ids or input embeddings (one of them)", i));
     }
     if (!r.tokens.empty()) {
-      RETURN_IF_ERROR(r.session->ValidateTokens(r.tokens));
+      RETURN_IF_ERROR(r.sequence->ValidateTokens(r.tokens));
     } else {
       if (static_cast<int64_t>(r.embeddings.size()) % D != 0) {
         return absl::InvalidArgumentError(
             absl::StrFormat("ForwardEmbeddings() needs [n, %d] floats with n >= 1, got %d", D,
                             r.embeddings.size()));
       }
-      RETURN_IF_ERROR(r.session->ValidateLength(static_cast<int64_t>(r.embeddings.size()) / D));
+      RETURN_IF_ERROR(r.sequence->ValidateLength(static_cast<int64_t>(r.embeddings.size()) / D));
     }
-    if (r.call.lora != nullptr) RETURN_IF_ERROR(r.session->ValidateLora(*r.call.lora));
+    if (r.call.lora != nullptr) RETURN_IF_ERROR(r.sequence->ValidateLora(*r.call.lora));
   }
   return absl::OkStatus();
 }
@@ -136,17 +136,17 @@ absl::StatusOr<PassOutputs> ForwardPass::Run(std::span<const BatchRows> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     Item& it = plan[i];
     it.rows = &items[i];
-    it.session = items[i].session;
+    it.sequence = items[i].sequence;
     it.begin = total;
     it.n = items[i].tokens.empty() ? static_cast<int64_t>(items[i].embeddings.size()) / D
                                    : static_cast<int64_t>(items[i].tokens.size());
-    it.sizes = it.session->HeadSizes();
+    it.sizes = it.sequence->HeadSizes();
     total += it.n;
   }
   scratch_->Resize(c, total);
   for (const Item& it : plan) {
     for (int64_t i = 0; i < it.n; ++i) {
-      scratch_->pos[it.begin + i] = it.session->next_position() + static_cast<int32_t>(i);
+      scratch_->pos[it.begin + i] = it.sequence->next_position() + static_cast<int32_t>(i);
     }
   }
   Embed(plan);
@@ -156,16 +156,16 @@ absl::StatusOr<PassOutputs> ForwardPass::Run(std::span<const BatchRows> items) {
     if (status.ok()) FeedForwardBlock(layer, plan);
   }
   if (!status.ok()) {
-    for (const Item& it : plan) it.session->Truncate(it.sizes, it.session->next_position());
+    for (const Item& it : plan) it.sequence->Truncate(it.sizes, it.sequence->next_position());
     return status;
   }
   PassOutputs logits(plan.size());
   Logits(plan, logits);
   for (const Item& it : plan) {
     if (it.rows->call.keep_entries) {
-      it.session->next_position_ += static_cast<int32_t>(it.n);
+      it.sequence->next_position_ += static_cast<int32_t>(it.n);
     } else {
-      it.session->Truncate(it.sizes, it.session->next_position());
+      it.sequence->Truncate(it.sizes, it.sequence->next_position());
     }
   }
   return logits;
@@ -215,7 +215,7 @@ absl::Status ForwardPass::AttentionBlock(int32_t layer, std::span<const Item> it
     return it.rows->call.observer != nullptr && it.rows->call.observer->wants_pre_rope_queries();
   });
   if (pre_rope) s.q_pre.assign(s.q.begin(), s.q.begin() + n * c.n_heads * c.head_dim);
-  const float* inv_freq = items.front().session->rope_inv_freq().data();
+  const float* inv_freq = items.front().sequence->rope_inv_freq().data();
   kernels::Rope(s.q.data(), s.pos.data(), inv_freq, c.rope_style, n, c.n_heads, c.head_dim);
   kernels::Rope(s.k.data(), s.pos.data(), inv_freq, c.rope_style, n, c.n_kv_heads, c.head_dim);
   RETURN_IF_ERROR(Attend(layer, items));
@@ -239,9 +239,9 @@ absl::Status ForwardPass::AttentionBlock(int32_t layer, std::span<const Item> it
   return absl::OkStatus();
 }
 
-// Appends each item's K/V to its session's pages, then runs every query head of every item against
+// Appends each item's K/V to its sequence's pages, then runs every query head of every item against
 // the entries its kv-head holds, read from the pages as stored. Work items are (item, kv-head,
-// block of 16 query rows), so both threads stay busy even with 3 kv-heads and one session.
+// block of 16 query rows), so both threads stay busy even with 3 kv-heads and one sequence.
 absl::Status ForwardPass::Attend(int32_t layer, std::span<const Item> items) {
   const ModelConfig& c = model_.config();
   Scratch& s = *scratch_;
@@ -253,7 +253,7 @@ absl::Status ForwardPass::Attend(int32_t layer, std::span<const Item> items) {
     const Item& it = items[i];
     head_k.resize(it.n * hd);
     head_v.resize(it.n * hd);
-    KvCache& cache = it.session->cache();
+    KvCache& cache = it.sequence->cache();
     for (int32_t h = 0; h < Hkv; ++h) {
       for (int64_t t = 0; t < it.n; ++t) {
         const int64_t row = it.begin + t;

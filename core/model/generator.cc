@@ -7,14 +7,14 @@
 
 namespace glimpse::model {
 
-absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
+absl::StatusOr<GenerationResult> Generate(Sequence& sequence, Sampler& sampler,
                                           std::span<const int32_t> prompt, int32_t max_tokens,
                                           const std::function<void(int32_t)>& on_token) {
   const auto start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::vector<float> logits, session.Forward(prompt));
+  ASSIGN_OR_RETURN(std::vector<float> logits, sequence.Forward(prompt));
   const double prefill_seconds = SecondsSince(start);
   ASSIGN_OR_RETURN(GenerationResult result,
-                   DecodeFrom(session, sampler, std::move(logits), max_tokens, [&](int32_t token) {
+                   DecodeFrom(sequence, sampler, std::move(logits), max_tokens, [&](int32_t token) {
                      if (on_token) on_token(token);
                      return true;
                    }));
@@ -22,10 +22,10 @@ absl::StatusOr<GenerationResult> Generate(Session& session, Sampler& sampler,
   return result;
 }
 
-DecodeState::DecodeState(const Session& session, Sampler& sampler, int32_t max_tokens)
+DecodeState::DecodeState(const Sequence& sequence, Sampler& sampler, int32_t max_tokens)
     : DecodeState(
-          session.model().tokenizer(),
-          [&session] { return session.next_position() >= session.max_context(); }, sampler,
+          sequence.model().tokenizer(),
+          [&sequence] { return sequence.next_position() >= sequence.max_context(); }, sampler,
           max_tokens) {}
 
 DecodeState::DecodeState(const Tokenizer& tokenizer, std::function<bool()> full, Sampler& sampler,
@@ -58,16 +58,16 @@ std::optional<int32_t> DecodeState::Next(std::span<const float> logits,
   return token;
 }
 
-absl::StatusOr<GenerationResult> DecodeFrom(Session& session, Sampler& sampler,
+absl::StatusOr<GenerationResult> DecodeFrom(Sequence& sequence, Sampler& sampler,
                                             std::vector<float> logits, int32_t max_tokens,
                                             const std::function<bool(int32_t)>& on_token,
                                             DecodeObserver* observer) {
   const auto start = std::chrono::steady_clock::now();
-  DecodeState state(session, sampler, max_tokens);
+  DecodeState state(sequence, sampler, max_tokens);
   while (std::optional<int32_t> token = state.Next(logits, on_token)) {
     const int32_t next[] = {*token};
-    ASSIGN_OR_RETURN(logits, session.Forward(next, /*all_logits=*/false, observer));
-    if (observer != nullptr) RETURN_IF_ERROR(observer->AfterToken(session));
+    ASSIGN_OR_RETURN(logits, sequence.Forward(next, /*all_logits=*/false, observer));
+    if (observer != nullptr) RETURN_IF_ERROR(observer->AfterToken(sequence));
   }
   GenerationResult result = std::move(state.result());
   result.decode_seconds = SecondsSince(start);

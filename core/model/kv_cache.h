@@ -23,7 +23,7 @@
 // scheme. A pool whose page_tokens is not a multiple of 32 never seals.
 //
 // Keys are stored post-RoPE, so an entry's key never changes after it is written. Not thread-safe:
-// one Session owns one cache; the forward pass writes distinct heads from distinct threads.
+// one Sequence owns one cache; the forward pass writes distinct heads from distinct threads.
 #pragma once
 
 #include <cstdint>
@@ -113,10 +113,10 @@ class KvCache {
   // when an index is out of range or not increasing; the head is unchanged then.
   // ResourceExhausted only when rows of sealed pages move and the pool cannot hold the fp16 page
   // they pass through; the head's entries are then unspecified (a prefix of what it should keep)
-  // and the caller drops the session.
+  // and the caller drops the sequence.
   absl::Status Retain(int32_t layer, int32_t kv_head, const std::vector<int64_t>& keep);
   // Keeps the first `n` entries of one head (n <= size). Cutting into a sealed page is a bug
-  // (Session only truncates what its failed or temporary call appended, and seals between calls);
+  // (Sequence only truncates what its failed or temporary call appended, and seals between calls);
   // the process aborts with a message.
   void Truncate(int32_t layer, int32_t kv_head, int64_t n);
 

@@ -1,5 +1,5 @@
 // A loaded model: weights (mapped), tokenizer and fingerprint. Immutable and thread-safe after
-// Load(); any number of Sessions may share one Model.
+// Load(); any number of Sequences may share one Model.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,7 @@
 #include "core/model/text_stream.h"
 
 #include "core/model/generator.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
 
@@ -71,7 +71,7 @@ TEST(DecodeFromTest, StopsWhenTheCallbackSaysSoAndMatchesGenerate) {
   const Model* model = testing::SharedDefaultModel();
   ASSERT_NE(model, nullptr);
   const auto prompt = model->tokenizer().Encode("One, two, three, four,");
-  Session a(*model, testing::SharedPool()), b(*model, testing::SharedPool());
+  Sequence a(*model, testing::SharedPool()), b(*model, testing::SharedPool());
   auto sa = Sampler::Create({});
   auto sb = Sampler::Create({});
   ASSERT_TRUE(sa.ok() && sb.ok());

@@ -5,7 +5,7 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/kvstate/cache_pages.h"
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 
 namespace glimpse::worker {
 namespace {
@@ -20,7 +20,7 @@ kvstate::NamespaceKey RandomNamespace() {
 }  // namespace
 
 CacheParking::CacheParking(cache_client::CacheClient& cache, const model::Model& model,
-                           model::Session& session, std::span<const int32_t> prompt,
+                           model::Sequence& session, std::span<const int32_t> prompt,
                            std::string session_id, int64_t page_tokens)
     : cache_(cache),
       model_(model),

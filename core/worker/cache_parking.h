@@ -19,7 +19,7 @@
 
 #include "core/cache_client/cache_client.h"
 #include "core/model/model.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/worker/engine.h"
 
 namespace glimpse::worker {
@@ -27,8 +27,9 @@ namespace glimpse::worker {
 class CacheParking {
  public:
   // `prompt`: the tokens `session` holds now (its turn's whole conversation so far).
-  CacheParking(cache_client::CacheClient& cache, const model::Model& model, model::Session& session,
-               std::span<const int32_t> prompt, std::string session_id, int64_t page_tokens);
+  CacheParking(cache_client::CacheClient& cache, const model::Model& model,
+               model::Sequence& session, std::span<const int32_t> prompt, std::string session_id,
+               int64_t page_tokens);
   ~CacheParking();
   CacheParking(const CacheParking&) = delete;
   CacheParking& operator=(const CacheParking&) = delete;
@@ -42,7 +43,7 @@ class CacheParking {
 
   cache_client::CacheClient& cache_;
   const model::Model& model_;
-  model::Session& session_;
+  model::Sequence& session_;
   const std::vector<int32_t> prompt_;
   const std::string session_id_;
   const int64_t page_tokens_;

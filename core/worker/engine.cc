@@ -44,14 +44,14 @@ struct Engine::Job {
 // A decoding sequence. The model's turn owns `state`, `logits` and `unfed` while it runs; the
 // rest is shared with the consumer under Engine::mu_.
 struct Engine::Sequence {
-  Sequence(model::Session& s, model::Sampler& sampler, int32_t max_tokens, Parking p,
+  Sequence(model::Sequence& s, model::Sampler& sampler, int32_t max_tokens, Parking p,
            model::DecodeObserver* o)
       : session(&s),
         state(s, sampler, max_tokens),
         parking(std::move(p)),
         observer(o),
         start_position(s.next_position()) {}
-  model::Session* session;
+  model::Sequence* session;
   model::DecodeState state;
   const Parking parking;
   model::DecodeObserver* const observer;  // may be null
@@ -157,8 +157,8 @@ absl::Status Engine::Work(const std::function<absl::Status()>& work, ComputeTurn
 }
 
 absl::StatusOr<model::GenerationResult> Engine::Decode(
-    model::Session& session, model::Sampler& sampler, std::vector<float> logits, int32_t max_tokens,
-    const std::function<bool(int32_t)>& on_token, Parking parking,
+    model::Sequence& session, model::Sampler& sampler, std::vector<float> logits,
+    int32_t max_tokens, const std::function<bool(int32_t)>& on_token, Parking parking,
     model::DecodeObserver* observer) {
   const auto start = Clock::now();
   auto seq = std::make_shared<Sequence>(session, sampler, max_tokens, std::move(parking), observer);
@@ -293,7 +293,7 @@ struct Engine::Feed {
     std::vector<model::BatchRows> rows;
     for (size_t i = 0; i < feeding.size(); ++i) {
       model::BatchRows& r = rows.emplace_back();
-      r.session = feeding[i]->session;
+      r.sequence = feeding[i]->session;
       r.tokens = std::span(&tokens[i], 1);
       r.call.observer = feeding[i]->observer;
     }
@@ -426,7 +426,7 @@ absl::StatusOr<model::PassOutputs> Engine::StepWithChunk(std::span<const model::
   int64_t chunk_rows = 0;
   for (const model::BatchRows& r : chunk) {
     chunk_rows += r.tokens.empty() ? static_cast<int64_t>(r.embeddings.size()) /
-                                         r.session->model().config().hidden
+                                         r.sequence->model().config().hidden
                                    : static_cast<int64_t>(r.tokens.size());
   }
   // The decode rows' share of the pass's time is the step's.

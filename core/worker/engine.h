@@ -118,7 +118,7 @@ class Engine {
   // owned) sees each of the sequence's passes and runs its AfterToken on the engine thread after
   // each in the model's turn (model::DecodeFrom's contract; decode-time eviction).
   // Blocks until the sequence stops.
-  absl::StatusOr<model::GenerationResult> Decode(model::Session& session, model::Sampler& sampler,
+  absl::StatusOr<model::GenerationResult> Decode(model::Sequence& session, model::Sampler& sampler,
                                                  std::vector<float> logits, int32_t max_tokens,
                                                  const std::function<bool(int32_t)>& on_token,
                                                  Parking parking = {},

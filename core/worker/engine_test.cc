@@ -27,7 +27,7 @@ class EngineTest : public ::testing::Test {
     return tok.Encode(tok.ApplyChatTemplate({{"user", text}}, true));
   }
   // Runs `prompt` through `session` as the engine's work; the logits of its last token.
-  static std::vector<float> Prefill(Engine& engine, model::Session& session,
+  static std::vector<float> Prefill(Engine& engine, model::Sequence& session,
                                     const std::vector<int32_t>& prompt) {
     std::vector<float> logits;
     EXPECT_TRUE(engine
@@ -42,7 +42,7 @@ class EngineTest : public ::testing::Test {
   }
   // Greedy tokens of a session decoding alone.
   std::vector<int32_t> Alone(const std::vector<int32_t>& prompt, int32_t max_tokens) {
-    model::Session s(*model_, model::testing::SharedPool());
+    model::Sequence s(*model_, model::testing::SharedPool());
     auto sampler = model::Sampler::Create({});
     auto r = model::Generate(s, *sampler, prompt, max_tokens);
     EXPECT_TRUE(r.ok());
@@ -51,7 +51,7 @@ class EngineTest : public ::testing::Test {
   // From inside a job (the engine thread is held): starts decoding `session` from `logits` on a
   // thread of its own, expecting `want`, and returns once the sequence waits to join, so that
   // its first step is in the job's next pass.
-  static std::thread JoinWhileHeld(Engine& engine, model::Session& session,
+  static std::thread JoinWhileHeld(Engine& engine, model::Sequence& session,
                                    const std::vector<float>& logits, int32_t max_tokens,
                                    const std::vector<int32_t>& want) {
     std::thread decode([&engine, &session, &logits, max_tokens, &want] {
@@ -81,7 +81,7 @@ TEST_F(EngineTest, ConcurrentSequencesDecodeTogetherAndGiveTheirSoloTokens) {
   for (int i = 0; i < kSessions; ++i) {
     threads.emplace_back([&, i] {
       const std::vector<int32_t> prompt = Prompt(kTexts[i]);
-      model::Session session(*model_, model::testing::SharedPool());
+      model::Sequence session(*model_, model::testing::SharedPool());
       const std::vector<float> logits = Prefill(engine, session, prompt);
       ASSERT_FALSE(logits.empty());
       auto sampler = model::Sampler::Create({});
@@ -129,7 +129,7 @@ TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnly
   options.interval = 4;
   options.selection.window = 4;
   auto solo = [&](const std::vector<int32_t>& prompt) {
-    model::Session s(*model_, model::testing::SharedPool());
+    model::Sequence s(*model_, model::testing::SharedPool());
     auto eviction = eviction::DecodeEviction::Create(s.model(), **scorer, options);
     EXPECT_TRUE(eviction.ok());
     auto logits = s.Forward(prompt);
@@ -143,7 +143,7 @@ TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnly
   class Failing : public model::DecodeObserver {
    public:
     void OnLayer(int32_t, const model::LayerActivations&) override {}
-    absl::Status AfterToken(model::Session&) override {
+    absl::Status AfterToken(model::Sequence&) override {
       return ++fed_ == 4 ? absl::DataLossError("observer failed on purpose") : absl::OkStatus();
     }
 
@@ -155,7 +155,7 @@ TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnly
   std::vector<std::thread> threads;
   for (int i = 0; i < kSessions; ++i) {
     threads.emplace_back([&, i] {
-      model::Session session(*model_, model::testing::SharedPool());
+      model::Sequence session(*model_, model::testing::SharedPool());
       auto eviction = eviction::DecodeEviction::Create(session.model(), **scorer, options);
       ASSERT_TRUE(eviction.ok());
       const std::vector<float> logits = Prefill(engine, session, Prompt(kTexts[i]));
@@ -166,7 +166,7 @@ TEST_F(EngineTest, DecodeTimeEvictionRunsPerSequenceAndAFailingObserverStopsOnly
     });
   }
   threads.emplace_back([&] {
-    model::Session session(*model_, model::testing::SharedPool());
+    model::Sequence session(*model_, model::testing::SharedPool());
     Failing failing;
     const std::vector<float> logits = Prefill(engine, session, Prompt(kTexts[3]));
     auto sampler = model::Sampler::Create({});
@@ -185,9 +185,9 @@ TEST_F(EngineTest, KiviSequencesDecodedTogetherGiveTheirSoloTokens) {
   constexpr int32_t kMax = 48;  // prompts of about 30 tokens cross a 64-token page
   const model::ModelConfig& c = model_->config();
   model::KvPool pool({.page_tokens = 64, .head_dim = c.head_dim});
-  const model::SessionOptions kivi{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4};
+  const model::SequenceOptions kivi{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4};
   auto decode = [&](Engine& engine, const std::vector<int32_t>& prompt) {
-    model::Session session(*model_, model::testing::SharedPool(), kivi);
+    model::Sequence session(*model_, model::testing::SharedPool(), kivi);
     const std::vector<float> logits = Prefill(engine, session, prompt);
     auto sampler = model::Sampler::Create({});
     auto r = engine.Decode(session, *sampler, logits, kMax, [](int32_t) { return true; });
@@ -208,7 +208,7 @@ TEST_F(EngineTest, KiviSequencesDecodedTogetherGiveTheirSoloTokens) {
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(together[i], alone[i]) << kTexts[i];
   // One more, held open: its full pages are KIVI.
-  model::Session held(*model_, model::testing::SharedPool(), kivi);
+  model::Sequence held(*model_, model::testing::SharedPool(), kivi);
   const std::vector<float> logits = Prefill(engine, held, Prompt(kTexts[2]));
   auto sampler = model::Sampler::Create({});
   ASSERT_TRUE(engine.Decode(held, *sampler, logits, kMax, [](int32_t) { return true; }).ok());
@@ -223,7 +223,7 @@ TEST_F(EngineTest, KiviSequencesDecodedTogetherGiveTheirSoloTokens) {
 TEST_F(EngineTest, AConsumerThatStopsStopsItsSequenceAndTheStateStaysConsistent) {
   Engine engine(*model_, model::testing::SharedPool());
   const std::vector<int32_t> prompt = Prompt(kTexts[2]);
-  model::Session session(*model_, model::testing::SharedPool());
+  model::Sequence session(*model_, model::testing::SharedPool());
   std::vector<float> logits;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
@@ -260,14 +260,14 @@ TEST_F(EngineTest, AStepThatDoesNotFitMakesRoomFirstAndASequenceAloneTooBigFails
   model::KvPool pool({.budget_bytes = heads * (prompt_pages + 2) * page,
                       .page_tokens = kPage,
                       .head_dim = c.head_dim});
-  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
-  auto idle = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+  const model::SequenceOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  auto idle = std::make_unique<model::Sequence>(*model_, model::testing::SharedPool(), f16);
   int64_t asked = 0;
   Engine engine(*model_, model::testing::SharedPool(), {.make_room = [&](int64_t bytes) {
     asked += bytes;
     idle.reset();  // its pages go back to the pool
   }});
-  model::Session sa(*model_, model::testing::SharedPool(), f16);
+  model::Sequence sa(*model_, model::testing::SharedPool(), f16);
   std::vector<float> la;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
@@ -286,8 +286,8 @@ TEST_F(EngineTest, AStepThatDoesNotFitMakesRoomFirstAndASequenceAloneTooBigFails
   // A sequence alone whose next page the pool cannot give.
   model::KvPool tiny(
       {.budget_bytes = heads * prompt_pages * page, .page_tokens = kPage, .head_dim = c.head_dim});
-  model::Session st(*model_, model::testing::SharedPool(),
-                    {.kv_pool = &tiny, .kv_dtype = kernels::KvDType::kF16});
+  model::Sequence st(*model_, model::testing::SharedPool(),
+                     {.kv_pool = &tiny, .kv_dtype = kernels::KvDType::kF16});
   ASSERT_TRUE(engine.Run([&]() -> absl::Status { return st.Forward(a).status(); }).ok());
   auto rt = engine.Decode(st, *sampler, la, kMax, {});
   EXPECT_EQ(rt.status().code(), absl::StatusCode::kResourceExhausted) << rt.status();
@@ -309,7 +309,7 @@ TEST_F(EngineTest, RunningSequencesStepInThePassesOfALongPrefillsChunks) {
   const int64_t chunks = (static_cast<int64_t>(b.size()) + kChunk - 1) / kChunk;
   ASSERT_GE(chunks, 6);
 
-  model::Session sa(*model_, model::testing::SharedPool());
+  model::Sequence sa(*model_, model::testing::SharedPool());
   std::vector<float> la;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
@@ -319,7 +319,7 @@ TEST_F(EngineTest, RunningSequencesStepInThePassesOfALongPrefillsChunks) {
                   .ok());
   // The model's thread pool serves one caller at a time: the solo run goes before the threads.
   const std::vector<int32_t> alone = Alone(a, kMax);
-  model::Session sb(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
+  model::Sequence sb(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
   std::vector<float> lb;
   int64_t steps_during = 0;
   std::thread decode;
@@ -338,7 +338,7 @@ TEST_F(EngineTest, RunningSequencesStepInThePassesOfALongPrefillsChunks) {
   // Every chunk carried a step (the decode's consumer takes its tokens as they come, far below
   // max_pending; the answer is longer than the prompt's chunks).
   EXPECT_EQ(steps_during, chunks);
-  model::Session solo(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
+  model::Sequence solo(*model_, model::testing::SharedPool(), {.prefill_chunk = kChunk});
   EXPECT_EQ(lb, *solo.Forward(b));
 }
 
@@ -353,14 +353,14 @@ TEST_F(EngineTest, AShortPrefillGoesBetweenTheChunksOfALongOne) {
   const std::vector<int32_t> short_prompt = Prompt(kTexts[3]);
   ASSERT_GE(long_prompt.size(), 6 * kChunk);
   ASSERT_LE(short_prompt.size(), kChunk);
-  const model::SessionOptions chunked{.prefill_chunk = kChunk};
-  model::Session solo_long(*model_, model::testing::SharedPool(), chunked);
-  model::Session solo_short(*model_, model::testing::SharedPool(), chunked);
+  const model::SequenceOptions chunked{.prefill_chunk = kChunk};
+  model::Sequence solo_long(*model_, model::testing::SharedPool(), chunked);
+  model::Sequence solo_short(*model_, model::testing::SharedPool(), chunked);
   const std::vector<float> long_alone = *solo_long.Forward(long_prompt);
   const std::vector<float> short_alone = *solo_short.Forward(short_prompt);
 
-  model::Session sl(*model_, model::testing::SharedPool(), chunked);
-  model::Session ss(*model_, model::testing::SharedPool(), chunked);
+  model::Sequence sl(*model_, model::testing::SharedPool(), chunked);
+  model::Sequence ss(*model_, model::testing::SharedPool(), chunked);
   std::vector<float> ll, ls;
   std::atomic<bool> short_done = false;
   bool short_done_first = false;
@@ -404,14 +404,14 @@ TEST_F(EngineTest, AChunkWhosePassWithTheDecodesDoesNotFitRunsAloneAndTheDecodes
   const int64_t page = probe.PageBytes(kernels::KvDType::kF16);
   model::KvPool pool(
       {.budget_bytes = heads * 3 * page, .page_tokens = page_tokens, .head_dim = c.head_dim});
-  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
-  auto idle = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+  const model::SequenceOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  auto idle = std::make_unique<model::Sequence>(*model_, model::testing::SharedPool(), f16);
   int made_room = 0;
   Engine engine(*model_, model::testing::SharedPool(), {.make_room = [&](int64_t) {
     ++made_room;
     idle.reset();
   }});
-  model::Session sa(*model_, model::testing::SharedPool(), f16);
+  model::Sequence sa(*model_, model::testing::SharedPool(), f16);
   std::vector<float> la;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
@@ -421,12 +421,12 @@ TEST_F(EngineTest, AChunkWhosePassWithTheDecodesDoesNotFitRunsAloneAndTheDecodes
                   .ok());
   ASSERT_EQ(pool.stats().used_bytes, heads * 2 * page);
   const std::vector<int32_t> alone = Alone(a, kMax);  // before the threads, as above
-  model::Session solo(*model_, model::testing::SharedPool(),
-                      {.kv_pool = &probe, .kv_dtype = kernels::KvDType::kF16});
+  model::Sequence solo(*model_, model::testing::SharedPool(),
+                       {.kv_pool = &probe, .kv_dtype = kernels::KvDType::kF16});
   const std::vector<float> lb_alone = *solo.Forward(b);
 
   std::thread decode;
-  model::Session sb(*model_, model::testing::SharedPool(), f16);
+  model::Sequence sb(*model_, model::testing::SharedPool(), f16);
   std::vector<float> lb;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
@@ -464,11 +464,11 @@ TEST_F(EngineTest, AJobWaitsForRoomInThePoolWhileASequenceHoldsIt) {
   // b's prompt fits an empty pool, not beside a's pages.
   model::KvPool pool(
       {.budget_bytes = heads * page * (first_b + 1), .page_tokens = kPage, .head_dim = c.head_dim});
-  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  const model::SequenceOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
   Engine engine(*model_, model::testing::SharedPool(),
                 {.max_pending = 2, .make_room = {}, .kv_pool = &pool});
 
-  auto sa = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+  auto sa = std::make_unique<model::Sequence>(*model_, model::testing::SharedPool(), f16);
   std::vector<float> la;
   ASSERT_TRUE(engine
                   .Run([&]() -> absl::Status {
@@ -493,7 +493,7 @@ TEST_F(EngineTest, AJobWaitsForRoomInThePoolWhileASequenceHoldsIt) {
     sa.reset();  // a's pages go back to the pool
     a_freed = true;
   });
-  model::Session sb(*model_, model::testing::SharedPool(), f16);
+  model::Sequence sb(*model_, model::testing::SharedPool(), f16);
   bool a_was_freed = false;
   const absl::Status ran = engine.Run(
       [&]() -> absl::Status {
@@ -511,7 +511,7 @@ TEST_F(EngineTest, AJobWaitsForRoomInThePoolWhileASequenceHoldsIt) {
 // cache node), checked against the tokens the engine says the cache holds.
 class HostParking {
  public:
-  HostParking(model::Session& session, std::span<const int32_t> prompt)
+  HostParking(model::Sequence& session, std::span<const int32_t> prompt)
       : session_(session), prompt_size_(static_cast<int32_t>(prompt.size())) {}
   Parking Hooks() {
     return {.park = [this](std::span<const int32_t> generated) { return Park(generated); },
@@ -546,7 +546,7 @@ class HostParking {
     return session_.Resume(position_);
   }
 
-  model::Session& session_;
+  model::Sequence& session_;
   const int32_t prompt_size_;
   std::vector<model::KvHead> heads_;
   int32_t position_ = 0;
@@ -576,7 +576,7 @@ TEST_F(EngineTest, AFullPoolParksTheYoungestSequenceAndItResumesWithItsSoloToken
       {.budget_bytes = heads * page * std::max(last[0] + first[1], last[1] + first[0]),
        .page_tokens = kPage,
        .head_dim = c.head_dim});
-  const model::SessionOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
+  const model::SequenceOptions f16{.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16};
   // max_pending 2 and a consumer that waits for the other's first token: neither runs ahead
   // to its end alone, so their pages meet in the pool.
   Engine engine(*model_, model::testing::SharedPool(), {.max_pending = 2, .make_room = {}});
@@ -589,7 +589,7 @@ TEST_F(EngineTest, AFullPoolParksTheYoungestSequenceAndItResumesWithItsSoloToken
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
-      auto session = std::make_unique<model::Session>(*model_, model::testing::SharedPool(), f16);
+      auto session = std::make_unique<model::Sequence>(*model_, model::testing::SharedPool(), f16);
       std::vector<float> logits;
       status[i] = engine.Run([&]() -> absl::Status {
         absl::StatusOr<std::vector<float>> l = session->Forward(prompts[i]);

@@ -26,12 +26,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/kvstate/state_key.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::worker {
 
 struct HotSession {
-  std::unique_ptr<model::Session> session;
+  std::unique_ptr<model::Sequence> session;
   std::vector<int32_t> tokens;  // the ids whose KV the session holds (next_position() of them)
   kvstate::NamespaceKey namespace_key{};
 

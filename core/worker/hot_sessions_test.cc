@@ -10,8 +10,8 @@ namespace {
 
 HotSession MakeSession(int tokens) {
   HotSession s;
-  s.session = std::make_unique<model::Session>(*model::testing::SharedDefaultModel(),
-                                               model::testing::SharedPool());
+  s.session = std::make_unique<model::Sequence>(*model::testing::SharedDefaultModel(),
+                                                model::testing::SharedPool());
   std::vector<int32_t> ids(tokens, 42);
   EXPECT_TRUE(s.session->Forward(ids).ok());
   s.tokens = ids;
@@ -82,9 +82,9 @@ TEST(HotSessionsTest, MakeRoomReencodesIdleInt8SessionsBeforeDroppingAny) {
       {.budget_bytes = int64_t{1} << 30, .page_tokens = 64, .head_dim = m.config().head_dim});
   auto make = [&](kernels::KvDType dtype) {
     HotSession s;
-    s.session = std::make_unique<model::Session>(
+    s.session = std::make_unique<model::Sequence>(
         m, model::testing::SharedPool(),
-        model::SessionOptions{.kv_pool = &pool, .kv_dtype = dtype});
+        model::SequenceOptions{.kv_pool = &pool, .kv_dtype = dtype});
     s.tokens.assign(300, 42);
     EXPECT_TRUE(s.session->Forward(s.tokens).ok());
     return s;

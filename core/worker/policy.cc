@@ -86,8 +86,8 @@ std::optional<kernels::KvDType> IdleShrinkFormat(kernels::KvDType dtype) {
   return std::nullopt;
 }
 
-model::SessionOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec,
-                                        int32_t prefill_chunk) {
+model::SequenceOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec codec,
+                                         int32_t prefill_chunk) {
   return {.prefill_chunk = prefill_chunk, .kv_pool = pool, .kv_dtype = HotFormat(codec)};
 }
 

@@ -16,7 +16,7 @@
 #include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::worker {
 
@@ -57,9 +57,9 @@ std::optional<kernels::KvDType> IdleShrinkFormat(kernels::KvDType dtype);
 
 // A new session's options on a worker: pages from `pool` (nullptr: a private fp32 pool) in the
 // hot format of `codec`, prompts run `prefill_chunk` tokens at a time.
-model::SessionOptions SessionOptionsFor(
+model::SequenceOptions SessionOptionsFor(
     model::KvPool* pool, kvpage::Codec codec,
-    int32_t prefill_chunk = model::SessionOptions{}.prefill_chunk);
+    int32_t prefill_chunk = model::SequenceOptions{}.prefill_chunk);
 
 // A policy's method as a worker runs it: its scorer and the settings it was built from. A null
 // scorer keeps everything.

@@ -20,9 +20,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 HotSession EmptySession(const model::Model& model, kernels::ThreadPool& pool,
-                        const model::SessionOptions& options, const kvstate::NamespaceKey& ns) {
+                        const model::SequenceOptions& options, const kvstate::NamespaceKey& ns) {
   HotSession s;
-  s.session = std::make_unique<model::Session>(model, pool, options);
+  s.session = std::make_unique<model::Sequence>(model, pool, options);
   s.namespace_key = ns;
   return s;
 }
@@ -194,7 +194,7 @@ absl::StatusOr<TurnResult> TurnRunner::Decode(const TurnRequest& r,
   std::vector<model::KvHead> newest_cold;  // a warm start's evicted entries, fetched with it
   HotSession s = StartState(r, std::move(checked_out), &result.start,
                             Recalls(method.scorer) ? &newest_cold : nullptr);
-  model::Session& session = *s.session;
+  model::Sequence& session = *s.session;
   result.start.reused_tokens = static_cast<int32_t>(s.tokens.size());
   std::span<const int32_t> fresh(r.tokens.data() + s.tokens.size(),
                                  r.tokens.size() - s.tokens.size());
@@ -440,7 +440,7 @@ absl::StatusOr<PrefillOutcome> TurnRunner::Prefill(const PrefillJob& job) {
   PrefillOutcome out;
   const std::span<const int32_t> prefix(job.tokens.data(), job.tokens.size() - 1);
   const bool recalls = Recalls(method.scorer);
-  std::unique_ptr<model::Session> session;
+  std::unique_ptr<model::Sequence> session;
   std::vector<model::KvHead> newest_cold;  // the stored state's evicted entries, fetched with it
   if (parts_.cache != nullptr) {
     const std::span<const int32_t> start =
@@ -456,7 +456,7 @@ absl::StatusOr<PrefillOutcome> TurnRunner::Prefill(const PrefillJob& job) {
     }
   }
   if (session == nullptr) {
-    session = std::make_unique<model::Session>(model_, pool_, SessionOptions(job.policy));
+    session = std::make_unique<model::Sequence>(model_, pool_, SessionOptions(job.policy));
   }
   // The decode worker holds exactly the state this prefill starts from: ship a delta against it.
   std::optional<std::vector<std::vector<int32_t>>> base;
@@ -575,7 +575,7 @@ absl::Status TurnRunner::Ship(const PrefillJob& job, const OutgoingDelivery& del
 // ---------------------------------------------------------------------------------------------
 // What both kinds of turn share.
 
-model::SessionOptions TurnRunner::SessionOptions(const Policy& policy) const {
+model::SequenceOptions TurnRunner::SessionOptions(const Policy& policy) const {
   return SessionOptionsFor(options_.kv_pool, policy.codec, options_.prefill_chunk_tokens);
 }
 
@@ -585,7 +585,7 @@ bool TurnRunner::Recalls(const eviction::Scorer* scorer) const {
 
 std::vector<model::KvHead> TurnRunner::ColdEntries(const kvstate::NamespaceKey& ns,
                                                    std::span<const int32_t> history,
-                                                   const model::Session& session,
+                                                   const model::Sequence& session,
                                                    std::string_view session_id,
                                                    std::vector<model::KvHead> newest,
                                                    double* load_seconds) {

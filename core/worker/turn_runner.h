@@ -22,7 +22,7 @@
 //      (recompute). A delivery that does not come or does not fit, or a cache node that cannot be
 //      reached, is logged and treated as a miss: the turn falls back instead of failing.
 //   2. Prefill the remaining tokens with the policy: no eviction ("none", or after a delivery,
-//      whose eviction the prefill worker ran), or prefill with eviction (session_state.h): every
+//      whose eviction the prefill worker ran), or prefill with eviction (turn_steps.h): every
 //      entry, history and new, scored, the budget max(ceil(ratio × tokens), sinks + window) kept
 //      per (layer, kv-head).
 //   3. Decode, streaming tokens (a callback returning false, e.g. a cancelled client, stops it).
@@ -88,7 +88,7 @@
 #include "core/worker/hot_sessions.h"
 #include "core/worker/policy.h"
 #include "core/worker/prefill_delivery.h"
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 
 namespace glimpse::worker {
 
@@ -250,14 +250,15 @@ class TurnRunner {
   absl::Status ApplyDeltaTo(const TurnRequest& r, const Delivery& d, std::optional<HotSession>& hot,
                             HotSession* s);
   // A new session's options for `policy`: the worker's pool, the policy codec's hot format.
-  model::SessionOptions SessionOptions(const Policy& policy) const;
+  model::SequenceOptions SessionOptions(const Policy& policy) const;
   // Whether a turn with `scorer` recalls: a cache node and worker::Recalls.
   bool Recalls(const eviction::Scorer* scorer) const;
   // The cold tier of `history` for recall (GatherColdEntries, `newest` a warm start's share):
   // empty without a history. Its time is added to `load_seconds`.
   std::vector<model::KvHead> ColdEntries(const kvstate::NamespaceKey& ns,
                                          std::span<const int32_t> history,
-                                         const model::Session& session, std::string_view session_id,
+                                         const model::Sequence& session,
+                                         std::string_view session_id,
                                          std::vector<model::KvHead> newest, double* load_seconds);
   // Writes a decode turn's state to the cache node; a failure leaves the session hot only.
   void Store(const TurnRequest& r, const HotSession& s, TierScores tiers, TurnResult* result);

@@ -19,7 +19,7 @@
 #include "core/transport/peer_allowlist.h"
 #include "core/transport/transport.h"
 #include "core/transport/ucx/ucx_transport.h"
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 
 namespace glimpse::worker {
 

@@ -218,7 +218,7 @@ absl::Status Run(const EvictOptions& given) {
       settings, scorer->window(), std::min(o.budget, 1.0), static_cast<int64_t>(prompt.size()));
   if (o.budget > 1.0) selection.budget_tokens = static_cast<int64_t>(o.budget);
   kernels::ThreadPool pool(o.threads);
-  model::Session session(*model, pool);
+  model::Sequence session(*model, pool);
   ASSIGN_OR_RETURN(eviction::EvictionResult result,
                    eviction::PrefillAndEvict(session, prompt, *scorer, selection));
   const int64_t n = static_cast<int64_t>(prompt.size());

@@ -238,7 +238,7 @@ absl::Status Run(const GenerateOptions& o) {
   };
   if (o.cuda) return RunOnDevice(*model, sampler, o, run);
   kernels::ThreadPool pool(o.threads);
-  model::Session session(*model, pool, {.max_context = o.context});
+  model::Sequence session(*model, pool, {.max_context = o.context});
   return run([&](const std::vector<int32_t>& prompt, const std::function<void(int32_t)>& on_token) {
     return model::Generate(session, sampler, prompt, o.max_tokens, on_token);
   });

@@ -13,7 +13,7 @@ std::vector<model::KvHead> Snapshot(const model::KvCache& cache) {
   return heads;
 }
 
-absl::Status SetCache(model::Session& session, const std::vector<model::KvHead>& full,
+absl::Status SetCache(model::Sequence& session, const std::vector<model::KvHead>& full,
                       const KeptEntries* kept) {
   model::KvCache& cache = session.cache();
   for (int32_t l = 0; l < cache.n_layers(); ++l) {

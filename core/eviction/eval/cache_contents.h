@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "core/eviction/selection.h"
 #include "core/model/kv_cache.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction::eval {
 
@@ -19,7 +19,7 @@ std::vector<model::KvHead> Snapshot(const model::KvCache& cache);
 // Sets every head of the session's cache to `full`'s entries, or only those in `kept`
 // (indices into `full`'s heads, [layer][kv_head][...]).
 // ResourceExhausted when the session's KV pool cannot hold them.
-absl::Status SetCache(model::Session& session, const std::vector<model::KvHead>& full,
+absl::Status SetCache(model::Sequence& session, const std::vector<model::KvHead>& full,
                       const KeptEntries* kept);
 
 }  // namespace glimpse::eviction::eval

@@ -20,7 +20,7 @@ std::vector<float> EmbedTokens(const model::Model& model, std::span<const int32_
   return rows;
 }
 
-absl::StatusOr<std::vector<float>> PeekLogits(model::Session& session,
+absl::StatusOr<std::vector<float>> PeekLogits(model::Sequence& session,
                                               std::span<const int32_t> tokens, bool all_rows) {
   const int32_t vocab = session.model().config().vocab_size;
   for (int32_t t : tokens) {
@@ -57,7 +57,7 @@ std::span<const int32_t> Rest(std::span<const std::vector<int32_t>> drafts,
 }  // namespace
 
 absl::StatusOr<std::vector<int32_t>> GreedyContinuation(
-    model::Session& session, std::span<const int32_t> context,
+    model::Sequence& session, std::span<const int32_t> context,
     std::span<const std::vector<int32_t>> drafts, std::span<const float> verified,
     int32_t max_tokens) {
   const model::Tokenizer& tok = session.model().tokenizer();
@@ -90,7 +90,7 @@ absl::StatusOr<std::vector<int32_t>> GreedyContinuation(
 }
 
 absl::StatusOr<ContinuationScores> ScoreContinuation(
-    model::Session& session, const Script& script, int32_t max_tokens,
+    model::Sequence& session, const Script& script, int32_t max_tokens,
     const std::vector<std::vector<std::vector<int32_t>>>& seen, bool answers) {
   const int64_t vocab = session.model().config().vocab_size;
   ASSIGN_OR_RETURN(std::vector<float> logits, PeekLogits(session, script.tokens, true));

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction::eval {
 
@@ -34,7 +34,7 @@ std::vector<float> EmbedTokens(const model::Model& model, std::span<const int32_
 
 // Logits for `tokens` fed after the session's cache: [tokens.size(), vocab] with all_rows, else
 // [vocab] of the last row. The session is unchanged afterwards.
-absl::StatusOr<std::vector<float>> PeekLogits(model::Session& session,
+absl::StatusOr<std::vector<float>> PeekLogits(model::Sequence& session,
                                               std::span<const int32_t> tokens, bool all_rows);
 
 // Greedy decode of up to max_tokens after `context` (tokens after the prompt), stopping after an
@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<float>> PeekLogits(model::Session& session,
 // holds the logits of rows [context.size() − 1, context.size() + drafts[0].size()) of a pass that
 // fed context + drafts[0], or is empty (then the first call computes what it needs).
 absl::StatusOr<std::vector<int32_t>> GreedyContinuation(
-    model::Session& session, std::span<const int32_t> context,
+    model::Sequence& session, std::span<const int32_t> context,
     std::span<const std::vector<int32_t>> drafts, std::span<const float> verified,
     int32_t max_tokens);
 
@@ -58,7 +58,7 @@ struct ContinuationScores {
 // per turn (else `answers` stays empty). seen[t] (optional) holds other runs' answers to turn t,
 // used as extra drafts.
 absl::StatusOr<ContinuationScores> ScoreContinuation(
-    model::Session& session, const Script& script, int32_t max_tokens,
+    model::Sequence& session, const Script& script, int32_t max_tokens,
     const std::vector<std::vector<std::vector<int32_t>>>& seen = {}, bool answers = true);
 
 }  // namespace glimpse::eviction::eval

@@ -83,7 +83,7 @@ TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
 
     const model::Tokenizer& tok = model->tokenizer();
     const std::vector<int32_t> prompt = EvictedPrompt(tok, task);
-    model::Session session(*model, model::testing::SharedPool());
+    model::Sequence session(*model, model::testing::SharedPool());
     auto scorer = CreateScorer(settings.scorer);
     ASSERT_TRUE(scorer.ok()) << scorer.status();
     const SelectionOptions selection = SelectionFor(settings, 16, budget, prompt.size());
@@ -131,7 +131,7 @@ TEST(EvalTest, LaqScoresAreDraftAttentionOverTheFullCache) {
   const Task task = GenerateTask(TaskKind::kNeedleSingle, 3, 512);
   const model::Tokenizer& tok = model->tokenizer();
   const std::vector<int32_t> prompt = EvictedPrompt(tok, task);
-  model::Session session(*model, model::testing::SharedPool());
+  model::Sequence session(*model, model::testing::SharedPool());
   ASSERT_TRUE(session.Forward(prompt).ok());
   const std::vector<model::KvHead> full = Snapshot(session.cache());
   const int64_t T = static_cast<int64_t>(prompt.size());

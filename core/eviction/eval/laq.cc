@@ -8,7 +8,7 @@
 
 namespace glimpse::eviction::eval {
 
-absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Session& session,
+absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Sequence& session,
                                                           const std::vector<model::KvHead>& full,
                                                           const KeptEntries& stage1,
                                                           std::span<const int32_t> header_rows,

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/eviction/selection.h"
 #include "core/model/kv_cache.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction::eval {
 
@@ -32,7 +32,7 @@ struct LaqOptions {
 // `session` holds the prompt's prefill (T = next_position() tokens); `full` is its snapshot
 // (cache_contents.h) and `stage1` SnapKV's kept entries. Returns [layer][Hkv · T]; the session's
 // cache is left holding `full`.
-absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Session& session,
+absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Sequence& session,
                                                           const std::vector<model::KvHead>& full,
                                                           const KeptEntries& stage1,
                                                           std::span<const int32_t> header_rows,

@@ -49,7 +49,7 @@ std::vector<int32_t> TurnTwoRows(const model::Tokenizer& tok, const Task& task, 
 
 // The greedy answer from `logits` on (model::DecodeFrom: at most max_tokens, without a final
 // end-of-generation token), as text.
-absl::StatusOr<std::string> GreedyAnswer(model::Session& session, std::vector<float> logits,
+absl::StatusOr<std::string> GreedyAnswer(model::Sequence& session, std::vector<float> logits,
                                          int32_t max_tokens) {
   ASSIGN_OR_RETURN(model::Sampler greedy, model::Sampler::Create({}));
   ASSIGN_OR_RETURN(const model::GenerationResult answer,
@@ -58,7 +58,7 @@ absl::StatusOr<std::string> GreedyAnswer(model::Session& session, std::vector<fl
 }
 
 // Turn 2 fed whole over what the session holds, answered greedily.
-absl::StatusOr<std::string> AnswerTurnTwo(model::Session& session, const Task& task, bool ended,
+absl::StatusOr<std::string> AnswerTurnTwo(model::Sequence& session, const Task& task, bool ended,
                                           int32_t max_tokens) {
   ASSIGN_OR_RETURN(std::vector<float> logits,
                    session.Forward(TurnTwoRows(session.model().tokenizer(), task, ended)));
@@ -68,7 +68,7 @@ absl::StatusOr<std::string> AnswerTurnTwo(model::Session& session, const Task& t
 // Turn 2 as a worker runs the next turn: its rows but the last prefilled with eviction at the
 // budget, offered the cold entries as recall candidates (half the budget per head, pages of 16),
 // then the last row fed and the answer decoded.
-absl::StatusOr<std::string> AnswerTurnTwoWithRecall(model::Session& session, const Task& task,
+absl::StatusOr<std::string> AnswerTurnTwoWithRecall(model::Sequence& session, const Task& task,
                                                     bool ended, const Scorer& scorer,
                                                     const SelectionOptions& selection,
                                                     std::span<const model::KvHead> cold,
@@ -91,7 +91,7 @@ void AddToCold(std::vector<model::KvHead>& cold, const EvictionResult& eviction)
   }
 }
 
-absl::StatusOr<Reference> RunReference(model::Session& session, const Task& task,
+absl::StatusOr<Reference> RunReference(model::Sequence& session, const Task& task,
                                        const LongGenerationOptions& options) {
   const model::Tokenizer& tok = session.model().tokenizer();
   Reference ref;
@@ -123,7 +123,7 @@ absl::StatusOr<LongGenerationRun> RunArm(const model::Model& model, kernels::Thr
                                          const Scorer& scorer, int64_t budget,
                                          const LongGenerationOptions& options) {
   LongGenerationRun run{.label = arm.label, .budget = budget};
-  model::Session session(model, pool);
+  model::Sequence session(model, pool);
   // Everything evicted, the prompt's and the trace's: the cold tier turn 2 may recall from.
   std::vector<model::KvHead> cold(int64_t{model.config().n_layers} * model.config().n_kv_heads);
   DecodeEvictionOptions decode = DecodeEvictionFor(arm.settings, budget, options.interval);
@@ -157,7 +157,7 @@ absl::StatusOr<LongGenerationRun> RunArm(const model::Model& model, kernels::Thr
   run.evictions = eviction->stats().evictions;
   run.eviction_seconds = eviction->stats().seconds;
   // Turn 2 twice, from the same cache: fed whole, and as a worker's next turn with recall.
-  model::Session plain(model, pool);
+  model::Sequence plain(model, pool);
   ASSIGN_OR_RETURN(plain.cache(), session.cache().Clone());
   RETURN_IF_ERROR(plain.Resume(session.next_position()));
   ASSIGN_OR_RETURN(run.answer, AnswerTurnTwo(plain, task, ref.ended, options.max_answer_tokens));
@@ -214,7 +214,7 @@ absl::StatusOr<LongGenerationTask> RunLongGenerationTask(const model::Model& mod
     scorers.push_back(std::move(scorer));
   }
   LongGenerationTask out{.kind = task.kind, .seed = task.seed};
-  model::Session full(model, pool);
+  model::Sequence full(model, pool);
   ASSIGN_OR_RETURN(const Reference ref, RunReference(full, task, options));
   ASSIGN_OR_RETURN(out.full_answer,
                    AnswerTurnTwo(full, task, ref.ended, options.max_answer_tokens));

@@ -16,7 +16,7 @@
 #include "core/eviction/scorer.h"
 #include "core/model/generator.h"
 #include "core/model/sampler.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -27,7 +27,7 @@ struct Answer {
   bool ended = false;  // stopped on an end-of-generation token
 };
 
-absl::StatusOr<Answer> Decode(model::Session& session, std::vector<float> logits,
+absl::StatusOr<Answer> Decode(model::Sequence& session, std::vector<float> logits,
                               int32_t max_tokens) {
   ASSIGN_OR_RETURN(model::Sampler greedy, model::Sampler::Create({}));
   ASSIGN_OR_RETURN(model::GenerationResult gen,
@@ -56,7 +56,7 @@ std::vector<int32_t> SecondTurnRows(const model::Tokenizer& tok, const Task& tas
 
 // A turn as the workers run it (worker::PrefillTurn): every row but the last prefilled with
 // eviction under `settings` at `ratio` of the tokens so far, then the last row fed.
-absl::StatusOr<EvictionResult> EvictTurn(model::Session& session, std::span<const int32_t> rows,
+absl::StatusOr<EvictionResult> EvictTurn(model::Sequence& session, std::span<const int32_t> rows,
                                          const Scorer& scorer, const MethodSettings& settings,
                                          double ratio, const RecallEvalOptions* recall,
                                          const std::vector<model::KvHead>* cold) {
@@ -92,7 +92,7 @@ absl::StatusOr<RecallRun> RunTurns(const model::Model& model, kernels::ThreadPoo
                                    const Scorer& scorer, const RecallEvalOptions& o, double budget,
                                    bool recall) {
   const model::Tokenizer& tok = model.tokenizer();
-  model::Session session(model, pool);
+  model::Sequence session(model, pool);
   ASSIGN_OR_RETURN(EvictionResult first,
                    EvictTurn(session, prompt, scorer, o.settings, budget, nullptr, nullptr));
   ASSIGN_OR_RETURN(const Answer answer1,
@@ -116,7 +116,7 @@ absl::StatusOr<RecallRun> RunTurns(const model::Model& model, kernels::ThreadPoo
 absl::StatusOr<std::string> FullAnswer(const model::Model& model, kernels::ThreadPool& pool,
                                        const Task& task, std::span<const int32_t> prompt,
                                        int32_t max_tokens) {
-  model::Session session(model, pool);
+  model::Sequence session(model, pool);
   ASSIGN_OR_RETURN(std::vector<float> logits, session.Forward(prompt));
   ASSIGN_OR_RETURN(const Answer answer1, Decode(session, std::move(logits), max_tokens));
   ASSIGN_OR_RETURN(logits, session.Forward(SecondTurnRows(model.tokenizer(), task, answer1)));

@@ -119,7 +119,7 @@ using Answers = std::vector<std::vector<std::vector<int32_t>>>;
 
 // The full cache's greedy answers, turn by turn, as the reference script: incremental decode in
 // `session`, which holds the plain prefill of the prompt (and keeps what it decodes).
-absl::StatusOr<Script> ReferenceScript(model::Session& session, const Task& task,
+absl::StatusOr<Script> ReferenceScript(model::Sequence& session, const Task& task,
                                        int32_t max_tokens) {
   const model::Tokenizer& tok = session.model().tokenizer();
   Script script;
@@ -155,7 +155,7 @@ absl::StatusOr<Script> ReferenceScript(model::Session& session, const Task& task
 }
 
 // Scores the session's current cache against the script and the full cache's log-probs.
-absl::StatusOr<RunScores> ScoreCache(model::Session& session, const Task& task,
+absl::StatusOr<RunScores> ScoreCache(model::Sequence& session, const Task& task,
                                      const Script& script,
                                      const std::vector<std::vector<double>>* full_log_probs,
                                      const RunOptions& options, Answers& seen,
@@ -196,7 +196,7 @@ absl::StatusOr<RunScores> ScoreCache(model::Session& session, const Task& task,
 absl::StatusOr<Script> PlainPrefill(const model::Model& model, kernels::ThreadPool& pool,
                                     std::span<const int32_t> prompt, const Task& task,
                                     const RunOptions& options, double& seconds) {
-  model::Session plain(model, pool);
+  model::Sequence plain(model, pool);
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(plain.Forward(prompt).status());
   seconds = SecondsSince(start);
@@ -296,7 +296,7 @@ absl::StatusOr<TaskScores> RunTask(const model::Model& model, kernels::ThreadPoo
   out.fed_before_answer.assign(script.tokens.begin(),
                                script.tokens.begin() + script.answer_begin.back());
 
-  model::Session session(model, pool);
+  model::Sequence session(model, pool);
   const SelectionOptions keep_all{.budget_ratio = 1.0, .sinks = 0, .window = 0};
   ASSIGN_OR_RETURN(EvictionResult prefill, PrefillAndEvict(session, prompt, multi, keep_all));
   out.capture_prefill_seconds = prefill.prefill_seconds;

@@ -2,8 +2,8 @@
 // buffers. Forward() appends tokens (prefill in chunks, or one decode token) and returns logits.
 //
 // Prompt longer than the context, token ids out of range: InvalidArgument with the values; a KV
-// pool too full for the call's entries: ResourceExhausted; the session is unchanged in every case.
-// Not thread-safe; the ThreadPool may be shared by sessions used one at a time.
+// pool too full for the call's entries: ResourceExhausted; the sequence is unchanged in every case.
+// Not thread-safe; the ThreadPool may be shared by sequences used one at a time.
 //
 // A LayerObserver passed to Forward() sees every layer's attention activations of every chunk
 // (eviction captures what its scorers need this way, core/eviction/pipeline.h); without one the
@@ -45,7 +45,7 @@ struct LayerActivations {
 
 // Called once per (chunk, layer), after the chunk's K/V were appended to the layer's cache and
 // attention ran, before the output projection. OnLayer runs on the thread that called Forward();
-// it may read session.cache() and run loops on session.pool(), but must not call Forward/Reset.
+// it may read sequence.cache() and run loops on sequence.pool(), but must not call Forward/Reset.
 class LayerObserver {
  public:
   virtual ~LayerObserver() = default;
@@ -79,7 +79,7 @@ struct EmbeddingsCall {
   LayerObserver* observer = nullptr;  // as Forward()
 };
 
-struct SessionOptions {
+struct SequenceOptions {
   int32_t max_context = 0;      // 0 = the model's context length
   int32_t prefill_chunk = 256;  // tokens per prefill step (bounds scratch memory)
   // Where the KV cache's pages live and in which format (kv_cache.h); nullptr: a private
@@ -88,12 +88,12 @@ struct SessionOptions {
   kernels::KvDType kv_dtype = kernels::KvDType::kF32;
 };
 
-class Session {
+class Sequence {
  public:
-  Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options = {});
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  Sequence(const Model& model, kernels::ThreadPool& pool, SequenceOptions options = {});
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
 
   // Runs `tokens` at positions next_position() … and appends their K/V to the cache. Returns the
   // logits of the last token, [vocab]. With `all_logits`, returns [tokens.size(), vocab].
@@ -106,7 +106,7 @@ class Session {
   // place of the token-embedding lookup), at positions next_position() … next_position() + n − 1.
   // With call.keep_entries, the rows' K/V stay in the cache and the position advances as with
   // Forward(); without, each row attends to the cache and the call's earlier rows (causally) as
-  // usual, and afterwards cache and position are as before the call. InvalidArgument (session
+  // usual, and afterwards cache and position are as before the call. InvalidArgument (sequence
   // unchanged) when the size is not a positive multiple of D, the rows exceed the context, or the
   // adapter's layer count or shapes do not match the model.
   absl::StatusOr<std::vector<float>> ForwardEmbeddings(std::span<const float> embeddings,
@@ -140,11 +140,11 @@ class Session {
 
   const Model& model_;
   kernels::ThreadPool& pool_;
-  const SessionOptions options_;
+  const SequenceOptions options_;
   const int32_t max_context_;
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies
   KvCache cache_;
-  std::unique_ptr<ForwardPass> pass_;  // this session's own calls
+  std::unique_ptr<ForwardPass> pass_;  // this sequence's own calls
   int32_t next_position_ = 0;
 };
 

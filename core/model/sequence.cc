@@ -1,4 +1,4 @@
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@ std::vector<float> RopeInverseFrequencies(const ModelWeights& w) {
   return inv_freq;
 }
 
-Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions options)
+Sequence::Sequence(const Model& model, kernels::ThreadPool& pool, SequenceOptions options)
     : model_(model),
       pool_(pool),
       options_(options),
@@ -31,14 +31,14 @@ Session::Session(const Model& model, kernels::ThreadPool& pool, SessionOptions o
              options.kv_pool, options.kv_dtype),
       pass_(std::make_unique<ForwardPass>(model, pool)) {}
 
-Session::~Session() = default;
+Sequence::~Sequence() = default;
 
-void Session::Reset() {
+void Sequence::Reset() {
   cache_.Clear();
   next_position_ = 0;
 }
 
-absl::Status Session::Resume(int32_t next_position) {
+absl::Status Sequence::Resume(int32_t next_position) {
   if (next_position < 0 || next_position > max_context_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "resume position %d is outside [0, %d] (the context)", next_position, max_context_));
@@ -57,17 +57,17 @@ absl::Status Session::Resume(int32_t next_position) {
   return absl::OkStatus();
 }
 
-absl::Status Session::ValidateLength(int64_t n) const {
+absl::Status Sequence::ValidateLength(int64_t n) const {
   const int64_t end = int64_t{next_position_} + n;
   if (end > max_context_) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "sequence of %d tokens (%d already in the session + %d new) exceeds the context length %d",
+        "sequence of %d tokens (%d already in the sequence + %d new) exceeds the context length %d",
         end, next_position_, n, max_context_));
   }
   return absl::OkStatus();
 }
 
-absl::Status Session::ValidateTokens(std::span<const int32_t> tokens) const {
+absl::Status Sequence::ValidateTokens(std::span<const int32_t> tokens) const {
   if (tokens.empty()) return absl::InvalidArgumentError("Forward() needs at least one token");
   const int32_t vocab = model_.config().vocab_size;
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -79,7 +79,7 @@ absl::Status Session::ValidateTokens(std::span<const int32_t> tokens) const {
   return ValidateLength(static_cast<int64_t>(tokens.size()));
 }
 
-absl::Status Session::ValidateLora(const LoraAdapter& lora) const {
+absl::Status Sequence::ValidateLora(const LoraAdapter& lora) const {
   const ModelConfig& c = model_.config();
   if (static_cast<int32_t>(lora.layers.size()) != c.n_layers) {
     return absl::InvalidArgumentError(absl::StrFormat("LoRA adapter has %d layers, the model %d",
@@ -112,8 +112,8 @@ absl::Status Session::ValidateLora(const LoraAdapter& lora) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tokens,
-                                                    bool all_logits, LayerObserver* observer) {
+absl::StatusOr<std::vector<float>> Sequence::Forward(std::span<const int32_t> tokens,
+                                                     bool all_logits, LayerObserver* observer) {
   RETURN_IF_ERROR(ValidateTokens(tokens));
   const int64_t total = static_cast<int64_t>(tokens.size());
   const int64_t chunk = std::max<int64_t>(options_.prefill_chunk, 1);
@@ -123,7 +123,7 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
   std::vector<float> logits;
   for (int64_t begin = 0; begin < total; begin += chunk) {
     const int64_t n = std::min(chunk, total - begin);
-    const BatchRows rows{.session = this,
+    const BatchRows rows{.sequence = this,
                          .tokens = tokens.subspan(begin, n),
                          .call = {.all_logits = all_logits, .observer = observer}};
     absl::StatusOr<PassOutputs> out = ChunkHook::Run(std::span(&rows, 1), run);
@@ -138,7 +138,7 @@ absl::StatusOr<std::vector<float>> Session::Forward(std::span<const int32_t> tok
   return logits;
 }
 
-std::vector<int64_t> Session::HeadSizes() const {
+std::vector<int64_t> Sequence::HeadSizes() const {
   std::vector<int64_t> sizes;
   for (int32_t l = 0; l < cache_.n_layers(); ++l) {
     for (int32_t h = 0; h < cache_.n_kv_heads(); ++h) sizes.push_back(cache_.size(l, h));
@@ -146,8 +146,8 @@ std::vector<int64_t> Session::HeadSizes() const {
   return sizes;
 }
 
-absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const float> embeddings,
-                                                              const EmbeddingsCall& call) {
+absl::StatusOr<std::vector<float>> Sequence::ForwardEmbeddings(std::span<const float> embeddings,
+                                                               const EmbeddingsCall& call) {
   const int64_t D = model_.config().hidden;
   if (embeddings.empty() || static_cast<int64_t>(embeddings.size()) % D != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -169,7 +169,7 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
     chunk_call.lora_first_row = std::max<int64_t>(call.lora_first_row - begin, 0);
     chunk_call.keep_entries = true;
     const BatchRows rows{
-        .session = this, .embeddings = embeddings.subspan(begin * D, n * D), .call = chunk_call};
+        .sequence = this, .embeddings = embeddings.subspan(begin * D, n * D), .call = chunk_call};
     absl::StatusOr<PassOutputs> out = ChunkHook::Run(std::span(&rows, 1), run);
     if (!out.ok()) {
       Truncate(sizes, start_position);
@@ -183,7 +183,7 @@ absl::StatusOr<std::vector<float>> Session::ForwardEmbeddings(std::span<const fl
   return logits;
 }
 
-void Session::Truncate(const std::vector<int64_t>& sizes, int32_t position) {
+void Sequence::Truncate(const std::vector<int64_t>& sizes, int32_t position) {
   size_t i = 0;
   for (int32_t l = 0; l < cache_.n_layers(); ++l) {
     for (int32_t h = 0; h < cache_.n_kv_heads(); ++h, ++i) cache_.Truncate(l, h, sizes[i]);

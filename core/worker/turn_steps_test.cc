@@ -1,6 +1,6 @@
 // AddEviction: a turn's later evictions (decode-time) join its cold tier in position order, each
 // entry with its own score, and the retained scores become the latest eviction's.
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 
 #include "gtest/gtest.h"
 

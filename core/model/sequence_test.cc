@@ -1,5 +1,5 @@
-// Session tests on the real default model (make test fetches it before running the suite).
-#include "core/model/session.h"
+// Sequence tests on the real default model (make test fetches it before running the suite).
+#include "core/model/sequence.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 namespace glimpse::model {
 namespace {
 
-class SessionTest : public ::testing::Test {
+class SequenceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_ = model::testing::SharedDefaultModel();
@@ -29,8 +29,8 @@ class SessionTest : public ::testing::Test {
   static kernels::ThreadPool* pool_;
 };
 
-const Model* SessionTest::model_ = nullptr;
-kernels::ThreadPool* SessionTest::pool_ = nullptr;
+const Model* SequenceTest::model_ = nullptr;
+kernels::ThreadPool* SequenceTest::pool_ = nullptr;
 
 float MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
   float worst = 0.0f;
@@ -42,10 +42,10 @@ int32_t Argmax(std::span<const float> v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-TEST_F(SessionTest, ChunkedPrefillEqualsOneChunk) {
+TEST_F(SequenceTest, ChunkedPrefillEqualsOneChunk) {
   const auto prompt = Prompt();
-  Session whole(*model_, *pool_);
-  Session chunked(*model_, *pool_, {.prefill_chunk = 7});
+  Sequence whole(*model_, *pool_);
+  Sequence chunked(*model_, *pool_, {.prefill_chunk = 7});
   auto a = whole.Forward(prompt, /*all_logits=*/true);
   auto b = chunked.Forward(prompt, /*all_logits=*/true);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -56,13 +56,13 @@ TEST_F(SessionTest, ChunkedPrefillEqualsOneChunk) {
   EXPECT_EQ(whole.cache().size(0, 0), static_cast<int64_t>(prompt.size()));
 }
 
-TEST_F(SessionTest, DecodeStepAgreesWithPrefill) {
+TEST_F(SequenceTest, DecodeStepAgreesWithPrefill) {
   const auto prompt = Prompt();
-  Session prefill(*model_, *pool_);
+  Sequence prefill(*model_, *pool_);
   auto full = prefill.Forward(prompt);
   ASSERT_TRUE(full.ok());
 
-  Session decode(*model_, *pool_);
+  Sequence decode(*model_, *pool_);
   ASSERT_TRUE(decode.Forward(std::span(prompt).first(prompt.size() - 1)).ok());
   auto last = decode.Forward(std::span(prompt).last(1));
   ASSERT_TRUE(last.ok());
@@ -72,9 +72,9 @@ TEST_F(SessionTest, DecodeStepAgreesWithPrefill) {
   EXPECT_LT(MaxAbsDiff(*last, *full), 0.02f * (*hi - *lo));
 }
 
-TEST_F(SessionTest, RetainingEveryEntryIsBitIdentical) {
+TEST_F(SequenceTest, RetainingEveryEntryIsBitIdentical) {
   const auto prompt = Prompt();
-  Session plain(*model_, *pool_), retained(*model_, *pool_);
+  Sequence plain(*model_, *pool_), retained(*model_, *pool_);
   ASSERT_TRUE(plain.Forward(prompt).ok());
   ASSERT_TRUE(retained.Forward(prompt).ok());
   KvCache& cache = retained.cache();
@@ -94,9 +94,9 @@ TEST_F(SessionTest, RetainingEveryEntryIsBitIdentical) {
   EXPECT_EQ(*a, *c);
 }
 
-TEST_F(SessionTest, EvictingEntriesChangesOnlyWhatAttentionSees) {
+TEST_F(SequenceTest, EvictingEntriesChangesOnlyWhatAttentionSees) {
   const auto prompt = Prompt();
-  Session full(*model_, *pool_), evicted(*model_, *pool_);
+  Sequence full(*model_, *pool_), evicted(*model_, *pool_);
   ASSERT_TRUE(full.Forward(prompt).ok());
   ASSERT_TRUE(evicted.Forward(prompt).ok());
   // Keep a different half of the entries in every head (ragged across heads).
@@ -118,33 +118,33 @@ TEST_F(SessionTest, EvictingEntriesChangesOnlyWhatAttentionSees) {
   EXPECT_EQ(evicted.next_position(), full.next_position());
 }
 
-TEST_F(SessionTest, BadInputIsRejectedAndLeavesTheSessionUnchanged) {
-  Session session(*model_, *pool_, {.max_context = 16});
-  ASSERT_TRUE(session.Forward(std::vector<int32_t>{1, 2, 3}).ok());
+TEST_F(SequenceTest, BadInputIsRejectedAndLeavesTheSequenceUnchanged) {
+  Sequence sequence(*model_, *pool_, {.max_context = 16});
+  ASSERT_TRUE(sequence.Forward(std::vector<int32_t>{1, 2, 3}).ok());
 
   const std::vector<int32_t> out_of_range = {5, model_->config().vocab_size};
-  auto status = session.Forward(out_of_range).status();
+  auto status = sequence.Forward(out_of_range).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("token id 49152 at index 1"), std::string::npos) << status;
 
-  status = session.Forward(std::vector<int32_t>(14, 7)).status();
+  status = sequence.Forward(std::vector<int32_t>(14, 7)).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("exceeds the context length 16"), std::string::npos) << status;
 
-  EXPECT_EQ(session.Forward(std::vector<int32_t>{}).status().code(),
+  EXPECT_EQ(sequence.Forward(std::vector<int32_t>{}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(session.next_position(), 3);
-  EXPECT_EQ(session.cache().size(0, 0), 3);
-  EXPECT_TRUE(session.Forward(std::vector<int32_t>(13, 7)).ok());
+  EXPECT_EQ(sequence.next_position(), 3);
+  EXPECT_EQ(sequence.cache().size(0, 0), 3);
+  EXPECT_TRUE(sequence.Forward(std::vector<int32_t>(13, 7)).ok());
 }
 
-// A session's KV in a pool of fp16 pages: attention reads the pages as they are; the logits move by
-// what fp16 storage costs, and a pool too small for a prompt is a clear error that leaves the
-// session as it was.
-TEST_F(SessionTest, Fp16PagesInASharedPoolStayCloseAndAFullPoolIsAClearError) {
+// A sequence's KV in a pool of fp16 pages: attention reads the pages as they are; the logits move
+// by what fp16 storage costs, and a pool too small for a prompt is a clear error that leaves the
+// sequence as it was.
+TEST_F(SequenceTest, Fp16PagesInASharedPoolStayCloseAndAFullPoolIsAClearError) {
   const auto prompt = Prompt();
   KvPool pool({.page_tokens = 16, .head_dim = model_->config().head_dim});
-  Session fp32(*model_, *pool_),
+  Sequence fp32(*model_, *pool_),
       fp16(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kF16});
   auto a = fp32.Forward(prompt), b = fp16.Forward(prompt);
   ASSERT_TRUE(a.ok() && b.ok()) << b.status();
@@ -158,7 +158,7 @@ TEST_F(SessionTest, Fp16PagesInASharedPoolStayCloseAndAFullPoolIsAClearError) {
   KvPool tight({.budget_bytes = heads * pool.PageBytes(kernels::KvDType::kF16),
                 .page_tokens = 16,
                 .head_dim = model_->config().head_dim});
-  Session s(*model_, *pool_, {.kv_pool = &tight, .kv_dtype = kernels::KvDType::kF16});
+  Sequence s(*model_, *pool_, {.kv_pool = &tight, .kv_dtype = kernels::KvDType::kF16});
   ASSERT_TRUE(s.Forward(std::span(prompt).first(16)).ok());  // one page per head: the budget
   const auto full = s.Forward(std::span(prompt).subspan(16, 1));
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();

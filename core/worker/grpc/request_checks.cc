@@ -1,4 +1,4 @@
-#include "core/worker/wire.h"
+#include "core/worker/grpc/request_checks.h"
 
 #include <algorithm>
 #include <cctype>

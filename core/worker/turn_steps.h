@@ -24,7 +24,7 @@
 #include "core/eviction/scorer.h"
 #include "core/kvstate/cache_pages.h"
 #include "core/model/model.h"
-#include "core/model/session.h"
+#include "core/model/sequence.h"
 #include "core/worker/policy.h"
 
 namespace glimpse::worker {
@@ -36,9 +36,9 @@ kvstate::Fingerprint FingerprintOf(const model::Model& model);
 absl::Status ValidateConversation(const model::Model& model, std::span<const int32_t> tokens);
 
 struct StoredPrefix {
-  std::unique_ptr<model::Session> session;  // holds the prefix's retained KV
-  int32_t token_count = 0;                  // tokens of the conversation it summarises
-  double load_seconds = 0.0;                // lookup, fetch and decode
+  std::unique_ptr<model::Sequence> session;  // holds the prefix's retained KV
+  int32_t token_count = 0;                   // tokens of the conversation it summarises
+  double load_seconds = 0.0;                 // lookup, fetch and decode
   // With `with_cold`: the state's evicted entries, one KvHead per (layer, kv-head), decoded from
   // the same fetch (the newest link of GatherColdEntries); empty otherwise or when they cannot
   // be decoded (logged).
@@ -51,7 +51,7 @@ struct StoredPrefix {
 // recomputes).
 std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                                              const model::Model& model, kernels::ThreadPool& pool,
-                                             const model::SessionOptions& options,
+                                             const model::SequenceOptions& options,
                                              const kvstate::NamespaceKey& ns,
                                              std::span<const int32_t> prefix,
                                              std::string_view session_id, bool with_cold = false);
@@ -114,7 +114,7 @@ struct PolicyPrefill {
 // them per head compete for the budget when Recalls(scorer, limits). Afterwards the rows are
 // final and the cache is sealed (a KIVI session's full pages quantised, model/kv_cache.h). A
 // failed prefill may have reset the session (pipeline.h).
-absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
+absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Sequence& session,
                                                 std::span<const int32_t> fresh,
                                                 const Method& method, const Policy& policy,
                                                 const PrefillLimits& limits,
@@ -124,7 +124,7 @@ absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
 // prompt's tokens but the last are prefilled with eviction (PrefillWithPolicy), then the last is
 // run over the evicted cache for the logits decoding starts from. A prefill worker does the first
 // part and ships; the decode worker feeds the last token.
-absl::StatusOr<PolicyPrefill> PrefillTurn(model::Session& session, std::span<const int32_t> fresh,
+absl::StatusOr<PolicyPrefill> PrefillTurn(model::Sequence& session, std::span<const int32_t> fresh,
                                           const Method& method, const Policy& policy,
                                           const PrefillLimits& limits,
                                           std::span<const model::KvHead> cold = {});

@@ -1,4 +1,4 @@
-#include "core/worker/session_state.h"
+#include "core/worker/turn_steps.h"
 
 #include <algorithm>
 #include <chrono>
@@ -101,7 +101,7 @@ absl::Status ValidateConversation(const model::Model& model, std::span<const int
 
 std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
                                              const model::Model& model, kernels::ThreadPool& pool,
-                                             const model::SessionOptions& options,
+                                             const model::SequenceOptions& options,
                                              const kvstate::NamespaceKey& ns,
                                              std::span<const int32_t> prefix,
                                              std::string_view session_id, bool with_cold) {
@@ -121,7 +121,7 @@ std::optional<StoredPrefix> LoadStoredPrefix(cache_client::CacheClient& cache,
     return std::nullopt;
   }
   StoredPrefix out;
-  out.session = std::make_unique<model::Session>(model, pool, options);
+  out.session = std::make_unique<model::Sequence>(model, pool, options);
   absl::Status loaded = kvstate::LoadPages(state->manifest, state->pages,
                                            kvstate::LoadTiers::kRetained, &out.session->cache());
   if (loaded.ok()) loaded = out.session->Resume(static_cast<int32_t>(match->token_count));
@@ -209,7 +209,7 @@ bool Recalls(const eviction::Scorer* scorer, const PrefillLimits& limits) {
          (scorer->needs() & eviction::kAccumulatedAttention) == 0;
 }
 
-absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
+absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Sequence& session,
                                                 std::span<const int32_t> fresh,
                                                 const Method& method, const Policy& policy,
                                                 const PrefillLimits& limits,
@@ -244,7 +244,7 @@ absl::StatusOr<PolicyPrefill> PrefillWithPolicy(model::Session& session,
   return out;
 }
 
-absl::StatusOr<PolicyPrefill> PrefillTurn(model::Session& session, std::span<const int32_t> fresh,
+absl::StatusOr<PolicyPrefill> PrefillTurn(model::Sequence& session, std::span<const int32_t> fresh,
                                           const Method& method, const Policy& policy,
                                           const PrefillLimits& limits,
                                           std::span<const model::KvHead> cold) {
