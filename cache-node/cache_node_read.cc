@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cache-node/cache_node_service.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -105,7 +106,7 @@ absl::Status CacheNodeService::Ship(const std::string& address, uint64_t request
                                     absl::Time deadline) {
   transport::PeerId peer;
   {
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    absl::MutexLock lock(&peers_mu_);
     auto it = peers_.find(address);
     if (it == peers_.end()) {
       ASSIGN_OR_RETURN(peer, transport_->Connect(address));
@@ -128,7 +129,7 @@ absl::Status CacheNodeService::Ship(const std::string& address, uint64_t request
   absl::Status s = id.ok() ? transport_->Wait(*id, so.deadline + absl::Seconds(5)) : id.status();
   if (!s.ok() && s.code() != absl::StatusCode::kResourceExhausted) {
     // A failed endpoint is retired by the backend: forget it so the next Get reconnects.
-    std::lock_guard<std::mutex> lock(peers_mu_);
+    absl::MutexLock lock(&peers_mu_);
     auto it = peers_.find(address);
     if (it != peers_.end() && it->second == peer) {
       (void)transport_->Disconnect(peer);
@@ -157,7 +158,7 @@ void CacheNodeService::AdmitIfCurrent(std::shared_ptr<const WarmState> w) {
   if (w->bytes() > warm_.budget_bytes()) return;
   // Under mu_ (shared), a Delete (exclusive: index and warm tier together) cannot interleave, and
   // the creation time tells a re-put of the same key apart from what was read.
-  std::shared_lock lock(mu_);
+  absl::ReaderMutexLock lock(&mu_);
   const StateInfo* info = index_.Find(w->manifest.state_key);
   if (info == nullptr || info->created != absl::FromUnixMicros(w->manifest.created_unix_micros)) {
     return;
@@ -314,7 +315,7 @@ absl::StatusOr<LookupResult> CacheNodeService::Lookup(const NamespaceKey& ns,
     }
     LookupResult out;
     {
-      std::shared_lock lock(mu_);
+      absl::ReaderMutexLock lock(&mu_);
       std::optional<StateIndex::Match> m = index_.LongestPrefix(ns, tokens);
       if (m.has_value()) {
         const StateInfo* info = index_.Find(m->key);
@@ -334,7 +335,7 @@ absl::StatusOr<LookupResult> CacheNodeService::Lookup(const NamespaceKey& ns,
 
 absl::StatusOr<bool> CacheNodeService::PinnedIfStored(const NamespaceKey& ns,
                                                       const StateKey& key) const {
-  std::shared_lock lock(mu_);
+  absl::ReaderMutexLock lock(&mu_);
   const StateInfo* info = index_.Find(key);
   if (info == nullptr || info->ns != ns) return NotStored(key);
   return info->pinned;
@@ -344,12 +345,12 @@ absl::Status CacheNodeService::Pin(const NamespaceKey& ns, const StateKey& key) 
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
-    std::lock_guard<std::mutex> admin(admin_mu_);
+    absl::MutexLock admin(&admin_mu_);
     RETURN_IF_ERROR(PinnedIfStored(ns, key).status());
     RETURN_IF_ERROR(WithinPinQuota(key));
     RETURN_IF_ERROR(store_->SetPinned(key, true));
     {
-      std::unique_lock lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!index_.SetPinned(key, true)) {  // displaced by a concurrent put's retention
         return absl::NotFoundError(
             absl::StrCat("state ", kvpage::ToHex(key), " was dropped while being pinned"));
@@ -367,7 +368,7 @@ absl::Status CacheNodeService::Pin(const NamespaceKey& ns, const StateKey& key) 
 
 absl::Status CacheNodeService::WithinPinQuota(const StateKey& key) const {
   const uint64_t limit = options_.max_pinned_bytes_per_namespace;
-  std::shared_lock lock(mu_);
+  absl::ReaderMutexLock lock(&mu_);
   const StateInfo* info = index_.Find(key);
   if (limit == 0 || info == nullptr || info->pinned) return absl::OkStatus();
   const uint64_t pinned = index_.pinned_bytes(info->ns);
@@ -382,10 +383,10 @@ absl::Status CacheNodeService::Unpin(const NamespaceKey& ns, const StateKey& key
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
-    std::lock_guard<std::mutex> admin(admin_mu_);
+    absl::MutexLock admin(&admin_mu_);
     RETURN_IF_ERROR(PinnedIfStored(ns, key).status());
     RETURN_IF_ERROR(store_->SetPinned(key, false));
-    std::unique_lock lock(mu_);
+    absl::MutexLock lock(&mu_);
     index_.SetPinned(key, false);
     warm_.SetPinned(key, false);
     return absl::OkStatus();
@@ -395,7 +396,7 @@ absl::Status CacheNodeService::Unpin(const NamespaceKey& ns, const StateKey& key
 }
 
 void CacheNodeService::DeleteFromIndexes(const std::vector<Manifest>& states) {
-  std::unique_lock lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const Manifest& m : states) {
     index_.Remove(m.state_key);
     warm_.Erase(m.state_key);
@@ -406,7 +407,7 @@ absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& ke
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
-    std::lock_guard<std::mutex> admin(admin_mu_);
+    absl::MutexLock admin(&admin_mu_);
     ASSIGN_OR_RETURN(const bool pinned, PinnedIfStored(ns, key));
     if (pinned) {
       return absl::FailedPreconditionError(
@@ -426,10 +427,10 @@ absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& ke
 absl::Status CacheNodeService::RunRetention() {
   Call call(this);
   if (!call.ok()) return absl::UnavailableError("cache node is stopping");
-  std::lock_guard<std::mutex> admin(admin_mu_);
+  absl::MutexLock admin(&admin_mu_);
   std::vector<StateKey> expired;
   {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     expired = index_.Expired(clock_->Now(), options_.retention);
   }
   if (expired.empty()) return absl::OkStatus();
@@ -450,7 +451,7 @@ CacheNodeStats CacheNodeService::Stats() {
   CacheNodeStats s;
   Call call(this);
   {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     s.states = index_.size();
     s.stored_bytes = index_.bytes();
     s.pinned_states = index_.pinned_count();
@@ -470,7 +471,7 @@ CacheNodeStats CacheNodeService::Stats() {
   s.retention_deleted = retention_deleted_.load();
   s.dropped_batches = dropped_batches_.load();
   {
-    std::lock_guard<std::mutex> lock(pending_mu_);
+    absl::MutexLock lock(&pending_mu_);
     s.pending_puts = pending_.size();
   }
   for (size_t m = 0; m < errors_.size(); ++m) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/kvstate/transfer_header.h"
@@ -75,8 +76,9 @@ absl::StatusOr<std::unique_ptr<CacheNodeService>> CacheNodeService::Create(
 
 absl::Status CacheNodeService::Load() {
   ASSIGN_OR_RETURN(store_, PageStore::Open(options_.storage));
-  std::unique_lock lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   RETURN_IF_ERROR(store_->ForEachManifest([this](Manifest m) {
+    mu_.AssertHeld();  // ForEachManifest calls back synchronously, under `lock`
     index_.Add(m.state_key, StateInfo{m.namespace_key, m.token_count, m.total_page_bytes(),
                                       absl::FromUnixMicros(m.created_unix_micros), false});
   }));
@@ -85,14 +87,16 @@ absl::Status CacheNodeService::Load() {
   for (const StateKey& k : pins) {
     if (index_.SetPinned(k, true)) pinned.push_back(k);  // a pin of a deleted state is ignored
   }
-  lock.unlock();
+  const size_t states = index_.size();
+  const uint64_t bytes = index_.bytes();
+  lock.Release();
   for (const StateKey& k : pinned) {
     absl::StatusOr<std::shared_ptr<const WarmState>> w = LoadWarm(k);
     if (w.ok()) warm_.AdmitPinned(*std::move(w));
   }
   log::Info("cache node store opened", {{"path", options_.storage.path},
-                                        {"states", static_cast<long long>(index_.size())},
-                                        {"bytes", static_cast<long long>(index_.bytes())},
+                                        {"states", static_cast<long long>(states)},
+                                        {"bytes", static_cast<long long>(bytes)},
                                         {"pinned", static_cast<long long>(pinned.size())}});
   return absl::OkStatus();
 }
@@ -100,38 +104,38 @@ absl::Status CacheNodeService::Load() {
 CacheNodeService::~CacheNodeService() { Stop(); }
 
 CacheNodeService::Call::Call(CacheNodeService* s) : s_(s) {
-  std::lock_guard<std::mutex> lock(s->active_mu_);
+  absl::MutexLock lock(&s->active_mu_);
   ok_ = !s->stopping_.load();
   if (ok_) ++s->active_;
 }
 
 CacheNodeService::Call::~Call() {
   if (!ok_) return;
-  std::lock_guard<std::mutex> lock(s_->active_mu_);
-  if (--s_->active_ == 0) s_->active_cv_.notify_all();
+  absl::MutexLock lock(&s_->active_mu_);
+  if (--s_->active_ == 0) s_->active_cv_.SignalAll();
 }
 
 void CacheNodeService::Stop() {
   {
-    std::lock_guard<std::mutex> lock(active_mu_);
+    absl::MutexLock lock(&active_mu_);
     if (stopping_.exchange(true)) return;
   }
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);  // wakes the retention thread without a race
+    absl::MutexLock lock(&stop_mu_);  // wakes the retention thread without a race
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   {
-    std::lock_guard<std::mutex> lock(pending_mu_);  // CommitPuts waiting for pages return
+    absl::MutexLock lock(&pending_mu_);  // CommitPuts waiting for pages return
   }
-  pending_cv_.notify_all();
+  pending_cv_.SignalAll();
   if (receiver_.joinable()) receiver_.join();
   if (retention_.joinable()) retention_.join();
   {
     // Calls in flight finish (each is bounded by its deadline) before the store closes.
-    std::unique_lock<std::mutex> lock(active_mu_);
-    active_cv_.wait(lock, [this] { return active_ == 0; });
+    absl::MutexLock lock(&active_mu_);
+    while (active_ != 0) active_cv_.Wait(&active_mu_);
   }
-  std::unique_lock lock(mu_);
+  absl::MutexLock lock(&mu_);
   store_.reset();
 }
 
@@ -146,7 +150,7 @@ void CacheNodeService::ReceiveLoop() {
     absl::StatusOr<transport::ReceivedBatch> got =
         transport_->Receive(absl::Now() + absl::Milliseconds(100));
     const absl::Time now = clock_->Now();
-    std::lock_guard<std::mutex> lock(pending_mu_);
+    absl::MutexLock lock(&pending_mu_);
     // Expire unclaimed tickets (a claimed one is owned by its CommitPut, which has a deadline).
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (!it->second.claimed && now - it->second.created > options_.ticket_timeout) {
@@ -181,20 +185,22 @@ void CacheNodeService::ReceiveLoop() {
       continue;
     }
     it->second.batch = std::move(got);
-    pending_cv_.notify_all();
+    pending_cv_.SignalAll();
   }
 }
 
 void CacheNodeService::RetentionLoop() {
-  std::unique_lock<std::mutex> lock(stop_mu_);
-  while (!stopping_.load()) {
-    stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.retention_sweep_interval));
-    if (stopping_.load()) break;
-    lock.unlock();
+  while (true) {
+    {
+      // stopping_ is checked under stop_mu_ before each wait, so Stop's wake-up is not lost.
+      absl::MutexLock lock(&stop_mu_);
+      if (stopping_.load()) return;
+      stop_cv_.WaitWithTimeout(&stop_mu_, options_.retention_sweep_interval);
+      if (stopping_.load()) return;
+    }
     if (absl::Status s = RunRetention(); !s.ok()) {
       log::Warning("cache node: retention pass failed", {{"error", s.ToString()}});
     }
-    lock.lock();
   }
 }
 
@@ -228,7 +234,7 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
     t.transport_address = transport_->LocalAddress();
     bool stored;
     {
-      std::shared_lock lock(mu_);
+      absl::ReaderMutexLock lock(&mu_);
       stored = index_.Find(m.state_key) != nullptr;
     }
     if (stored) {
@@ -241,7 +247,7 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
       // Same manifest (every page's size and CRC32C): the bytes are still shipped and compared
       // at CommitPut, so an identical manifest over different bytes cannot pass as a duplicate.
     }
-    std::lock_guard<std::mutex> lock(pending_mu_);
+    absl::MutexLock lock(&pending_mu_);
     if (pending_.size() >= options_.max_pending_puts) {
       return absl::ResourceExhaustedError(
           absl::StrCat(pending_.size(), " puts are already waiting for pages (limit ",
@@ -262,7 +268,7 @@ absl::StatusOr<transport::ReceivedBatch> CacheNodeService::AwaitBatch(uint64_t t
                                                                       absl::Time deadline,
                                                                       Manifest* manifest) {
   deadline = std::min(deadline, absl::Now() + options_.ticket_timeout);  // a bounded hold
-  std::unique_lock<std::mutex> lock(pending_mu_);
+  absl::MutexLock lock(&pending_mu_);
   auto it = pending_.find(ticket);
   if (it == pending_.end()) {
     return absl::NotFoundError(absl::StrCat("unknown or expired put ticket ", ticket));
@@ -272,9 +278,13 @@ absl::StatusOr<transport::ReceivedBatch> CacheNodeService::AwaitBatch(uint64_t t
         absl::StrCat("put ticket ", ticket, " is already being committed"));
   }
   it->second.claimed = true;
-  const bool arrived = pending_cv_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
-    return stopping_.load() || pending_.at(ticket).batch.has_value();
-  });
+  // Until the batch arrives, the node stops or the deadline passes (the condition is checked
+  // once more after a timeout).
+  bool timed_out = false;
+  while (!timed_out && !stopping_.load() && !pending_.at(ticket).batch.has_value()) {
+    timed_out = pending_cv_.WaitWithDeadline(&pending_mu_, deadline);
+  }
+  const bool arrived = stopping_.load() || pending_.at(ticket).batch.has_value();
   it = pending_.find(ticket);
   Pending p = std::move(it->second);
   pending_.erase(it);
@@ -341,9 +351,9 @@ absl::StatusOr<CommitResult> CacheNodeService::CommitVerified(
   std::vector<Manifest> victims;
   std::vector<std::pair<StateKey, StateInfo>> removed;
   {
-    std::unique_lock lock(mu_);
+    absl::ReleasableMutexLock lock(&mu_);
     if (index_.Find(m.state_key) != nullptr) {
-      lock.unlock();
+      lock.Release();
       return CheckDuplicate(m, pages);
     }
     if (committing_.count(m.state_key) > 0) {
@@ -366,7 +376,7 @@ absl::StatusOr<CommitResult> CacheNodeService::CommitVerified(
   }
   absl::Status s = store_->Commit(m, pages, victims);
   {
-    std::unique_lock lock(mu_);
+    absl::MutexLock lock(&mu_);
     committing_.erase(m.state_key);
     reserved_bytes_ -= bytes;
     if (s.ok()) {

@@ -47,19 +47,17 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cache-node/page_store.h"
 #include "cache-node/state_index.h"
@@ -243,18 +241,19 @@ class CacheNodeService {
   std::unique_ptr<PageStore> store_;  // Constant after Load, until Stop.
   WarmTier warm_;
 
-  mutable std::shared_mutex mu_;
-  StateIndex index_;               // GUARDED_BY(mu_)
-  std::set<StateKey> committing_;  // GUARDED_BY(mu_): puts between plan and write
-  uint64_t reserved_bytes_ = 0;    // GUARDED_BY(mu_)
-  std::mutex admin_mu_;            // serialises Pin, Unpin, Delete and retention deletes
+  mutable absl::Mutex mu_;  // shared (ReaderLock) for reads of the index
+  StateIndex index_ ABSL_GUARDED_BY(mu_);
+  std::set<StateKey> committing_ ABSL_GUARDED_BY(mu_);  // puts between plan and write
+  uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Serialises Pin, Unpin, Delete and retention deletes; guards no member (the index is mu_'s).
+  absl::Mutex admin_mu_;
 
-  std::mutex pending_mu_;
-  std::condition_variable pending_cv_;
-  std::map<uint64_t, Pending> pending_;  // GUARDED_BY(pending_mu_)
+  absl::Mutex pending_mu_;
+  absl::CondVar pending_cv_;  // a batch arrived, or the node is stopping
+  std::map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(pending_mu_);
 
-  std::mutex peers_mu_;
-  std::map<std::string, transport::PeerId> peers_;  // GUARDED_BY(peers_mu_)
+  absl::Mutex peers_mu_;
+  std::map<std::string, transport::PeerId> peers_ ABSL_GUARDED_BY(peers_mu_);
   std::atomic<uint64_t> next_request_{1};
 
   // Public calls in flight; Stop() waits for none before it closes the store.
@@ -268,13 +267,13 @@ class CacheNodeService {
     CacheNodeService* const s_;
     bool ok_;
   };
-  std::mutex active_mu_;
-  std::condition_variable active_cv_;
-  int active_ = 0;  // GUARDED_BY(active_mu_)
+  absl::Mutex active_mu_;
+  absl::CondVar active_cv_;  // active_ dropped to zero
+  int active_ ABSL_GUARDED_BY(active_mu_) = 0;
 
   std::atomic<bool> stopping_{false};  // set under active_mu_
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
+  absl::Mutex stop_mu_;    // pairs stop_cv_ with stopping_ (an atomic), so no wake-up is lost
+  absl::CondVar stop_cv_;  // the node is stopping
   std::thread receiver_;
   std::thread retention_;
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/status_macros.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/table.h"
@@ -171,7 +172,7 @@ absl::Status PageStore::Commit(const Manifest& m, std::span<const std::span<cons
 absl::Status PageStore::Write(rocksdb::WriteBatch& batch, std::string_view what,
                               uint64_t incoming) {
   {
-    std::lock_guard<std::mutex> lock(failed_mu_);
+    absl::MutexLock lock(&failed_mu_);
     if (!failed_.ok()) return failed_;
   }
   if (guard_space_ && incoming > 0) {
@@ -185,7 +186,7 @@ absl::Status PageStore::Write(rocksdb::WriteBatch& batch, std::string_view what,
   }
   absl::Status s = FromRocks(db_->Write(write_options_, &batch), what);
   if (!s.ok()) {
-    std::lock_guard<std::mutex> lock(failed_mu_);
+    absl::MutexLock lock(&failed_mu_);
     if (failed_.ok())
       failed_ = absl::Status(
           s.code(), absl::StrCat(s.message(), " (writes stopped until the node restarts)"));

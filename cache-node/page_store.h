@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/kvstate/manifest.h"
 #include "rocksdb/db.h"
 
@@ -111,8 +111,8 @@ class PageStore {
   std::string path_;            // Constant after Open.
   bool guard_space_ = false;    // Constant after Open.
   uint64_t reserve_bytes_ = 0;  // Constant after Open.
-  std::mutex failed_mu_;
-  absl::Status failed_;  // GUARDED_BY(failed_mu_): first write error, sticky
+  absl::Mutex failed_mu_;
+  absl::Status failed_ ABSL_GUARDED_BY(failed_mu_);  // first write error, sticky
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // owned; destroyed before db_
   rocksdb::ColumnFamilyHandle* pages_ = nullptr;       // Constant after Open.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/synchronization/mutex.h"
+
 namespace glimpse::cache_node {
 
 std::shared_ptr<WarmState> WarmState::Make(kvstate::Manifest manifest,
@@ -45,7 +47,7 @@ double WarmTier::Score(double weight, absl::Duration idle, absl::Duration half_l
 }
 
 std::shared_ptr<const WarmState> WarmTier::Get(const kvstate::StateKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     ++stats_.misses;
@@ -57,12 +59,12 @@ std::shared_ptr<const WarmState> WarmTier::Get(const kvstate::StateKey& key) {
 }
 
 bool WarmTier::Admit(std::shared_ptr<const WarmState> state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return AdmitLocked(std::move(state), false);
 }
 
 bool WarmTier::AdmitPinned(std::shared_ptr<const WarmState> state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return AdmitLocked(std::move(state), true);
 }
 
@@ -115,7 +117,7 @@ bool WarmTier::AdmitLocked(std::shared_ptr<const WarmState> state, bool pinned) 
 }
 
 bool WarmTier::SetPinned(const kvstate::StateKey& key, bool pinned) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return false;
   it->second.pinned = pinned;
@@ -123,7 +125,7 @@ bool WarmTier::SetPinned(const kvstate::StateKey& key, bool pinned) {
 }
 
 void WarmTier::Erase(const kvstate::StateKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   bytes_ -= it->second.state->bytes();
@@ -131,12 +133,12 @@ void WarmTier::Erase(const kvstate::StateKey& key) {
 }
 
 bool WarmTier::Contains(const kvstate::StateKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return entries_.count(key) > 0;
 }
 
 WarmTier::Stats WarmTier::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stats s = stats_;
   s.bytes = bytes_;
   s.entries = entries_.size();

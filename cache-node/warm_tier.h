@@ -21,11 +21,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/clock.h"
 #include "core/kvstate/manifest.h"
@@ -78,15 +78,16 @@ class WarmTier {
     absl::Time last_used;
     bool pinned = false;
   };
-  bool AdmitLocked(std::shared_ptr<const WarmState> state, bool pinned);
+  bool AdmitLocked(std::shared_ptr<const WarmState> state, bool pinned)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t budget_;             // Constant after construction.
   const absl::Duration half_life_;  // Constant after construction.
   Clock* const clock_;              // Not owned.
-  mutable std::mutex mu_;
-  std::map<kvstate::StateKey, Entry> entries_;  // GUARDED_BY(mu_)
-  size_t bytes_ = 0;                            // GUARDED_BY(mu_)
-  Stats stats_;                                 // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  std::map<kvstate::StateKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::cache_node

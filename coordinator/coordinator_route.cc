@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/router.h"
 #include "core/common/log.h"
@@ -257,8 +258,14 @@ absl::Status CoordinatorService::NeverFitsLocked(const RouteRequest& r, int64_t 
   return absl::OkStatus();
 }
 
+void CoordinatorService::LeaveQueueLocked(uint64_t ticket) {
+  if (ticket == 0) return;
+  std::erase(queue_, ticket);
+  room_.SignalAll();
+}
+
 absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRequest& r) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   RETURN_IF_ERROR(ValidateRouteLocked(r));
@@ -281,12 +288,6 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
     return never;
   }
   uint64_t ticket = 0;
-  auto leave_queue = [&] {
-    if (ticket != 0) {
-      std::erase(queue_, ticket);
-      room_.notify_all();
-    }
-  };
   while (true) {
     auto it = sessions_.find(r.session);
     const std::string tenant = it != sessions_.end() ? it->second.tenant : r.tenant;
@@ -295,7 +296,7 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
       absl::StatusOr<Plan> plan =
           PlanAdmissionLocked(r.session, tenant, need, &it->second.decode_worker);
       if (plan.ok()) {
-        leave_queue();
+        LeaveQueueLocked(ticket);
         return ApplyRouteLocked(r, *plan, /*hot=*/true, now, first);
       }
     }
@@ -303,11 +304,11 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
     if (queue_.empty() || queue_.front() == ticket) {
       absl::StatusOr<Plan> plan = PlanAdmissionLocked(r.session, tenant, need, nullptr);
       if (plan.ok()) {
-        leave_queue();
+        LeaveQueueLocked(ticket);
         return ApplyRouteLocked(r, *plan, /*hot=*/false, now, first);
       }
       if (!absl::IsResourceExhausted(plan.status())) {
-        leave_queue();
+        LeaveQueueLocked(ticket);
         first_attempt_.erase(r.session);
         return plan.status();
       }
@@ -317,7 +318,7 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
           "session %s is queued behind %d earlier turns", r.session, queue_.size()));
     }
     if (now >= deadline) {
-      leave_queue();
+      LeaveQueueLocked(ticket);
       ++counters_.rejected;
       if (!r.no_wait) estimator_.ObserveAdmission(true);  // a caller queueing itself retries
       if (!r.no_wait) first_attempt_.erase(r.session);
@@ -339,7 +340,7 @@ absl::StatusOr<RouteResult> CoordinatorService::RouteTurnUnchecked(const RouteRe
       queue_.push_back(ticket);
     }
     // Real-time slices, so that a FakeClock moved by a test is noticed too.
-    room_.wait_for(lock, std::chrono::milliseconds(20));
+    room_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
     now = clock_->Now();
     SweepLocked(now);
   }

@@ -3,6 +3,7 @@
 #include "coordinator/coordinator_service.h"
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -52,7 +53,7 @@ CoordinatorService::~CoordinatorService() { (void)Flush(); }
 absl::Status CoordinatorService::Restore() {
   absl::StatusOr<StoredState> state = store_->Load();
   if (!state.ok()) return state.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   for (const NodeSpec& n : state->nodes) {
     membership_.Restore(n, now);
@@ -95,14 +96,14 @@ absl::Status CoordinatorService::NoteWriteLocked(absl::Status written) {
 
 void CoordinatorService::PersistLocked(const SessionState& s) {
   if (!store_failed_.ok()) return;  // fail-stop: nothing is written after a failure
-  NoteWriteLocked(store_->PutSession(s));
+  NoteWriteLocked(store_->PutSession(s)).IgnoreError();  // recorded in store_failed_
 }
 
 template <typename T>
 absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::StatusOr<T>()>& call,
                                                    bool grows) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!store_failed_.ok()) return store_failed_;
   }
   // A disk that is nearly full refuses new records before anything moves (no fail-stop);
@@ -112,8 +113,8 @@ absl::StatusOr<T> CoordinatorService::Acknowledged(const std::function<absl::Sta
   // The call wrote unsynced under mu_; the fsync runs here, outside it, shared with every
   // call waiting at the same time.
   const absl::Status durable = store_->Durable();
-  std::lock_guard<std::mutex> lock(mu_);
-  NoteWriteLocked(durable);
+  absl::MutexLock lock(&mu_);
+  NoteWriteLocked(durable).IgnoreError();  // a failure is recorded in store_failed_
   if (!store_failed_.ok()) return store_failed_;
   return out;
 }
@@ -183,7 +184,7 @@ void CoordinatorService::DemoteLocked(SessionState& s, DemoteReason reason) {
       break;
   }
   if (reason != DemoteReason::kEnded) PersistLocked(s);
-  room_.notify_all();
+  room_.SignalAll();
 }
 
 void CoordinatorService::SweepLocked(absl::Time now) {
@@ -225,34 +226,34 @@ void CoordinatorService::ReapLocked(absl::Time now) {
   for (const std::string& id : forget) {
     sessions_.erase(id);
     first_attempt_.erase(id);
-    if (store_failed_.ok()) NoteWriteLocked(store_->DeleteSession(id));
+    if (store_failed_.ok()) NoteWriteLocked(store_->DeleteSession(id)).IgnoreError();
     ++counters_.sessions_forgotten;
   }
   std::erase_if(first_attempt_,
                 [&](const auto& entry) { return now - entry.second > options_.turn_timeout; });
   for (const std::string& id : membership_.Forget(now)) {
     log::Info("dead node forgotten", {{"node", id}});
-    if (store_failed_.ok()) NoteWriteLocked(store_->DeleteNode(id));
+    if (store_failed_.ok()) NoteWriteLocked(store_->DeleteNode(id)).IgnoreError();
     ++counters_.nodes_forgotten;
   }
 }
 
 void CoordinatorService::Tick() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   ReapLocked(now);
 }
 
 absl::Status CoordinatorService::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   MaybeSaveEstimatorLocked(clock_->Now(), /*force=*/true);
   return store_failed_;
 }
 
 absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNodeUnchecked(
     const NodeSpec& spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   const NodeState* before = membership_.Find(spec.id);
@@ -271,7 +272,7 @@ absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNodeU
   }
   if (spec.role == NodeRole::kDecode) {
     ledger_.SetWorkerCapacity(spec.id, spec.capacity_bytes);
-    room_.notify_all();
+    room_.SignalAll();
   }
   RETURN_IF_ERROR(NoteWriteLocked(store_->PutNode(spec)));
   log::Info("node registered", {{"node", spec.id},
@@ -283,7 +284,7 @@ absl::StatusOr<CoordinatorService::Registered> CoordinatorService::RegisterNodeU
 
 absl::StatusOr<std::vector<std::string>> CoordinatorService::HeartbeatUnchecked(
     const std::string& node, const NodeLoad& load) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   RETURN_IF_ERROR(membership_.Heartbeat(node, load, now));
@@ -298,7 +299,7 @@ absl::StatusOr<std::vector<std::string>> CoordinatorService::HeartbeatUnchecked(
 }
 
 absl::StatusOr<int> CoordinatorService::DeregisterUnchecked(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   RETURN_IF_ERROR(membership_.Deregister(node));
@@ -317,7 +318,7 @@ absl::StatusOr<int> CoordinatorService::DeregisterUnchecked(const std::string& n
 }
 
 absl::StatusOr<LeaseResult> CoordinatorService::EndTurnUnchecked(const EndTurnRequest& r) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   auto it = sessions_.find(r.session);
@@ -394,7 +395,7 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurnUnchecked(const EndTurnRe
       leases_.insert({s.lease_expires, s.id});
       out.expires = s.lease_expires;
       out.held_bytes = held;
-      room_.notify_all();
+      room_.SignalAll();
     } else {
       if (d.ttl > absl::ZeroDuration()) out.source += "+no-room";
       out.ttl = absl::ZeroDuration();
@@ -423,7 +424,7 @@ LeaseResult CoordinatorService::EndFailedTurnLocked(SessionState& s, const EndTu
 
 absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEndedUnchecked(
     const std::string& session, std::optional<absl::Duration> observed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   auto it = sessions_.find(session);
@@ -450,7 +451,7 @@ absl::StatusOr<ToolEndResult> CoordinatorService::ToolCallEndedUnchecked(
 }
 
 absl::StatusOr<int> CoordinatorService::EndSessionUnchecked(const std::string& session) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   SweepLocked(now);
   auto it = sessions_.find(session);
@@ -468,7 +469,7 @@ absl::StatusOr<int> CoordinatorService::EndSessionUnchecked(const std::string& s
 }
 
 absl::StatusOr<SessionState> CoordinatorService::GetSession(const std::string& session) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session);
   if (it == sessions_.end()) {
     return absl::NotFoundError(absl::StrFormat("GetSession: unknown session \"%s\"", session));
@@ -484,7 +485,7 @@ absl::StatusOr<SessionState> CoordinatorService::GetSession(const std::string& s
 
 std::vector<NodeView> CoordinatorService::ListNodes(std::optional<NodeRole> role,
                                                     bool include_dead) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, int64_t> leased;
   for (const auto& [expires, sid] : leases_) {
     auto it = sessions_.find(sid);
@@ -500,7 +501,7 @@ std::vector<NodeView> CoordinatorService::ListNodes(std::optional<NodeRole> role
 }
 
 CoordinatorStats CoordinatorService::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   CoordinatorStats st = counters_;
   for (const auto& [id, node] : membership_.nodes())
     (node.alive ? st.nodes_alive : st.nodes_dead)++;
@@ -523,7 +524,7 @@ CoordinatorStats CoordinatorService::Stats() const {
 }
 
 bool CoordinatorService::CheckInvariants(std::string* why) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!ledger_.CheckInvariants(why)) return false;
   for (const auto& [id, s] : sessions_) {
     const Reservation* r = ledger_.Find(id);

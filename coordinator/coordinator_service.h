@@ -26,13 +26,11 @@
 // store acknowledged: a route or a lease is never acknowledged without being written.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/budgets.h"
 #include "coordinator/lease_estimator.h"
@@ -245,18 +244,23 @@ class CoordinatorService {
   absl::StatusOr<T> Acknowledged(const std::function<absl::StatusOr<T>()>& call,
                                  bool grows = false);
   // Records a store write's outcome; returns the first failure (or OK).
-  absl::Status NoteWriteLocked(absl::Status written);
+  absl::Status NoteWriteLocked(absl::Status written) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // All *Locked functions need mu_ held.
-  void SweepLocked(absl::Time now);
-  void ReapLocked(absl::Time now);
-  void DemoteLocked(SessionState& s, DemoteReason reason);
-  LeaseResult EndFailedTurnLocked(SessionState& s, const EndTurnRequest& r, absl::Time now);
-  void PersistLocked(const SessionState& s);  // a failure is recorded (NoteWriteLocked)
-  void MaybeSaveEstimatorLocked(absl::Time now, bool force);
-  absl::Status ValidateRouteLocked(const RouteRequest& r) const;
+  void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DemoteLocked(SessionState& s, DemoteReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LeaseResult EndFailedTurnLocked(SessionState& s, const EndTurnRequest& r, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A failure is recorded (NoteWriteLocked).
+  void PersistLocked(const SessionState& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeSaveEstimatorLocked(absl::Time now, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ValidateRouteLocked(const RouteRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `ticket` (0: none) out of the admission queue and wakes the turns waiting in it.
+  void LeaveQueueLocked(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED when no amount of waiting could admit the turn.
-  absl::Status NeverFitsLocked(const RouteRequest& r, int64_t need) const;
+  absl::Status NeverFitsLocked(const RouteRequest& r, int64_t need) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A lease that may be demoted under pressure: what demoting it is expected to cost (seconds of
   // reload, LostValueLocked) and that per byte-second of memory it is expected to hold.
   struct Victim {
@@ -268,44 +272,48 @@ class CoordinatorService {
   // off): memory is rented by the second, and a lease whose turn is near frees its memory soon
   // and saves its reload, where one whose turn is far (or never comes) holds it long for the
   // same saving.
-  std::vector<Victim> DemotableLocked(const std::string& session, absl::Time now) const;
+  std::vector<Victim> DemotableLocked(const std::string& session, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds to `plan` the tenant's own leases to demote so that it fits its limit, and to `freed`
   // (per worker) their bytes and the session's own reservation.
   absl::Status PlanTenantLocked(const std::string& session, const std::string& tenant, int64_t need,
                                 const std::vector<Victim>& victims, Plan* plan,
-                                std::map<std::string, int64_t>* freed) const;
+                                std::map<std::string, int64_t>* freed) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Room for `need` bytes for `s` (tenant `tenant`), only on `only_worker` when set.
   absl::StatusOr<Plan> PlanAdmissionLocked(const std::string& session, const std::string& tenant,
-                                           int64_t need, const std::string* only_worker) const;
-  double LostValueLocked(const SessionState& s, absl::Time now) const;
+                                           int64_t need, const std::string* only_worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double LostValueLocked(const SessionState& s, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   RouteResult ApplyRouteLocked(const RouteRequest& r, const Plan& plan, bool hot, absl::Time now,
-                               absl::Time first_attempt);
-  std::vector<DecodeCandidate> DecodeCandidatesLocked() const;
+                               absl::Time first_attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<DecodeCandidate> DecodeCandidatesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t BytesFor(int64_t tokens) const { return tokens * options_.kv_bytes_per_token; }
 
   const CoordinatorOptions options_;
   Clock* const clock_;
   StateStore* const store_;
 
-  mutable std::mutex mu_;
-  std::condition_variable room_;  // notified when memory is freed or the queue head leaves
-  Membership membership_;         // GUARDED_BY(mu_)
-  BudgetLedger ledger_;           // GUARDED_BY(mu_)
-  LeaseEstimator estimator_;      // GUARDED_BY(mu_)
-  std::map<std::string, SessionState> sessions_;             // GUARDED_BY(mu_)
-  std::set<std::pair<absl::Time, std::string>> leases_;      // GUARDED_BY(mu_) expiry order
-  std::map<std::string, std::vector<std::string>> release_;  // GUARDED_BY(mu_) per node
-  std::map<std::string, int64_t> routed_since_heartbeat_;    // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  absl::CondVar room_;  // signalled when memory is freed or the queue head leaves
+  Membership membership_ ABSL_GUARDED_BY(mu_);
+  BudgetLedger ledger_ ABSL_GUARDED_BY(mu_);
+  LeaseEstimator estimator_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, SessionState> sessions_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, std::string>> leases_ ABSL_GUARDED_BY(mu_);      // expiry order
+  std::map<std::string, std::vector<std::string>> release_ ABSL_GUARDED_BY(mu_);  // per node
+  std::map<std::string, int64_t> routed_since_heartbeat_ ABSL_GUARDED_BY(mu_);
   static constexpr size_t kMaxFirstAttempts = size_t{1} << 16;
-  // GUARDED_BY(mu_): when refused sessions first asked (at most kMaxFirstAttempts).
-  std::map<std::string, absl::Time> first_attempt_;
-  std::deque<uint64_t> queue_;      // GUARDED_BY(mu_) admission tickets
-  absl::Status store_failed_;       // GUARDED_BY(mu_): the first store write that failed
-  uint64_t next_ticket_ = 1;        // GUARDED_BY(mu_)
-  absl::Time last_estimator_save_;  // GUARDED_BY(mu_)
-  absl::Time last_reap_;            // GUARDED_BY(mu_)
-  bool estimator_dirty_ = false;    // GUARDED_BY(mu_)
-  CoordinatorStats counters_;       // GUARDED_BY(mu_) counter fields only
+  // When refused sessions first asked (at most kMaxFirstAttempts).
+  std::map<std::string, absl::Time> first_attempt_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);  // admission tickets
+  absl::Status store_failed_ ABSL_GUARDED_BY(mu_);   // the first store write that failed
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Time last_estimator_save_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_reap_ ABSL_GUARDED_BY(mu_);
+  bool estimator_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  CoordinatorStats counters_ ABSL_GUARDED_BY(mu_);  // counter fields only
 };
 
 }  // namespace glimpse::coordinator

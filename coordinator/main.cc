@@ -1,10 +1,9 @@
 // glimpse-coordinator: flags and wiring only (docs/coordinator.md).
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_grpc.h"
 #include "coordinator/rocks_state_store.h"
@@ -24,9 +23,9 @@ class RunningCoordinator : public RunningService {
         grpc_(service_.get()),
         health_(std::move(health)) {
     ticker_ = std::thread([this, tick] {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       while (!stop_) {
-        cv_.wait_for(lock, absl::ToChronoMilliseconds(tick));
+        cv_.WaitWithTimeout(&mu_, tick);
         if (!stop_) service_->Tick();
       }
     });
@@ -41,11 +40,11 @@ class RunningCoordinator : public RunningService {
   void Stop() override {
     health_->Detach();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stop_) return;
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     ticker_.join();
     (void)service_->Flush();
   }
@@ -56,9 +55,9 @@ class RunningCoordinator : public RunningService {
   std::unique_ptr<CoordinatorService> service_;
   CoordinatorGrpc grpc_;
   const std::shared_ptr<HealthLatch> health_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when stop_ is set
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread ticker_;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -61,33 +62,33 @@ absl::Status RocksStateStore::Delete(const std::string& key) {
 absl::Status RocksStateStore::Durable() {
   if (!options_.sync) return absl::OkStatus();
   const uint64_t mine = written_.load();
-  std::unique_lock<std::mutex> lock(sync_mu_);
+  absl::MutexLock lock(&sync_mu_);
   while (sync_failed_.ok() && synced_ < mine) {
     if (syncing_) {  // the fsync under way may not cover `mine`: wait, then look again
-      synced_cv_.wait(lock);
+      synced_cv_.Wait(&sync_mu_);
       continue;
     }
     syncing_ = true;
     const uint64_t covered = written_.load();  // every write issued so far is in the WAL
-    lock.unlock();
+    sync_mu_.Unlock();  // not held across the fsync; taken again before `lock` ends
     const absl::Status s = FromRocks(db_->SyncWAL(), "sync the WAL");
-    lock.lock();
+    sync_mu_.Lock();
     syncing_ = false;
     ++syncs_;
     if (s.ok()) synced_ = std::max(synced_, covered);
     if (!s.ok()) sync_failed_ = s;
-    synced_cv_.notify_all();
+    synced_cv_.SignalAll();
   }
   return sync_failed_;
 }
 
 int64_t RocksStateStore::syncs() const {
-  std::lock_guard<std::mutex> lock(sync_mu_);
+  absl::MutexLock lock(&sync_mu_);
   return syncs_;
 }
 
 absl::Status RocksStateStore::CanWrite() {
-  std::lock_guard<std::mutex> lock(room_mu_);
+  absl::MutexLock lock(&room_mu_);
   const absl::Time now = absl::Now();
   if (now - room_checked_ < absl::Milliseconds(250)) return room_;
   room_checked_ = now;

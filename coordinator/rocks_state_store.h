@@ -8,13 +8,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/state_store.h"
 
@@ -56,16 +55,16 @@ class RocksStateStore : public StateStore {
   const RocksStateStoreOptions options_;
 
   std::atomic<uint64_t> written_{0};  // writes issued
-  mutable std::mutex sync_mu_;
-  std::condition_variable synced_cv_;
-  uint64_t synced_ = 0;       // GUARDED_BY(sync_mu_): writes known durable
-  bool syncing_ = false;      // GUARDED_BY(sync_mu_): one caller runs the fsync
-  absl::Status sync_failed_;  // GUARDED_BY(sync_mu_): sticky
-  int64_t syncs_ = 0;         // GUARDED_BY(sync_mu_)
+  mutable absl::Mutex sync_mu_;
+  absl::CondVar synced_cv_;                             // signalled when an fsync ends
+  uint64_t synced_ ABSL_GUARDED_BY(sync_mu_) = 0;       // writes known durable
+  bool syncing_ ABSL_GUARDED_BY(sync_mu_) = false;      // one caller runs the fsync
+  absl::Status sync_failed_ ABSL_GUARDED_BY(sync_mu_);  // sticky
+  int64_t syncs_ ABSL_GUARDED_BY(sync_mu_) = 0;
 
-  std::mutex room_mu_;
-  absl::Time room_checked_ = absl::InfinitePast();  // GUARDED_BY(room_mu_)
-  absl::Status room_;                               // GUARDED_BY(room_mu_)
+  absl::Mutex room_mu_;
+  absl::Time room_checked_ ABSL_GUARDED_BY(room_mu_) = absl::InfinitePast();
+  absl::Status room_ ABSL_GUARDED_BY(room_mu_);
 };
 
 }  // namespace glimpse::coordinator

@@ -1,6 +1,7 @@
 #include "coordinator/state_store.h"
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace glimpse::coordinator {
@@ -104,37 +105,37 @@ absl::StatusOr<SessionState> DecodeSession(const std::string& text) {
 }
 
 absl::Status MemoryStateStore::PutNode(const NodeSpec& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   nodes_[node.id] = EncodeNode(node);
   return absl::OkStatus();
 }
 
 absl::Status MemoryStateStore::DeleteNode(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   nodes_.erase(id);
   return absl::OkStatus();
 }
 
 absl::Status MemoryStateStore::PutSession(const SessionState& session) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   sessions_[session.id] = EncodeSession(session);
   return absl::OkStatus();
 }
 
 absl::Status MemoryStateStore::DeleteSession(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   sessions_.erase(id);
   return absl::OkStatus();
 }
 
 absl::Status MemoryStateStore::PutEstimator(const std::string& json) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   estimator_ = json;
   return absl::OkStatus();
 }
 
 absl::StatusOr<StoredState> MemoryStateStore::Load() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   StoredState out;
   for (const auto& [id, text] : nodes_) {
     absl::StatusOr<NodeSpec> n = DecodeNode(text);

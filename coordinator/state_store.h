@@ -9,12 +9,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/types.h"
 
 namespace glimpse::coordinator {
@@ -56,10 +56,10 @@ class MemoryStateStore : public StateStore {
   absl::StatusOr<StoredState> Load() override;
 
  private:
-  std::mutex mu_;
-  std::map<std::string, std::string> nodes_;     // GUARDED_BY(mu_)
-  std::map<std::string, std::string> sessions_;  // GUARDED_BY(mu_)
-  std::string estimator_;                        // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  std::map<std::string, std::string> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> sessions_ ABSL_GUARDED_BY(mu_);
+  std::string estimator_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::coordinator

@@ -5,6 +5,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/cache_client/proto_convert.h"
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
@@ -30,7 +31,13 @@ absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
                    ClientChannel(options.address, options.tls));
   std::unique_ptr<CacheClient> c(new CacheClient(options, v1::CacheNode::NewStub(channel)));
-  for (auto& t : transports) c->lanes_.push_back(std::make_unique<Lane>(std::move(t)));
+  for (auto& t : transports) {
+    c->lanes_.push_back(std::make_unique<Lane>(c->lanes_.size(), std::move(t)));
+  }
+  {
+    absl::MutexLock lock(&c->replies_mu_);
+    c->lane_calls_.assign(c->lanes_.size(), 0);
+  }
   for (auto& lane : c->lanes_) {
     lane->receiver = std::thread([p = c.get(), l = lane.get()] { p->ReceiveLoop(l); });
   }
@@ -39,28 +46,28 @@ absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(
 
 CacheClient::~CacheClient() {
   {
-    std::lock_guard<std::mutex> lock(replies_mu_);
+    absl::MutexLock lock(&replies_mu_);
     stopping_ = true;
   }
-  replies_cv_.notify_all();
+  replies_cv_.SignalAll();
   for (auto& lane : lanes_) {
     if (lane->receiver.joinable()) lane->receiver.join();
   }
 }
 
 CacheClient::Lane& CacheClient::AcquireLane() {
-  std::lock_guard<std::mutex> lock(replies_mu_);
-  Lane* best = lanes_.front().get();
-  for (auto& lane : lanes_) {
-    if (lane->calls < best->calls) best = lane.get();
+  absl::MutexLock lock(&replies_mu_);
+  size_t best = 0;
+  for (size_t i = 1; i < lanes_.size(); ++i) {
+    if (lane_calls_[i] < lane_calls_[best]) best = i;
   }
-  ++best->calls;
-  return *best;
+  ++lane_calls_[best];
+  return *lanes_[best];
 }
 
 void CacheClient::ReleaseLane(Lane& lane) {
-  std::lock_guard<std::mutex> lock(replies_mu_);
-  --lane.calls;
+  absl::MutexLock lock(&replies_mu_);
+  --lane_calls_[lane.index];
 }
 
 std::vector<transport::Metrics> CacheClient::TransportMetrics() const {
@@ -76,7 +83,7 @@ void CacheClient::SetDeadline(grpc::ClientContext* ctx) const {
 void CacheClient::ReceiveLoop(Lane* lane) {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(replies_mu_);
+      absl::MutexLock lock(&replies_mu_);
       if (stopping_) return;
     }
     absl::StatusOr<transport::ReceivedBatch> got =
@@ -90,14 +97,14 @@ void CacheClient::ReceiveLoop(Lane* lane) {
     absl::StatusOr<kvstate::BatchHeader> h = got->buffers().empty()
                                                  ? absl::InvalidArgumentError("empty batch")
                                                  : kvstate::DecodeBatchHeader(got->buffers()[0]);
-    std::lock_guard<std::mutex> lock(replies_mu_);
+    absl::MutexLock lock(&replies_mu_);
     if (!h.ok() || h->kind != kvstate::BatchKind::kGetReply || awaited_.count(h->id) == 0) {
       log::Warning("cache client: dropped an unexpected batch",
                    {{"error", h.ok() ? absl::StrCat("request ", h->id) : h.status().ToString()}});
       continue;
     }
     replies_.insert_or_assign(h->id, std::move(got));
-    replies_cv_.notify_all();
+    replies_cv_.SignalAll();
   }
 }
 
@@ -155,9 +162,10 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
 }
 
 absl::StatusOr<transport::ReceivedBatch> CacheClient::AwaitReply(uint64_t id, absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(replies_mu_);
-  replies_cv_.wait_until(lock, absl::ToChronoTime(deadline),
-                         [&] { return stopping_ || replies_.count(id) > 0; });
+  absl::MutexLock lock(&replies_mu_);
+  while (!stopping_ && replies_.count(id) == 0) {
+    if (replies_cv_.WaitWithDeadline(&replies_mu_, deadline)) break;  // timed out
+  }
   awaited_.erase(id);
   auto it = replies_.find(id);
   if (it == replies_.end()) {
@@ -183,14 +191,14 @@ void AddSelectors(const std::vector<kvstate::PageId>& pages,
 }  // namespace
 
 uint64_t CacheClient::NewRequest() {
-  std::lock_guard<std::mutex> lock(replies_mu_);
+  absl::MutexLock lock(&replies_mu_);
   const uint64_t id = next_request_++;
   awaited_.insert(id);
   return id;
 }
 
 void CacheClient::DropRequest(uint64_t id) {
-  std::lock_guard<std::mutex> lock(replies_mu_);
+  absl::MutexLock lock(&replies_mu_);
   awaited_.erase(id);
   replies_.erase(id);
 }

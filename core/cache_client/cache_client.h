@@ -27,11 +27,9 @@
 // matched to their replies by request id. Every call has a deadline (Options::timeout).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <span>
 #include <string>
@@ -39,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/grpc/server.h"
 #include "core/kvstate/manifest.h"
@@ -110,14 +109,15 @@ class CacheClient {
   std::vector<transport::Metrics> TransportMetrics() const;
 
  private:
-  // One transport, its peers and its receive thread.
+  // One transport, its peers and its receive thread. Its count of calls in flight is
+  // lane_calls_[index] (a member of a nested struct cannot be ABSL_GUARDED_BY the client's mutex).
   struct Lane {
-    explicit Lane(std::unique_ptr<transport::Transport> t)
-        : transport(std::move(t)), peers(*transport) {}
+    Lane(size_t i, std::unique_ptr<transport::Transport> t)
+        : index(i), transport(std::move(t)), peers(*transport) {}
+    const size_t index;  // in lanes_
     const std::unique_ptr<transport::Transport> transport;
     transport::PeerMap peers;
     std::thread receiver;
-    int calls = 0;  // Gets and Puts in flight on it; GUARDED_BY(replies_mu_)
   };
 
   CacheClient(const CacheClientOptions& options, std::unique_ptr<v1::CacheNode::Stub> stub);
@@ -142,12 +142,15 @@ class CacheClient {
   const std::unique_ptr<v1::CacheNode::Stub> stub_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Create
 
-  std::mutex replies_mu_;
-  std::condition_variable replies_cv_;
-  std::set<uint64_t> awaited_;                                            // GUARDED_BY(replies_mu_)
-  std::map<uint64_t, absl::StatusOr<transport::ReceivedBatch>> replies_;  // GUARDED_BY(replies_mu_)
-  uint64_t next_request_ = 1;                                             // GUARDED_BY(replies_mu_)
-  bool stopping_ = false;                                                 // GUARDED_BY(replies_mu_)
+  absl::Mutex replies_mu_;
+  absl::CondVar replies_cv_;  // signalled when a reply arrives and when stopping
+  // lane_calls_[i]: Gets and Puts in flight on lanes_[i]; sized with lanes_ in Create.
+  std::vector<int> lane_calls_ ABSL_GUARDED_BY(replies_mu_);
+  std::set<uint64_t> awaited_ ABSL_GUARDED_BY(replies_mu_);
+  std::map<uint64_t, absl::StatusOr<transport::ReceivedBatch>> replies_
+      ABSL_GUARDED_BY(replies_mu_);
+  uint64_t next_request_ ABSL_GUARDED_BY(replies_mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(replies_mu_) = false;
 };
 
 }  // namespace glimpse::cache_client

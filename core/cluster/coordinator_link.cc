@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -55,10 +56,10 @@ CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options,
 
 CoordinatorLink::~CoordinatorLink() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
   if (!registered()) return;
   grpc::ClientContext ctx;
@@ -71,13 +72,16 @@ CoordinatorLink::~CoordinatorLink() {
 }
 
 bool CoordinatorLink::registered() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return registered_;
 }
 
 bool CoordinatorLink::Sleep(absl::Duration d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, absl::ToChronoMilliseconds(d), [this] { return stopping_; });
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + d;
+  while (!stopping_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+  }
   return !stopping_;
 }
 
@@ -137,13 +141,13 @@ void CoordinatorLink::Loop() {
     }
     backoff = absl::Milliseconds(100);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       registered_ = true;
     }
     while (Sleep(interval)) {
       if (!Heartbeat()) break;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return;
     registered_ = false;
   }

@@ -5,15 +5,14 @@
 // (declared dead, forgotten after its restart) registers again. The destructor deregisters.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/grpc/server.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 
@@ -56,10 +55,10 @@ class CoordinatorLink {
   const std::unique_ptr<v1::Coordinator::Stub> stub_;
   const std::function<v1::NodeLoad()> load_;
   const std::function<void(const std::string&)> release_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;    // GUARDED_BY(mu_)
-  bool registered_ = false;  // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when stopping_ is set
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -1,5 +1,6 @@
 #include "core/cluster/coordinator_peers.h"
 
+#include "absl/synchronization/mutex.h"
 #include "core/cluster/node_role.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -14,7 +15,7 @@ absl::StatusOr<std::shared_ptr<CoordinatorPeers>> CoordinatorPeers::Start(
   std::shared_ptr<CoordinatorPeers> peers(
       new CoordinatorPeers(std::move(options), std::move(stub)));
   {
-    std::lock_guard<std::mutex> lock(peers->refresh_mu_);
+    absl::MutexLock lock(&peers->refresh_mu_);
     (void)peers->Refresh();
   }
   peers->thread_ = std::thread([p = peers.get()] { p->Loop(); });
@@ -27,22 +28,22 @@ CoordinatorPeers::CoordinatorPeers(CoordinatorPeersOptions options,
 
 CoordinatorPeers::~CoordinatorPeers() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 bool CoordinatorPeers::Known(std::string_view address) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return addresses_.contains(address);
 }
 
 bool CoordinatorPeers::Belongs(std::string_view address, std::string_view role,
                                std::string_view id) {
   auto owned = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = addresses_.find(address);
     return it != addresses_.end() && it->second.role == role && (id == "*" || it->second.id == id);
   };
@@ -52,7 +53,7 @@ bool CoordinatorPeers::Belongs(std::string_view address, std::string_view role,
 }
 
 transport::PeerVerdict CoordinatorPeers::Peek(std::string_view address) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (addresses_.contains(address)) return transport::PeerVerdict::kAllowed;
   if (failing_ || refused_.contains(address)) return transport::PeerVerdict::kRefused;
   return transport::PeerVerdict::kUnknown;
@@ -60,7 +61,7 @@ transport::PeerVerdict CoordinatorPeers::Peek(std::string_view address) const {
 
 bool CoordinatorPeers::Allows(std::string_view address) {
   if (Known(address)) return true;
-  std::lock_guard<std::mutex> lock(refresh_mu_);
+  absl::MutexLock lock(&refresh_mu_);
   // Another caller may have refreshed while this one waited for the lock.
   if (Known(address)) return true;
   // While the coordinator does not answer, the loop retries; a miss must not wait on it too.
@@ -73,7 +74,7 @@ bool CoordinatorPeers::Allows(std::string_view address) {
   const absl::Duration since = absl::Now() - last_refresh_;
   if (since < options_.min_miss_gap) absl::SleepFor(options_.min_miss_gap - since);
   if (Refresh().ok() && Known(address)) return true;
-  std::lock_guard<std::mutex> list(mu_);
+  absl::MutexLock list(&mu_);
   if (refused_.size() < kMaxRefused) refused_.insert(std::string(address));
   return false;
 }
@@ -107,7 +108,7 @@ absl::Status CoordinatorPeers::Refresh() {
     if (!n.ucx_address().empty()) addresses.emplace(n.ucx_address(), owner);
     for (const std::string& a : n.client_ucx_addresses()) addresses.emplace(a, owner);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   refused_.clear();  // a new list: every address gets its chance again
   addresses_ = std::move(addresses);
   return absl::OkStatus();
@@ -117,11 +118,14 @@ void CoordinatorPeers::Loop() {
   absl::Duration wait = options_.refresh;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, absl::ToChronoMilliseconds(wait), [this] { return stopping_; });
+      absl::MutexLock lock(&mu_);
+      const absl::Time deadline = absl::Now() + wait;
+      while (!stopping_) {
+        if (cv_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+      }
       if (stopping_) return;
     }
-    std::lock_guard<std::mutex> lock(refresh_mu_);
+    absl::MutexLock lock(&refresh_mu_);
     // Retry soon after a failure: newcomers are refused until the list is fresh again.
     wait = Refresh().ok() ? options_.refresh : options_.min_miss_gap;
   }

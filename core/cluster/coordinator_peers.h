@@ -13,15 +13,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/grpc/server.h"
 #include "core/transport/peer_allowlist.h"
@@ -52,24 +51,24 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<v1::Coordinator::Stub> stub);
   bool Known(std::string_view address) const;
   // One ListNodes; replaces the list on success. Serialised by refresh_mu_.
-  absl::Status Refresh();
+  absl::Status Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(refresh_mu_);
   void Loop();
 
   const CoordinatorPeersOptions options_;
   const std::unique_ptr<v1::Coordinator::Stub> stub_;
-  std::mutex refresh_mu_;                           // one ListNodes at a time
-  absl::Time last_refresh_ = absl::InfinitePast();  // GUARDED_BY(refresh_mu_); attempts too
+  absl::Mutex refresh_mu_;  // one ListNodes at a time
+  absl::Time last_refresh_ ABSL_GUARDED_BY(refresh_mu_) = absl::InfinitePast();  // attempts too
   std::atomic<bool> failing_ = false;  // the last refresh failed; written under refresh_mu_
   static constexpr size_t kMaxRefused = 1024;
-  mutable std::mutex mu_;
-  std::set<std::string, std::less<>> refused_;  // GUARDED_BY(mu_); since the last list
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  std::set<std::string, std::less<>> refused_ ABSL_GUARDED_BY(mu_);  // since the last list
+  absl::CondVar cv_;  // signalled when stopping_ is set
   struct Owner {
     std::string role;  // identity.h's role names
     std::string id;
   };
-  std::map<std::string, Owner, std::less<>> addresses_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                                // GUARDED_BY(mu_)
+  std::map<std::string, Owner, std::less<>> addresses_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "absl/synchronization/mutex.h"
+
 namespace glimpse::metrics {
 namespace {
 
@@ -278,7 +280,7 @@ MetricsRegistry::~MetricsRegistry() = default;
 
 Counter& MetricsRegistry::AddCounter(std::string_view name, std::string_view help,
                                      const Labels& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& series = FindFamily(families_, name, help, Type::kCounter, labels, {}).series[labels];
   if (series.counter == nullptr) series.counter = std::make_unique<metrics::Counter>();
   return *series.counter;
@@ -286,7 +288,7 @@ Counter& MetricsRegistry::AddCounter(std::string_view name, std::string_view hel
 
 Gauge& MetricsRegistry::AddGauge(std::string_view name, std::string_view help,
                                  const Labels& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& series = FindFamily(families_, name, help, Type::kGauge, labels, {}).series[labels];
   if (series.gauge == nullptr) series.gauge = std::make_unique<metrics::Gauge>();
   return *series.gauge;
@@ -294,7 +296,7 @@ Gauge& MetricsRegistry::AddGauge(std::string_view name, std::string_view help,
 
 Histogram& MetricsRegistry::AddHistogram(std::string_view name, std::string_view help,
                                          std::vector<double> upper_bounds, const Labels& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& series =
       FindFamily(families_, name, help, Type::kHistogram, labels, upper_bounds).series[labels];
   if (series.histogram == nullptr) {
@@ -304,7 +306,7 @@ Histogram& MetricsRegistry::AddHistogram(std::string_view name, std::string_view
 }
 
 void MetricsRegistry::AddCollector(std::function<void(SampleWriter&)> collector) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   collectors_.push_back(std::move(collector));
 }
 
@@ -312,7 +314,7 @@ std::string MetricsRegistry::Render() const {
   std::string out;
   std::vector<std::function<void(SampleWriter&)>> collectors;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [name, family] : families_) {
       AppendHeader(out, name, family->help, family->type);
       for (const auto& [labels, series] : family->series) {
@@ -328,7 +330,7 @@ std::string MetricsRegistry::Render() const {
   for (const auto& collector : collectors) collector(writer);
   for (const auto& [name, family] : writer.families()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (families_.count(name) > 0) continue;  // a name is one family; registered ones win
     }
     AppendHeader(out, name, family.help, family.type);

@@ -17,11 +17,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 namespace glimpse::metrics {
 
@@ -95,9 +96,9 @@ class MetricsRegistry {
 
  private:
   struct Family;
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Family>, std::less<>> families_;  // GUARDED_BY(mu_)
-  std::vector<std::function<void(SampleWriter&)>> collectors_;            // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Family>, std::less<>> families_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(SampleWriter&)>> collectors_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::metrics

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/status_macros.h"
 #include "kernels/quant.h"
 
@@ -134,7 +135,7 @@ kernels::WeightView LookaheadModule::Interleaved(const std::string& name,
                                                  const kernels::WeightView& b,
                                                  int64_t head_dim) const {
   const std::string key = absl::StrCat(name, "/", head_dim);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = interleaved_.find(key);
   if (it == interleaved_.end()) it = interleaved_.emplace(key, InterleavedRows(b, head_dim)).first;
   return kernels::WeightView{

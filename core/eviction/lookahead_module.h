@@ -24,12 +24,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/model/model_config.h"
 #include "core/model/safetensors.h"
 #include "core/model/sequence.h"
@@ -80,10 +80,10 @@ class LookaheadModule {
   float alpha_ = 0.0f;
   std::string base_fingerprint_;
   std::vector<float> embeddings_;  // [n_lookahead, D]
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   // "tensor/head_dim" -> B [rows, r] fp32 in interleaved order; entries are never removed, so
   // views into them live as long as the module.
-  mutable std::map<std::string, std::vector<float>> interleaved_;  // GUARDED_BY(mu_)
+  mutable std::map<std::string, std::vector<float>> interleaved_ ABSL_GUARDED_BY(mu_);
 };
 
 // PEFT's name of one LoRA tensor: LoraTensorName(3, "self_attn.q_proj", 'A') =

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "absl/synchronization/mutex.h"
 #include "core/kvpage/codec.h"
 
 namespace glimpse::model {
@@ -88,7 +89,7 @@ int64_t KvPool::PageBytes(kernels::KvDType dtype) const {
 }
 
 bool KvPool::MakeRoom(int64_t bytes, kernels::KvDType keep) {
-  auto fits = [&] {
+  auto fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return options_.budget_bytes <= 0 || held_bytes_ + bytes <= options_.budget_bytes;
   };
   for (size_t f = 0; f < free_lists_.size() && !fits(); ++f) {
@@ -104,7 +105,7 @@ bool KvPool::MakeRoom(int64_t bytes, kernels::KvDType keep) {
 }
 
 uint8_t* KvPool::Allocate(kernels::KvDType dtype) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<uint8_t*>& list = free_lists_[Index(dtype)];
   if (!list.empty()) {
     uint8_t* page = list.back();
@@ -122,7 +123,7 @@ uint8_t* KvPool::Allocate(kernels::KvDType dtype) {
 }
 
 uint8_t* KvPool::Exchange(kernels::KvDType from, uint8_t* page, kernels::KvDType to) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<uint8_t*>& list = free_lists_[Index(to)];
   uint8_t* out = nullptr;
   if (!list.empty()) {
@@ -144,13 +145,13 @@ uint8_t* KvPool::Exchange(kernels::KvDType from, uint8_t* page, kernels::KvDType
 
 void KvPool::Free(kernels::KvDType dtype, uint8_t* page) {
   if (page == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   free_lists_[Index(dtype)].push_back(page);
   --used_[Index(dtype)];
 }
 
 KvPool::Stats KvPool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Stats s;
   s.budget_bytes = options_.budget_bytes;
   s.held_bytes = held_bytes_;

@@ -23,9 +23,9 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "kernels/attention.h"
 
 namespace glimpse::model {
@@ -72,13 +72,13 @@ class KvPool {
 
  private:
   // Releases free pages of formats other than `keep` until `bytes` more fit; true when they do.
-  bool MakeRoom(int64_t bytes, kernels::KvDType keep);
+  bool MakeRoom(int64_t bytes, kernels::KvDType keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;  // constant after construction
-  mutable std::mutex mu_;
-  int64_t held_bytes_ = 0;                                   // GUARDED_BY(mu_)
-  std::array<int64_t, kKvDTypes> used_{};                    // GUARDED_BY(mu_)
-  std::array<std::vector<uint8_t*>, kKvDTypes> free_lists_;  // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::array<int64_t, kKvDTypes> used_ ABSL_GUARDED_BY(mu_){};
+  std::array<std::vector<uint8_t*>, kKvDTypes> free_lists_ ABSL_GUARDED_BY(mu_);
 };
 
 // Element bytes of a row format: 4, 2, 2, 1, 1 (0 for group formats).

@@ -1,5 +1,7 @@
 #include "core/transport/transport.h"
 
+#include "absl/synchronization/mutex.h"
+
 namespace glimpse::transport {
 
 size_t ReceivedBatch::total_bytes() const {
@@ -9,7 +11,7 @@ size_t ReceivedBatch::total_bytes() const {
 }
 
 absl::StatusOr<PeerId> PeerMap::Get(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = peers_.find(address);
   if (it != peers_.end()) return it->second;
   absl::StatusOr<PeerId> peer = transport_.Connect(address);
@@ -18,7 +20,7 @@ absl::StatusOr<PeerId> PeerMap::Get(const std::string& address) {
 }
 
 void PeerMap::Forget(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = peers_.find(address);
   if (it == peers_.end()) return;
   (void)transport_.Disconnect(it->second);

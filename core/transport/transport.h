@@ -29,7 +29,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace glimpse::transport {
@@ -239,8 +239,8 @@ class PeerMap {
 
  private:
   Transport& transport_;
-  std::mutex mu_;
-  std::map<std::string, PeerId> peers_;  // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  std::map<std::string, PeerId> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::transport

@@ -1,5 +1,7 @@
 #include "core/worker/compute_turns.h"
 
+#include "absl/synchronization/mutex.h"
+
 namespace glimpse::worker {
 
 ComputeTurns::Turn::Turn(ComputeTurns& turns) : turns_(turns) { turns_.Take(); }
@@ -8,7 +10,7 @@ ComputeTurns::Turn::~Turn() { turns_.Release(); }
 
 void ComputeTurns::Turn::Yield() {
   {
-    std::lock_guard<std::mutex> lock(turns_.mu_);
+    absl::MutexLock lock(&turns_.mu_);
     if (turns_.next_ticket_ == turns_.serving_ + 1) return;  // nobody waits: keep the turn
     ++turns_.yields_;
   }
@@ -17,21 +19,21 @@ void ComputeTurns::Turn::Yield() {
 }
 
 void ComputeTurns::Take() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const uint64_t ticket = next_ticket_++;
-  cv_.wait(lock, [&] { return serving_ == ticket; });
+  while (serving_ != ticket) cv_.Wait(&mu_);
   held_ = true;
 }
 
 void ComputeTurns::Release() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   held_ = false;
   ++serving_;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 ComputeTurns::Stats ComputeTurns::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const int64_t in_line = static_cast<int64_t>(next_ticket_ - serving_);
   return {.computing = held_ ? 1 : 0, .waiting = in_line - (held_ ? 1 : 0), .yields = yields_};
 }

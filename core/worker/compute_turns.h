@@ -7,9 +7,9 @@
 // unfairness would let a yielding job take its turn straight back. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+
+#include "absl/synchronization/mutex.h"
 
 namespace glimpse::worker {
 
@@ -40,12 +40,12 @@ class ComputeTurns {
   void Take();
   void Release();
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t next_ticket_ = 0;  // GUARDED_BY(mu_): the ticket the next arrival draws
-  uint64_t serving_ = 0;      // GUARDED_BY(mu_): the ticket whose turn it is
-  bool held_ = false;         // GUARDED_BY(mu_)
-  int64_t yields_ = 0;        // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;                               // serving_ advanced
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;  // the ticket the next arrival draws
+  uint64_t serving_ ABSL_GUARDED_BY(mu_) = 0;      // the ticket whose turn it is
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t yields_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace glimpse::worker

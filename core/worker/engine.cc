@@ -4,6 +4,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/common/status_macros.h"
 #include "core/common/stopwatch.h"
 
@@ -14,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 // How often a parked sequence or a job waiting for room looks again when nothing else wakes the
 // engine.
-constexpr auto kRoomRetry = std::chrono::milliseconds(20);
+constexpr absl::Duration kRoomRetry = absl::Milliseconds(20);
 // Chunks a job runs before it lets waiting jobs go first after each chunk. Prompts of up to this
 // many chunks run in arrival order: for prompts of similar length that gives the lowest mean TTFT
 // (the cluster load sweep, 8 sessions: TTFT p50 0.26 s in arrival order, 0.38 s when every job
@@ -42,7 +45,8 @@ struct Engine::Job {
 };
 
 // A decoding sequence. The model's turn owns `state`, `logits` and `unfed` while it runs; the
-// rest is shared with the consumer under Engine::mu_.
+// rest is shared with the consumer under Engine::mu_ (not ABSL_GUARDED_BY: clang cannot name the
+// engine's mutex from a member of Sequence).
 struct Engine::Sequence {
   Sequence(model::Sequence& s, model::Sampler& sampler, int32_t max_tokens, Parking p,
            model::DecodeObserver* o)
@@ -65,7 +69,7 @@ struct Engine::Sequence {
   bool stop_requested = false;            // the consumer stopped
   bool finished = false;
   absl::Status status;
-  std::condition_variable cv;
+  absl::CondVar cv;  // pending grew or finished was set
 };
 
 Engine::Engine(const model::Model& model, kernels::ThreadPool& pool, EngineOptions options)
@@ -73,10 +77,10 @@ Engine::Engine(const model::Model& model, kernels::ThreadPool& pool, EngineOptio
 
 Engine::~Engine() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
-    wake_.notify_all();
-    wake_.wait(lock, [&] { return callers_ == 0; });  // waiting jobs leave; started ones finish
+    wake_.SignalAll();
+    while (callers_ != 0) wake_.Wait(&mu_);  // waiting jobs leave; started ones finish
   }
   thread_.join();
 }
@@ -84,45 +88,48 @@ Engine::~Engine() {
 absl::Status Engine::Run(const std::function<absl::Status()>& work, int64_t pool_bytes) {
   Job job;
   job.pool_bytes = pool_bytes;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
   ++callers_;
   jobs_.push_back(&job);
   ++stats_.queued_work;
   absl::Status status;
   while (true) {
-    wake_.wait(lock, [&] { return stop_ || jobs_.front() == &job; });
+    while (!stop_ && jobs_.front() != &job) wake_.Wait(&mu_);
     if (stop_) {
       jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));
       --stats_.queued_work;
       status = absl::CancelledError("the engine stopped");
       break;
     }
-    lock.unlock();
+    mu_.Unlock();  // relocked below on every path
     {
       ComputeTurns::Turn turn(turns_);
       Admit();
       if (!parked_.empty()) Unpark();
       if (Admitted(job)) {
         {
-          std::lock_guard<std::mutex> started(mu_);
+          absl::MutexLock started(&mu_);
           jobs_.pop_front();
           --stats_.queued_work;
           ++stats_.working;
-          wake_.notify_all();  // the next job may start
+          wake_.SignalAll();  // the next job may start
         }
         status = Work(work, turn);
-        lock.lock();
+        mu_.Lock();
         --stats_.working;
         break;
       }
     }
-    lock.lock();
+    mu_.Lock();
     // Nothing tells a waiting job that pages were freed elsewhere: it looks again soon.
-    wake_.wait_for(lock, kRoomRetry, [&] { return stop_; });
+    const absl::Time retry = absl::Now() + kRoomRetry;
+    while (!stop_) {
+      if (wake_.WaitWithDeadline(&mu_, retry)) break;  // timed out
+    }
   }
   --callers_;
-  wake_.notify_all();
+  wake_.SignalAll();
   return status;
 }
 
@@ -150,7 +157,7 @@ absl::Status Engine::Work(const std::function<absl::Status()>& work, ComputeTurn
   // that had none) is followed by a step.
   Admit();
   if (!running_.empty() && steps.count == 0) Step();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++stats_.work_done;
   stats_.work_seconds += seconds;
   return status;
@@ -163,26 +170,26 @@ absl::StatusOr<model::GenerationResult> Engine::Decode(
   const auto start = Clock::now();
   auto seq = std::make_shared<Sequence>(session, sampler, max_tokens, std::move(parking), observer);
   seq->logits = std::move(logits);
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stop_) return absl::CancelledError("the engine is stopping");
   joining_.push_back(seq);
   ++stats_.joining;
-  wake_.notify_all();
+  wake_.SignalAll();
   bool accepting = true;
   while (true) {
-    seq->cv.wait(lock, [&] { return !seq->pending.empty() || seq->finished; });
+    while (seq->pending.empty() && !seq->finished) seq->cv.Wait(&mu_);
     std::deque<int32_t> tokens;
     tokens.swap(seq->pending);
     const bool finished = seq->finished;
-    wake_.notify_all();  // room in the queue again
-    lock.unlock();
+    wake_.SignalAll();  // room in the queue again
+    mu_.Unlock();
     for (int32_t t : tokens) {
       if (accepting && on_token) accepting = on_token(t);
     }
-    lock.lock();
+    mu_.Lock();
     if (!accepting && !seq->stop_requested) {
       seq->stop_requested = true;
-      wake_.notify_all();
+      wake_.SignalAll();
     }
     if (finished && seq->pending.empty()) break;
   }
@@ -195,7 +202,7 @@ absl::StatusOr<model::GenerationResult> Engine::Decode(
 EngineStats Engine::Stats() const {
   EngineStats s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     s = stats_;
   }
   s.work_yields = turns_.stats().yields;
@@ -203,15 +210,15 @@ EngineStats Engine::Stats() const {
 }
 
 void Engine::Finish(Sequence& s, absl::Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   s.finished = true;
   s.status = std::move(status);
   --(s.parked ? stats_.parked : stats_.running);
-  s.cv.notify_all();
+  s.cv.SignalAll();
 }
 
 void Engine::Admit() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stats_.running += static_cast<int64_t>(joining_.size());
   stats_.joining -= static_cast<int64_t>(joining_.size());
   for (std::shared_ptr<Sequence>& s : joining_) {
@@ -222,7 +229,7 @@ void Engine::Admit() {
 }
 
 void Engine::Erase(const Sequence* s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   running_.erase(
       std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == s; }));
 }
@@ -236,22 +243,25 @@ bool Engine::Runnable() const {
 void Engine::Loop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       // Started jobs carry the steps in their chunks' passes.
-      auto ready = [&] {
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stop_ || (stats_.working == 0 && (!joining_.empty() || Runnable()));
       };
       if (parked_.empty()) {
-        wake_.wait(lock, ready);
+        while (!ready()) wake_.Wait(&mu_);
       } else {  // nothing tells the engine that pages were freed elsewhere: look again soon
-        wake_.wait_for(lock, kRoomRetry, ready);
+        const absl::Time retry = absl::Now() + kRoomRetry;
+        while (!ready()) {
+          if (wake_.WaitWithDeadline(&mu_, retry)) break;  // timed out
+        }
       }
       if (stop_) break;
       if (stats_.working > 0) continue;
     }
     ComputeTurns::Turn turn(turns_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stats_.working > 0) continue;  // a job started meanwhile: its chunks step
     }
     Admit();
@@ -261,7 +271,7 @@ void Engine::Loop() {
   // Stopping: no job is left (the destructor waited for them), nothing more runs.
   Sequences left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     left.swap(joining_);
     stats_.joining -= static_cast<int64_t>(left.size());
     stats_.running += static_cast<int64_t>(left.size());
@@ -269,7 +279,7 @@ void Engine::Loop() {
   left.insert(left.end(), running_.begin(), running_.end());
   left.insert(left.end(), parked_.begin(), parked_.end());
   for (auto& s : left) Finish(*s, absl::CancelledError("the engine stopped"));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   running_.clear();
   parked_.clear();
 }
@@ -279,7 +289,7 @@ std::optional<int32_t> Engine::Sample(Sequence& s) {
   std::optional<int32_t> next = s.state.Next(s.logits);
   if (s.state.result().tokens.size() > before) {  // a generated token (not an end of generation)
     s.pending.push_back(s.state.result().tokens.back());
-    s.cv.notify_all();
+    s.cv.SignalAll();
   }
   return next;
 }
@@ -303,7 +313,7 @@ struct Engine::Feed {
 
 Engine::Feed Engine::Gather() {
   Feed feed;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& s : running_) {
     if (s->stop_requested) {
       s->state.result().stop = model::StopReason::kCancelled;
@@ -333,7 +343,7 @@ void Engine::Fed(Feed& feed, std::span<std::vector<float>> logits, double second
     s.session->cache().Seal();  // a page a step filled holds final rows
     if (s.observer != nullptr) observed[i] = s.observer->AfterToken(*s.session);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < feed.feeding.size(); ++i) {
     Sequence& s = *feed.feeding[i];
     if (!observed[i].ok()) {
@@ -384,7 +394,7 @@ void Engine::Step() {
       Preempt(feed.feeding, out.status());  // the others try again next step
     } else {
       if (out.status().code() == absl::StatusCode::kResourceExhausted) {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++stats_.failed_for_memory;
       }
       for (Sequence* s : feed.feeding) {
@@ -446,7 +456,7 @@ absl::Status Engine::Park(Sequence& s) {
   const size_t fed = static_cast<size_t>(s.session->next_position() - s.start_position);
   RETURN_IF_ERROR(s.parking.park(std::span(s.state.result().tokens).first(fed)));
   s.parked_bytes = bytes;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto in_running =
       std::find_if(running_.begin(), running_.end(), [&](const auto& r) { return r.get() == &s; });
   parked_.insert(std::upper_bound(parked_.begin(), parked_.end(), s.order,
@@ -466,7 +476,7 @@ void Engine::Preempt(const std::vector<Sequence*>& feeding, const absl::Status& 
   const absl::Status parked_it = Park(*youngest);
   if (parked_it.ok()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++stats_.failed_for_memory;
   }
   Finish(*youngest, absl::ResourceExhaustedError(
@@ -490,7 +500,7 @@ bool Engine::Admitted(Job& job) {
   }
   if (!job.waited) {
     job.waited = true;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++stats_.work_waited_for_memory;
   }
   return false;
@@ -536,19 +546,19 @@ void Engine::Unpark() {
     }
     std::shared_ptr<Sequence> back = parked_.front();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       parked_.erase(parked_.begin());
     }
     if (!st.ok()) {
       if (absl::IsResourceExhausted(st)) {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         ++stats_.failed_for_memory;
       }
       Finish(s, st);
       continue;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       s.parked = false;
       --stats_.parked;
       ++stats_.running;

@@ -39,18 +39,17 @@
 // every sequence and job waits for them. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/metrics.h"
 #include "core/model/forward_pass.h"
 #include "core/model/generator.h"
@@ -169,24 +168,25 @@ class Engine {
   void Finish(Sequence& s, absl::Status status);
   // Samples a sequence's next token from its logits and hands a generated one to its consumer;
   // the token to feed next, or nullopt when the sequence stopped. Under mu_.
-  std::optional<int32_t> Sample(Sequence& s);
+  std::optional<int32_t> Sample(Sequence& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under mu_: whether a running sequence has a step to take.
-  bool Runnable() const;
+  bool Runnable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EngineOptions options_;
   ComputeTurns turns_;       // the model's turn
   model::ForwardPass pass_;  // used in the model's turn only
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<Job*> jobs_;                           // GUARDED_BY(mu_): waiting to start, in order
-  std::vector<std::shared_ptr<Sequence>> joining_;  // GUARDED_BY(mu_)
-  // Written in the model's turn under mu_; read in the turn, or under mu_.
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::deque<Job*> jobs_ ABSL_GUARDED_BY(mu_);  // waiting to start, in order
+  std::vector<std::shared_ptr<Sequence>> joining_ ABSL_GUARDED_BY(mu_);
+  // Written in the model's turn under mu_; read in the turn, or under mu_ (so not
+  // ABSL_GUARDED_BY: the turn is no capability clang knows).
   Sequences running_;
-  Sequences parked_;     // oldest first
-  EngineStats stats_;    // GUARDED_BY(mu_)
-  int64_t callers_ = 0;  // GUARDED_BY(mu_): threads inside Run
-  bool stop_ = false;    // GUARDED_BY(mu_)
-  uint64_t joins_ = 0;   // the model's turn's
+  Sequences parked_;  // oldest first
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  int64_t callers_ ABSL_GUARDED_BY(mu_) = 0;  // threads inside Run
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t joins_ = 0;  // the model's turn's
   std::thread thread_;
 };
 

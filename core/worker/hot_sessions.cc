@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/common/log.h"
 #include "core/worker/policy.h"
@@ -12,16 +13,18 @@ namespace glimpse::worker {
 
 absl::StatusOr<std::optional<HotSession>> HotSessions::Checkout(const std::string& id,
                                                                 absl::Duration wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const auto deadline = absl::ToChronoTime(absl::Now() + wait);
-  auto busy = [&] {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + wait;
+  auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = entries_.find(id);
     return it != entries_.end() && it->second.busy;
   };
-  if (!returned_.wait_until(lock, deadline, [&] { return !busy(); })) {
-    return absl::FailedPreconditionError(absl::StrCat("a turn of session ", id,
-                                                      " is still running on this worker after ",
-                                                      absl::FormatDuration(wait)));
+  while (busy()) {
+    if (returned_.WaitWithDeadline(&mu_, deadline) && busy()) {
+      return absl::FailedPreconditionError(absl::StrCat("a turn of session ", id,
+                                                        " is still running on this worker after ",
+                                                        absl::FormatDuration(wait)));
+    }
   }
   Entry& e = entries_[id];
   e.busy = true;
@@ -33,15 +36,15 @@ absl::StatusOr<std::optional<HotSession>> HotSessions::Checkout(const std::strin
 }
 
 void HotSessions::Return(const std::string& id, HotSession session) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Entry& e = entries_[id];
   if (e.released) {
     entries_.erase(id);
-    returned_.notify_all();
+    returned_.SignalAll();
     return;
   }
   e.busy = false;
-  returned_.notify_all();
+  returned_.SignalAll();
   e.last_used = ++clock_;
   bytes_ += session.bytes();
   e.hot = std::move(session);
@@ -49,13 +52,13 @@ void HotSessions::Return(const std::string& id, HotSession session) {
 }
 
 void HotSessions::Abandon(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   entries_.erase(id);
-  returned_.notify_all();
+  returned_.SignalAll();
 }
 
 int64_t HotSessions::Release(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return 0;
   if (it->second.busy) {
@@ -123,7 +126,7 @@ void HotSessions::ShrinkIdleLocked(const std::function<bool()>& room, int64_t sh
 
 void HotSessions::MakeRoom(const model::KvPool& pool, int64_t bytes) {
   if (pool.budget_bytes() <= 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto room = [&] { return pool.budget_bytes() - pool.stats().used_bytes >= bytes; };
   if (reencode_idle_ && !room()) {
     ShrinkIdleLocked(room, bytes - (pool.budget_bytes() - pool.stats().used_bytes));
@@ -142,7 +145,7 @@ void HotSessions::MakeRoom(const model::KvPool& pool, int64_t bytes) {
 }
 
 HotStats HotSessions::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   HotStats s;
   s.bytes = bytes_;
   s.dropped_for_room = dropped_for_room_;

@@ -13,17 +13,16 @@
 // is dropped when it is returned. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/kvstate/state_key.h"
 #include "core/model/sequence.h"
@@ -77,21 +76,22 @@ class HotSessions {
     bool released = false;  // release requested during the checkout
     uint64_t last_used = 0;
   };
-  void MakeRoomLocked(const std::string& keep);
+  void MakeRoomLocked(const std::string& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // MakeRoom's first step: re-encodes idle copies, least recently used first, until room() —
   // unless all of them together would not free `shortfall` bytes (then dropping must make the
   // room anyway, and re-encoding first would only cost time).
-  void ShrinkIdleLocked(const std::function<bool()>& room, int64_t shortfall);
+  void ShrinkIdleLocked(const std::function<bool()>& room, int64_t shortfall)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t capacity_bytes_;
   const bool reencode_idle_;
-  mutable std::mutex mu_;
-  std::condition_variable returned_;      // a checkout ended
-  std::map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
-  int64_t bytes_ = 0;                     // GUARDED_BY(mu_): bytes of the idle hot copies
-  uint64_t clock_ = 0;                    // GUARDED_BY(mu_)
-  int64_t dropped_for_room_ = 0;          // GUARDED_BY(mu_)
-  int64_t reencoded_for_room_ = 0;        // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  absl::CondVar returned_;  // a checkout ended
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of the idle hot copies
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t dropped_for_room_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reencoded_for_room_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace glimpse::worker

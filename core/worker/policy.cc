@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/status_macros.h"
 
 namespace glimpse::worker {
@@ -92,7 +93,7 @@ model::SequenceOptions SessionOptionsFor(model::KvPool* pool, kvpage::Codec code
 }
 
 absl::StatusOr<Method> ScorerCache::For(const Policy& policy) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = methods_.find(policy.method);
   if (it == methods_.end()) {
     ASSIGN_OR_RETURN(eviction::MethodSettings settings, profile_.For(policy.method));

@@ -6,12 +6,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/eviction/decode_eviction.h"
 #include "core/eviction/profile.h"
 #include "core/eviction/scorer.h"
@@ -87,8 +87,8 @@ class ScorerCache {
   };
   const std::string lookahead_module_;
   const eviction::EvictionProfile profile_;
-  std::mutex mu_;
-  std::map<std::string, Built> methods_;  // GUARDED_BY(mu_); entries never move
+  absl::Mutex mu_;
+  std::map<std::string, Built> methods_ ABSL_GUARDED_BY(mu_);  // entries never move
 };
 
 }  // namespace glimpse::worker

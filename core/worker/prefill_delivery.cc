@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -73,7 +74,7 @@ DeliveryInbox::DeliveryInbox(std::unique_ptr<transport::Transport> transport,
 
 DeliveryInbox::~DeliveryInbox() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   receiver_.join();
@@ -82,7 +83,7 @@ DeliveryInbox::~DeliveryInbox() {
 void DeliveryInbox::Loop() {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
     absl::StatusOr<transport::ReceivedBatch> got =
@@ -91,7 +92,7 @@ void DeliveryInbox::Loop() {
     absl::StatusOr<Delivery> d = got.ok() ? ParseDelivery(*std::move(got)) : got.status();
     if (!d.ok()) {
       log::Warning("delivery inbox: dropped a batch", {{"error", d.status().ToString()}});
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       ++stats_.rejected;
       continue;
     }
@@ -100,7 +101,7 @@ void DeliveryInbox::Loop() {
 }
 
 void DeliveryInbox::Keep(Delivery d) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
   ++stats_.received;
   const uint64_t id = d.id;
@@ -113,7 +114,7 @@ void DeliveryInbox::Keep(Delivery d) {
   held_.emplace(id, Held{std::move(d), now});
   order_.push_back(id);
   DropOldLocked(now);
-  arrived_.notify_all();
+  arrived_.SignalAll();
 }
 
 void DeliveryInbox::DropOldLocked(absl::Time now) {
@@ -136,7 +137,7 @@ void DeliveryInbox::DropOldLocked(absl::Time now) {
 }
 
 absl::StatusOr<Delivery> DeliveryInbox::Take(uint64_t id, absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (;;) {
     DropOldLocked(absl::Now());
     auto it = held_.find(id);
@@ -150,13 +151,12 @@ absl::StatusOr<Delivery> DeliveryInbox::Take(uint64_t id, absl::Time deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("prefill delivery ", id, " did not arrive in time"));
     }
-    arrived_.wait_until(
-        lock, absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Milliseconds(100))));
+    arrived_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + absl::Milliseconds(100)));
   }
 }
 
 DeliveryInboxStats DeliveryInbox::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   DeliveryInboxStats s = stats_;
   s.held = held_.size();
   s.peers_refused = transport_->GetMetrics().peers_refused;

@@ -18,12 +18,10 @@
 #pragma once
 
 #include <array>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -31,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/kvstate/cache_pages.h"
 #include "core/kvstate/transfer_header.h"
@@ -100,16 +99,16 @@ class DeliveryInbox {
   };
   void Loop();
   void Keep(Delivery d);
-  void DropOldLocked(absl::Time now);
+  void DropOldLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<transport::Transport> transport_;
   const DeliveryInboxOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable arrived_;
-  std::map<uint64_t, Held> held_;  // GUARDED_BY(mu_)
-  std::deque<uint64_t> order_;     // GUARDED_BY(mu_): arrival order (ids may be taken already)
-  DeliveryInboxStats stats_;       // GUARDED_BY(mu_)
-  bool stopping_ = false;          // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  absl::CondVar arrived_;
+  std::map<uint64_t, Held> held_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> order_ ABSL_GUARDED_BY(mu_);  // arrival order (ids may be taken already)
+  DeliveryInboxStats stats_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread receiver_;
 };
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/common/stopwatch.h"
@@ -85,11 +86,11 @@ std::string_view SourceName(Source s) {
 class TurnRunner::Tracker {
  public:
   explicit Tracker(TurnRunner& runner) : runner_(runner) {
-    std::lock_guard<std::mutex> lock(runner_.stats_mu_);
+    absl::MutexLock lock(&runner_.stats_mu_);
     ++runner_.stats_.in_state[Index(state_)];
   }
   ~Tracker() {
-    std::lock_guard<std::mutex> lock(runner_.stats_mu_);
+    absl::MutexLock lock(&runner_.stats_mu_);
     --runner_.stats_.in_state[Index(state_)];
     ++runner_.stats_.done;
   }
@@ -97,7 +98,7 @@ class TurnRunner::Tracker {
   Tracker& operator=(const Tracker&) = delete;
 
   void Enter(TurnState s) {
-    std::lock_guard<std::mutex> lock(runner_.stats_mu_);
+    absl::MutexLock lock(&runner_.stats_mu_);
     --runner_.stats_.in_state[Index(state_)];
     ++runner_.stats_.in_state[Index(s)];
     state_ = s;
@@ -121,7 +122,7 @@ class TurnRunner::Tracker {
  private:
   static size_t Index(TurnState s) { return static_cast<size_t>(s); }
   TurnRunner& runner_;
-  TurnState state_ = TurnState::kWaiting;
+  TurnState state_ ABSL_GUARDED_BY(runner_.stats_mu_) = TurnState::kWaiting;
 };
 
 TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool, TurnParts parts,
@@ -144,7 +145,7 @@ TurnRunner::TurnRunner(const model::Model& model, kernels::ThreadPool& pool, Tur
 }
 
 TurnStats TurnRunner::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  absl::MutexLock lock(&stats_mu_);
   return stats_;
 }
 

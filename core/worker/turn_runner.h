@@ -69,13 +69,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/cache_client/cache_client.h"
 #include "core/common/metrics.h"
@@ -276,9 +276,9 @@ class TurnRunner {
   const TurnRunnerOptions options_;
   ScorerCache scorers_;
   std::optional<transport::PeerMap> peers_;  // with a ship transport
-  mutable std::mutex stats_mu_;
-  TurnStats stats_;  // GUARDED_BY(stats_mu_)
-  Engine engine_;    // every use of the model: prefills, and decodes batched
+  mutable absl::Mutex stats_mu_;
+  TurnStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  Engine engine_;  // every use of the model: prefills, and decodes batched
 };
 
 // Writes `s` as <prefix>_turns_in_state{state} gauges and a <prefix>_turns_done_total counter.

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "absl/synchronization/mutex.h"
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define GLIMPSE_CPU_RELAX() _mm_pause()
@@ -32,10 +34,10 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_.store(true);
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -53,7 +55,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   }
   int64_t generation;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     task_ = &fn;
     task_n_ = n;
     task_chunks_ = chunks;
@@ -62,14 +64,14 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
     cursor_.store(static_cast<uint64_t>(generation) << 32);
     generation_.store(generation, std::memory_order_release);
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   RunChunks(generation, &fn, n, chunks);
   for (int i = 0; i < kSpinIterations && done_.load(std::memory_order_acquire) != chunks; ++i) {
     GLIMPSE_CPU_RELAX();
   }
   if (done_.load(std::memory_order_acquire) != chunks) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return done_.load() == chunks; });
+    absl::MutexLock lock(&mu_);
+    while (done_.load() != chunks) done_cv_.Wait(&mu_);
   }
 }
 
@@ -88,8 +90,8 @@ void ThreadPool::RunChunks(int64_t generation, const std::function<void(int64_t,
   for (int64_t c; (c = Claim(generation, chunks)) >= 0;) {
     (*fn)(n * c / chunks, n * (c + 1) / chunks);
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
-      std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to wait on done_cv_
-      done_cv_.notify_one();
+      absl::MutexLock lock(&mu_);  // the caller may be about to wait on done_cv_
+      done_cv_.Signal();
     }
   }
 }
@@ -104,8 +106,8 @@ void ThreadPool::WorkerLoop(int index) {
     const std::function<void(int64_t, int64_t)>* task;
     int64_t n, chunks;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      absl::MutexLock lock(&mu_);
+      while (!stop_.load() && generation_.load() == seen) work_cv_.Wait(&mu_);
       if (stop_.load()) return;
       seen = generation_.load();
       task = task_;

@@ -6,12 +6,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 namespace glimpse::kernels {
 
@@ -33,12 +33,12 @@ class ThreadPool {
   void WorkerLoop(int index);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  const std::function<void(int64_t, int64_t)>* task_ = nullptr;  // GUARDED_BY(mu_)
-  int64_t task_n_ = 0;                                           // GUARDED_BY(mu_)
-  int64_t task_chunks_ = 0;                                      // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  absl::CondVar work_cv_;
+  absl::CondVar done_cv_;
+  const std::function<void(int64_t, int64_t)>* task_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t task_n_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t task_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   // Chunks are claimed dynamically (cursor_), so a descheduled worker — the cores are shared —
   // delays a loop only by a chunk it actually claimed; the caller takes the rest.
   // Bumped under mu_ when a task is published; spinning workers read it without the lock.

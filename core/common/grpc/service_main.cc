@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/common/grpc/server.h"
 #include "core/common/http_server.h"
@@ -248,19 +249,19 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
 }  // namespace
 
 void HealthLatch::Fail() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   failed_ = true;
   if (report_) report_(false);
 }
 
 void HealthLatch::Attach(std::function<void(bool serving)> report) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   report_ = std::move(report);
   if (failed_ && report_) report_(false);
 }
 
 void HealthLatch::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   report_ = nullptr;
 }
 

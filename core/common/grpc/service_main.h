@@ -18,11 +18,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/config.h"
 #include "core/common/grpc/server.h"
 #include "core/common/metrics.h"
@@ -59,9 +59,9 @@ class HealthLatch {
   void Detach();  // nothing is reported afterwards
 
  private:
-  std::mutex mu_;
-  bool failed_ = false;                       // GUARDED_BY(mu_)
-  std::function<void(bool serving)> report_;  // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(bool serving)> report_ ABSL_GUARDED_BY(mu_);
 };
 
 struct ServiceSpec {

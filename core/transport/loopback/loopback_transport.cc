@@ -1,13 +1,13 @@
 #include "core/transport/loopback/loopback_transport.h"
 
-#include <condition_variable>
+#include <atomic>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/kvpage/crc32c.h"
 
 namespace glimpse::transport {
@@ -24,9 +24,9 @@ struct Inbound {
 
 // Receive queue of one engine; shared with the fabric so senders can reach it.
 struct Mailbox {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Inbound> queue;
+  absl::Mutex mu;
+  absl::CondVar cv;  // signalled when a batch is queued
+  std::deque<Inbound> queue ABSL_GUARDED_BY(mu);
 };
 
 class VectorStorage : public ReceivedBatch::Storage {
@@ -51,24 +51,24 @@ class PlainRegion : public MemoryRegion {
 class LoopbackFabric {
  public:
   uint64_t Add(std::shared_ptr<Mailbox> box) {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     boxes_[next_] = box;
     return next_++;
   }
   void Remove(uint64_t id) {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     boxes_.erase(id);
   }
   std::shared_ptr<Mailbox> Find(uint64_t id) {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = boxes_.find(id);
     return it == boxes_.end() ? nullptr : it->second;
   }
 
  private:
-  std::mutex mu_;
-  uint64_t next_ = 1;
-  std::map<uint64_t, std::shared_ptr<Mailbox>> boxes_;
+  absl::Mutex mu_;
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::shared_ptr<Mailbox>> boxes_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<LoopbackFabric> NewLoopbackFabric() { return std::make_shared<LoopbackFabric>(); }
@@ -131,11 +131,11 @@ class LoopbackTransport : public Transport {
     if (box == nullptr) {
       st.status = absl::UnavailableError(absl::StrCat("loopback peer ", peer, " is gone"));
     } else {
-      std::lock_guard l(box->mu);
+      absl::MutexLock l(&box->mu);
       box->queue.push_back(std::move(in));
-      box->cv.notify_all();
+      box->cv.SignalAll();
     }
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     ++metrics_.transfers_submitted;
     (st.status.ok() ? metrics_.transfers_completed : metrics_.transfers_failed)++;
     if (st.status.ok()) metrics_.bytes_sent += bytes;
@@ -145,13 +145,13 @@ class LoopbackTransport : public Transport {
   }
 
   absl::StatusOr<TransferStatus> GetStatus(TransferId id) override {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = transfers_.find(id);
     if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
     return it->second;
   }
   absl::Status Wait(TransferId id, absl::Time) override {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = transfers_.find(id);
     if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
     absl::Status s = it->second.status;
@@ -159,7 +159,7 @@ class LoopbackTransport : public Transport {
     return s;
   }
   absl::Status Cancel(TransferId id) override {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     if (!transfers_.contains(id)) return absl::NotFoundError(absl::StrCat("transfer ", id));
     return absl::OkStatus();  // already done
   }
@@ -168,12 +168,12 @@ class LoopbackTransport : public Transport {
 
   // A loopback batch is whole in memory when it is queued: the screen runs when it is taken.
   void ScreenSenders(SenderScreen screen) override {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     screen_ = std::move(screen);
   }
 
   Metrics GetMetrics() const override {
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     return metrics_;
   }
 
@@ -182,21 +182,19 @@ class LoopbackTransport : public Transport {
   Options options_;
   std::shared_ptr<Mailbox> box_;
   uint64_t id_ = 0;
-  mutable std::mutex mu_;
-  Metrics metrics_;
-  SenderScreen screen_;
-  TransferId next_id_ = 1;
-  std::map<TransferId, TransferStatus> transfers_;
+  mutable absl::Mutex mu_;
+  Metrics metrics_ ABSL_GUARDED_BY(mu_);
+  SenderScreen screen_ ABSL_GUARDED_BY(mu_);
+  TransferId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<TransferId, TransferStatus> transfers_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
   Inbound in;
   {
-    std::unique_lock l(box_->mu);
+    absl::MutexLock l(&box_->mu);
     while (box_->queue.empty()) {
-      if (box_->cv.wait_for(l, absl::ToChronoNanoseconds(deadline - absl::Now())) ==
-              std::cv_status::timeout &&
-          box_->queue.empty()) {
+      if (box_->cv.WaitWithDeadline(&box_->mu, deadline) && box_->queue.empty()) {
         return absl::DeadlineExceededError("no batch arrived before the deadline");
       }
     }
@@ -209,7 +207,7 @@ absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
     if (in.crc.has_value()) crc = kvpage::Crc32cExtend(crc, b.data(), b.size());
     spans.emplace_back(b.data(), b.size());
   }
-  std::lock_guard l(mu_);
+  absl::MutexLock l(&mu_);
   if (screen_ && !screen_(in.sender_address)) {
     ++metrics_.peers_refused;
     ++metrics_.receive_errors;

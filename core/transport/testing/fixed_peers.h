@@ -2,10 +2,10 @@
 // coordinator (the coordinator's own is core/cluster/coordinator_peers.h).
 #pragma once
 
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "core/transport/peer_allowlist.h"
 
 namespace glimpse::transport::testing {
@@ -19,17 +19,17 @@ class FixedPeers final : public PeerAllowlist {
   }
   // A fixed list knows every answer.
   PeerVerdict Peek(std::string_view address) const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return members_.contains(address) ? PeerVerdict::kAllowed : PeerVerdict::kRefused;
   }
   void Add(const std::string& address) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     members_.insert(address);
   }
 
  private:
-  mutable std::mutex mu_;
-  std::set<std::string, std::less<>> members_;
+  mutable absl::Mutex mu_;
+  std::set<std::string, std::less<>> members_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::transport::testing

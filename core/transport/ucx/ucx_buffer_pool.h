@@ -10,8 +10,9 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 namespace glimpse::transport::ucx_internal {
 
@@ -30,7 +31,7 @@ class BufferPool {
 
   PooledBuffer Get(size_t size) {
     {
-      std::lock_guard l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = free_.find(size);
       if (it != free_.end()) {
         PooledBuffer b{std::move(it->second.back()), size};
@@ -47,7 +48,7 @@ class BufferPool {
 
   void Put(PooledBuffer b) {
     if (b.data == nullptr) return;
-    std::lock_guard l(mu_);
+    absl::MutexLock l(&mu_);
     if (held_ + b.size > cap_) return;  // dropped: freed by the unique_ptr
     held_ += b.size;
     free_[b.size].push_back(std::move(b.data));
@@ -55,10 +56,10 @@ class BufferPool {
 
  private:
   const size_t cap_;
-  std::mutex mu_;
-  size_t held_ = 0;
+  absl::Mutex mu_;
+  size_t held_ ABSL_GUARDED_BY(mu_) = 0;
   // By size; each vector non-empty, used as a stack.
-  std::map<size_t, std::vector<std::unique_ptr<uint8_t, FreeDeleter>>> free_;
+  std::map<size_t, std::vector<std::unique_ptr<uint8_t, FreeDeleter>>> free_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::transport::ucx_internal

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -30,6 +31,7 @@ absl::Status UcsError(const std::string& what, ucs_status_t s) {
 
 void EndpointErrorCb(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* e = static_cast<EndpointState*>(arg);
+  e->engine->AssertInUcxCallback();
   e->engine->OnEndpointError(e, status);
 }
 
@@ -110,11 +112,11 @@ UcxEngine::~UcxEngine() {
   stop_ = true;
   if (progress_.joinable()) {
     Wake();
-    progress_parked_cv_.notify_all();
+    progress_parked_cv_.SignalAll();
     progress_.join();
   }
   if (worker_ != nullptr) {
-    std::unique_lock l(mu_);
+    absl::MutexLock l(&mu_);
     if (!DrainForShutdown()) {
       // NOTE: UCX still holds requests or endpoints after kShutdownDrain (a peer that neither
       // completes nor fails). ucp_worker_destroy would purge them and may trip UCX 1.13's
@@ -182,10 +184,9 @@ bool UcxEngine::DrainForShutdown() {
       FailInbound(in, why);  // retires it
     }
   }
-  auto close = [&](EndpointState* e) {
-    TearDown(e, why, e->failed ? CloseMode::kForce : CloseMode::kFlush);
-  };
-  for (auto& [id, e] : peers_) close(e.get());
+  for (auto& [id, e] : peers_) {
+    TearDown(e.get(), why, e->failed ? CloseMode::kForce : CloseMode::kFlush);
+  }
   to_close_.clear();
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -208,13 +209,13 @@ bool UcxEngine::DrainForShutdown() {
   return Drained();
 }
 
-bool UcxEngine::HandOffToReceiver(std::unique_lock<std::mutex>& l) {
+bool UcxEngine::HandOffToReceiver() {
   if (receivers_.load(std::memory_order_relaxed) == 0 || (ready_.empty() && landed_.empty())) {
     return false;
   }
-  l.unlock();
+  mu_.Unlock();
   absl::SleepFor(kHandOffPause);
-  l.lock();
+  mu_.Lock();
   return true;
 }
 
@@ -241,7 +242,7 @@ void UcxEngine::MaybeCheckDeadlines(absl::Time now) {
   last_deadline_check_ = now;
 }
 
-void UcxEngine::TakeTurn(std::unique_lock<std::mutex>& l, WorkerTurn& t, absl::Time wake_by) {
+void UcxEngine::TakeTurn(WorkerTurn& t, absl::Time wake_by) {
   t.worked |= ProgressOnce();
   if (++t.passes % kClockEvery != 0) return;
   const absl::Time now = absl::Now();
@@ -255,10 +256,10 @@ void UcxEngine::TakeTurn(std::unique_lock<std::mutex>& l, WorkerTurn& t, absl::T
   if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // events pending: keep polling
   const absl::Duration sleep = std::clamp(wake_by - now, absl::ZeroDuration(), kMaxWorkerSleep);
   const timespec ts = absl::ToTimespec(sleep);
-  l.unlock();
+  mu_.Unlock();
   pollfd pfd{efd_, POLLIN, 0};
   ppoll(&pfd, 1, &ts, nullptr);
-  l.lock();
+  mu_.Lock();
   t.last_work = absl::Now() - options_.progress_spin / 2;  // after a wake-up, spin half as long
 }
 
@@ -273,22 +274,21 @@ bool UcxEngine::ProgressThreadStaysOff(uint64_t& drives_seen) const {
 void UcxEngine::ProgressLoop() {
   WorkerTurn turn{.last_work = absl::Now()};
   uint64_t drives_seen = 0;
-  std::unique_lock l(mu_);
+  absl::MutexLock l(&mu_);
   while (!stop_.load(std::memory_order_relaxed)) {
     if (ProgressThreadStaysOff(drives_seen)) {
-      progress_parked_cv_.wait_for(l, absl::ToChronoNanoseconds(kDriverGrace));
+      progress_parked_cv_.WaitWithTimeout(&mu_, kDriverGrace);
       turn.last_work = absl::Now();
       continue;
     }
-    turn.worked |= HandOffToReceiver(l);
-    TakeTurn(l, turn, absl::InfiniteFuture());
-    l.unlock();  // others may take mu_ between passes
-    l.lock();
+    turn.worked |= HandOffToReceiver();
+    TakeTurn(turn, absl::InfiniteFuture());
+    mu_.Unlock();  // others may take mu_ between passes
+    mu_.Lock();
   }
 }
 
-bool UcxEngine::DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
-                           absl::FunctionRef<bool()> pred) {
+bool UcxEngine::DriveUntil(absl::Time deadline, absl::FunctionRef<bool()> pred) {
   bool mine = false;  // this caller holds the worker (driving_)
   WorkerTurn turn;
   while (!pred()) {
@@ -298,22 +298,22 @@ bool UcxEngine::DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
       turn.last_work = absl::Now();
     }
     if (mine) {
-      TakeTurn(l, turn, deadline);
+      TakeTurn(turn, deadline);
       if (turn.passes % kClockEvery != 0) {
-        l.unlock();  // others may take mu_ between passes
-        l.lock();
+        mu_.Unlock();  // others may take mu_ between passes
+        mu_.Lock();
         continue;
       }
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) break;
-    // Another caller drives: its completions notify cv_ (and it notifies when it leaves).
-    if (!mine) cv_.wait_for(l, absl::ToChronoNanoseconds(std::min(deadline - now, kMaxCallerWait)));
+    // Another caller drives: its completions signal cv_ (and it signals when it leaves).
+    if (!mine) cv_.WaitWithTimeout(&mu_, std::min(deadline - now, kMaxCallerWait));
   }
   if (mine) {
     driving_ = false;
     driver_left_ = absl::Now();
-    cv_.notify_all();  // a caller waiting behind this one drives next
+    cv_.SignalAll();  // a caller waiting behind this one drives next
   }
   return pred();
 }
@@ -367,7 +367,7 @@ absl::StatusOr<ucp_ep_h> UcxEngine::CreateEndpoint(std::span<const uint8_t> ucp_
 
 absl::StatusOr<PeerId> UcxEngine::Connect(std::string_view peer_address) {
   ASSIGN_OR_RETURN(ucx_wire::ParsedAddress a, ucx_wire::UnwrapAddress(peer_address));
-  std::unique_lock l(mu_);
+  absl::MutexLock l(&mu_);
   auto e = std::make_unique<EndpointState>();
   e->engine = this;
   e->remote_id = a.engine_id;
@@ -392,7 +392,7 @@ absl::StatusOr<PeerId> UcxEngine::Connect(std::string_view peer_address) {
   Wake();
   absl::Time deadline = absl::Now() + options_.default_transfer_timeout;
   EndpointState* raw = e.get();
-  WaitUntil(cv_, l, deadline, [raw] { return raw->flush_done || !raw->error.ok(); });
+  WaitUntil(cv_, mu_, deadline, [raw] { return raw->flush_done || !raw->error.ok(); });
   absl::Status failed =
       !e->error.ok()   ? e->error
       : !e->flush_done ? absl::DeadlineExceededError("UCX wireup timed out")
@@ -414,7 +414,7 @@ absl::StatusOr<PeerId> UcxEngine::Connect(std::string_view peer_address) {
 }
 
 absl::Status UcxEngine::Disconnect(PeerId peer) {
-  std::lock_guard l(mu_);
+  absl::MutexLock l(&mu_);
   auto it = peers_.find(peer);
   if (it == peers_.end()) return absl::NotFoundError(absl::StrCat("peer ", peer));
   absl::Status why = absl::CancelledError(absl::StrCat("peer ", peer, " disconnected"));
@@ -448,7 +448,7 @@ void UcxEngine::OnEndpointError(EndpointState* e, ucs_status_t status) {
   if (e->error.ok()) e->error = why;
   e->failed = true;
   to_close_.push_back(e);  // closed by the progress loop, outside UCX's callback
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::StatusOr<std::unique_ptr<MemoryRegion>> UcxEngine::RegisterMemory(const void* data,
@@ -459,7 +459,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> UcxEngine::RegisterMemory(const vo
   p.address = const_cast<void*>(data);
   p.length = size;
   ucp_mem_h memh = nullptr;
-  std::lock_guard l(mu_);
+  absl::MutexLock l(&mu_);
   ucs_status_t s = ucp_mem_map(context_, &p, &memh);
   if (s != UCS_OK) return UcsError(absl::StrCat("ucp_mem_map of ", size, " bytes"), s);
   const auto* start = static_cast<const uint8_t*>(data);
@@ -468,7 +468,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> UcxEngine::RegisterMemory(const vo
 }
 
 void UcxEngine::UnregisterMemory(ucp_mem_h memh, const uint8_t* start) {
-  std::lock_guard l(mu_);
+  absl::MutexLock l(&mu_);
   regions_.erase(start);
   ucp_mem_unmap(context_, memh);
 }
@@ -481,12 +481,12 @@ ucp_mem_h UcxEngine::FindMemh(const uint8_t* p, size_t n) {
 }
 
 void UcxEngine::ScreenSenders(SenderScreen screen) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   screen_ = std::move(screen);
 }
 
 Metrics UcxEngine::GetMetrics() const {
-  std::lock_guard l(mu_);
+  absl::MutexLock l(&mu_);
   Metrics m = metrics_;
   m.receive_pending_batches = std::count_if(inbound_.begin(), inbound_.end(),
                                             [](const auto& kv) { return !kv.second->reported; });

@@ -2,23 +2,24 @@
 //
 // Concurrency: mu_ guards every member below it and every UCX call; UCX callbacks run inside
 // ucp_worker_progress / ucp_*_nbx under mu_ (in the progress thread or a caller that drives the
-// worker, see DriveUntil) and never lock. cv_ is notified on any completion,
+// worker, see DriveUntil) and never lock. cv_ is signalled on any completion,
 // failure, freed in-flight space or ready batch. Callback contexts (Outbound, Inbound, peers)
-// live in unique_ptrs so their addresses stay stable while UCX holds them.
+// live in unique_ptrs so their addresses stay stable while UCX holds them; their fields are
+// guarded by their engine's mu_ too (not annotated: the analysis cannot tie `o->engine->mu_` to
+// the `this->mu_` the engine holds).
 #pragma once
 
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
 #include "core/transport/transport.h"
 #include "core/transport/ucx/ucx_buffer_pool.h"
 #include "core/transport/ucx/ucx_transport.h"
@@ -85,15 +86,16 @@ struct Inbound {
   bool reported = false;  // handed to the ready queue (OK or error)
 };
 
-// Waits on cv in slices until pred() or the deadline (a far deadline must not overflow the
-// clock conversion). Returns pred().
+// Waits on cv (with mu held) in slices of at most 100 ms until pred() or the deadline; a slice
+// also re-checks a pred() that changes without a signal (Connect's flush callback). pred runs
+// with mu held. Returns pred().
 template <typename Pred>
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& l, absl::Time deadline,
-               Pred pred) {
+bool WaitUntil(absl::CondVar& cv, absl::Mutex& mu, absl::Time deadline, Pred pred)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   while (!pred()) {
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return pred();
-    cv.wait_for(l, absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(100))));
+    cv.WaitWithTimeout(&mu, std::min(left, absl::Milliseconds(100)));
   }
   return true;
 }
@@ -135,16 +137,23 @@ class UcxEngine : public Transport {
   void ScreenSenders(SenderScreen screen) override;
   Metrics GetMetrics() const override;
 
+  // UCX calls back only inside ucp_worker_progress / ucp_*_nbx, which run under mu_: the static
+  // trampolines in the .cc files call this before the handlers below, so that the analysis knows.
+  void AssertInUcxCallback() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
+
   // Callbacks (static trampolines in the .cc files call these under mu_).
-  void OnSendDone(Outbound* o, RequestCtx* c, ucs_status_t status);
-  void OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status);
-  void OnBufferLanded(Inbound* in, uint32_t index);
-  void ChecksumOneLanded(std::unique_lock<std::mutex>& l);
-  void OnEndpointError(EndpointState* e, ucs_status_t status);
-  void OnHeaderBytes(std::span<const uint8_t> bytes);
+  void OnSendDone(Outbound* o, RequestCtx* c, ucs_status_t status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnBufferLanded(Inbound* in, uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pops one landed buffer and checksums it with mu_ released meanwhile.
+  void ChecksumOneLanded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnEndpointError(EndpointState* e, ucs_status_t status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnHeaderBytes(std::span<const uint8_t> bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A header receive that failed (a header longer than any valid one is truncated).
-  void OnHeaderFailed(ucs_status_t status, size_t length);
-  void UnregisterMemory(ucp_mem_h memh, const uint8_t* start);
+  void OnHeaderFailed(ucs_status_t status, size_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnregisterMemory(ucp_mem_h memh, const uint8_t* start) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit UcxEngine(const UcxOptions& options);
@@ -154,9 +163,9 @@ class UcxEngine : public Transport {
   // One pass over the worker under mu_: ucp_worker_progress, new batch headers, endpoints to
   // close. Returns whether UCX reported work. Run by the progress thread, or by a caller that
   // drives the worker itself (DriveUntil).
-  bool ProgressOnce();
+  bool ProgressOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Transfer deadlines and receive stalls, at most once a millisecond.
-  void MaybeCheckDeadlines(absl::Time now);
+  void MaybeCheckDeadlines(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Spin state of whoever holds the worker.
   struct WorkerTurn {
     uint32_t passes = 0;
@@ -166,72 +175,77 @@ class UcxEngine : public Transport {
   // One step of the worker's holder: a ProgressOnce pass; once UcxOptions::progress_spin has gone
   // by without work, a sleep on UCX's event fd instead (mu_ released; woken by UCX events and
   // Wake(), at the latest at `wake_by` or after kMaxWorkerSleep, for deadlines).
-  void TakeTurn(std::unique_lock<std::mutex>& l, WorkerTurn& t, absl::Time wake_by);
+  void TakeTurn(WorkerTurn& t, absl::Time wake_by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Progresses the worker in the calling thread until pred() or the deadline, sleeping on UCX's
   // event fd itself when idle. One caller drives at a time (driving_); the progress thread stays
   // off the worker meanwhile and for kDriverGrace after a caller leaves (ProgressThreadStaysOff),
   // so that a busy sender (Submit, Wait, Submit...) or receiver (Receive, Receive...) is one
   // thread, as in ucx_perftest. Two threads taking turns on a 2-core host moved the socket and
   // buffers between the cores' caches at every turn (TCP, 1 MiB pages: the sender's kernel copy
-  // cost twice ucx_perftest's per byte) and idled cores at every hand-off. Returns pred().
-  bool DriveUntil(std::unique_lock<std::mutex>& l, absl::Time deadline,
-                  absl::FunctionRef<bool()> pred);
+  // cost twice ucx_perftest's per byte) and idled cores at every hand-off. pred runs with mu_
+  // held (mu_ is released between passes). Returns pred().
+  bool DriveUntil(absl::Time deadline, absl::FunctionRef<bool()> pred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets a Receive() caller that has work waiting (a landed buffer to checksum, a batch to take)
   // have mu_: releases it for kHandOffPause and returns true, else returns false at once.
-  // std::mutex is not fair: the progress loop took mu_ back at once, the caller starved, and
+  // The mutex is not fair: the progress loop took mu_ back at once, the caller starved, and
   // unverified buffers piled up, each a pool buffer the next batch then allocated anew (shm, 4
   // batches of 8 x 1 MiB in flight: 2.6 GB RSS after 3 s, every page faulted in, 1.7 GB/s).
-  bool HandOffToReceiver(std::unique_lock<std::mutex>& l);
+  bool HandOffToReceiver() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr absl::Duration kHandOffPause = absl::Microseconds(20);
   // The progress thread takes the worker back only this long after the last caller stopped
   // driving it: work a caller posts and then does not wait for (a Submit without Wait, a batch
   // that lands between Receive() calls) waits at most this long to be progressed.
   // `drives_seen`: the progress thread's copy of drives_, so that it reads the clock only after
   // a caller drove.
-  bool ProgressThreadStaysOff(uint64_t& drives_seen) const;
+  bool ProgressThreadStaysOff(uint64_t& drives_seen) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr absl::Duration kDriverGrace = absl::Milliseconds(1);
   static constexpr absl::Duration kMaxWorkerSleep = absl::Milliseconds(2);
   static constexpr absl::Duration kMaxCallerWait = absl::Milliseconds(100);
-  void PollHeaders();
-  void CheckDeadlines(absl::Time now);
+  void PollHeaders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckDeadlines(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `local`: a peer on this host that takes shared-memory endpoints
   // (UcxOptions::local_shared_memory), connected without UCX error handling; otherwise with it
   // where UCX offers a lane.
   absl::StatusOr<ucp_ep_h> CreateEndpoint(std::span<const uint8_t> ucp_address, EndpointState* e,
-                                          bool local);
-  void TearDown(EndpointState* e, absl::Status why, CloseMode mode);
-  bool Drained() const;
-  bool DrainForShutdown();
-  void CancelSends(Outbound* o);
-  void FinishOutbound(Outbound* o);
-  void FailInbound(Inbound* in, absl::Status why);
+                                          bool local) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TearDown(EndpointState* e, absl::Status why, CloseMode mode)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DrainForShutdown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelSends(Outbound* o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishOutbound(Outbound* o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailInbound(Inbound* in, absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Posts the receive of one announced buffer into a pool buffer; records a failure in
   // in->status. Returns whether UCX holds the request (it did not complete at once).
-  bool PostReceive(Inbound* in, uint32_t index);
+  bool PostReceive(Inbound* in, uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a batch header comes from a local shared-memory sender (see SenderWindow).
   bool FromLocalSender(const ucx_wire::BatchHeader& h) const;
   // Posts the sender's waiting buffers while its window has room.
-  void PostWindowed(uint32_t sender);
+  void PostWindowed(uint32_t sender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the sender's window once nothing waits in it or is posted through it.
-  void DropWindowIfIdle(uint32_t sender);
+  void DropWindowIfIdle(uint32_t sender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the sender's batches that have buffers waiting for its window. Called with the windows
   // held (hold_windows_), so that a cancel's callback posts none of them first.
   // (DeadlineExceeded: "batch <seq> from engine <sender>: <why>").
-  void FailWaitingBatches(uint32_t sender, std::string_view why);
-  void MaybeRetireInbound(Inbound* in);
+  void FailWaitingBatches(uint32_t sender, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeRetireInbound(Inbound* in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `h`'s bytes from the receive budget, or says why not (ResourceExhausted).
-  absl::Status AdmitToBudget(const ucx_wire::BatchHeader& h);
-  void ReleaseBudget(const ucx_wire::BatchHeader& h);
+  absl::Status AdmitToBudget(const ucx_wire::BatchHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseBudget(const ucx_wire::BatchHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses an announced batch: reports `why`, and posts its buffers into discard_.
-  void RefuseBatch(ucx_wire::BatchHeader h, uint64_t key, absl::Status why);
+  void RefuseBatch(ucx_wire::BatchHeader h, uint64_t key, absl::Status why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels the receives UCX still holds for `in` (they call back with UCS_ERR_CANCELED).
-  void CancelPosted(Inbound* in);
+  void CancelPosted(Inbound* in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PostSends(Outbound* o, EndpointState* e, uint32_t seq,
-                         std::span<const std::span<const uint8_t>> buffers);
-  void AbortLocked(Outbound* o, absl::Status why);
-  ucp_mem_h FindMemh(const uint8_t* p, size_t n);
+                         std::span<const std::span<const uint8_t>> buffers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(Outbound* o, absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ucp_mem_h FindMemh(const uint8_t* p, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake();
 
+  // Written before the progress thread starts (constructor, Init), then constant.
   const UcxOptions options_;
   uint32_t engine_id_ = 0;
   std::string address_;
@@ -243,32 +257,37 @@ class UcxEngine : public Transport {
   std::atomic<bool> stop_{false};
   std::atomic<int> receivers_{0};  // threads inside Receive()
   std::thread progress_;
-  std::condition_variable progress_parked_cv_;  // the progress thread waits here (StaysOff)
+  // The progress thread waits here, with mu_ (StaysOff).
+  absl::CondVar progress_parked_cv_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Metrics metrics_;
-  SenderScreen screen_;   // empty: every sender
-  bool driving_ = false;  // a Wait() or Receive() caller progresses the worker (DriveUntil)
-  uint64_t drives_ = 0;   // times a caller took the worker
-  absl::Time driver_left_ = absl::InfinitePast();  // when the last driving caller left
-  absl::Time last_deadline_check_;
-  PeerId next_peer_ = 1;
-  TransferId next_transfer_ = 1;
-  uint32_t next_seq_ = 0;
-  std::map<PeerId, std::unique_ptr<EndpointState>> peers_;
-  std::vector<std::unique_ptr<EndpointState>> dead_endpoints_;  // kept: UCX may still call back
-  std::vector<EndpointState*> to_close_;                        // failed, close soon
-  std::vector<void*> closing_;                                  // ep close requests
-  bool worker_flushed_ = false;  // shutdown's ucp_worker_flush_nbx completed
-  std::map<TransferId, std::unique_ptr<Outbound>> transfers_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  Metrics metrics_ ABSL_GUARDED_BY(mu_);
+  SenderScreen screen_ ABSL_GUARDED_BY(mu_);  // empty: every sender
+  // A Wait() or Receive() caller progresses the worker (DriveUntil).
+  bool driving_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t drives_ ABSL_GUARDED_BY(mu_) = 0;  // times a caller took the worker
+  // When the last driving caller left.
+  absl::Time driver_left_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_deadline_check_ ABSL_GUARDED_BY(mu_);
+  PeerId next_peer_ ABSL_GUARDED_BY(mu_) = 1;
+  TransferId next_transfer_ ABSL_GUARDED_BY(mu_) = 1;
+  uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<PeerId, std::unique_ptr<EndpointState>> peers_ ABSL_GUARDED_BY(mu_);
+  // Kept: UCX may still call back.
+  std::vector<std::unique_ptr<EndpointState>> dead_endpoints_ ABSL_GUARDED_BY(mu_);
+  std::vector<EndpointState*> to_close_ ABSL_GUARDED_BY(mu_);  // failed, close soon
+  std::vector<void*> closing_ ABSL_GUARDED_BY(mu_);            // ep close requests
+  bool worker_flushed_ ABSL_GUARDED_BY(mu_) = false;  // shutdown's ucp_worker_flush_nbx completed
+  std::map<TransferId, std::unique_ptr<Outbound>> transfers_ ABSL_GUARDED_BY(mu_);
   // Waited-for transfers whose sends UCX still holds (aborted ones): freed on the last callback.
-  std::map<TransferId, std::unique_ptr<Outbound>> retiring_;
-  std::map<uint64_t, std::unique_ptr<Inbound>> inbound_;
-  size_t pending_bytes_ = 0;                         // the receive budget in use
-  std::map<uint32_t, size_t> sender_pending_bytes_;  // by sender; entries erased at 0
+  std::map<TransferId, std::unique_ptr<Outbound>> retiring_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::unique_ptr<Inbound>> inbound_ ABSL_GUARDED_BY(mu_);
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the receive budget in use
+  // By sender; entries erased at 0.
+  std::map<uint32_t, size_t> sender_pending_bytes_ ABSL_GUARDED_BY(mu_);
   // Refused batches' bytes land here and are dropped (receives of 64 bytes: UCX truncates).
-  alignas(64) uint8_t discard_[64];
+  alignas(64) uint8_t discard_[64] ABSL_GUARDED_BY(mu_);
   struct BufferRef {  // one buffer of an inbound batch
     Inbound* in;
     uint32_t index;
@@ -276,24 +295,24 @@ class UcxEngine : public Transport {
   // Buffers that landed but whose CRC32C is not computed yet. Receive() callers compute them, one
   // buffer at a time and outside mu_, while the bytes UCX just wrote are still in cache (and,
   // when another thread progresses the worker, while it moves the next buffers).
-  std::deque<BufferRef> landed_;
+  std::deque<BufferRef> landed_ ABSL_GUARDED_BY(mu_);
   // UcxOptions::local_receive_window_bytes, per local sender engine: its announced buffers not yet
   // posted, in arrival order, and the bytes of its posted ones.
   struct SenderWindow {
     std::deque<BufferRef> waiting;
     size_t posted_bytes = 0;
   };
-  std::map<uint32_t, SenderWindow> windows_;
+  std::map<uint32_t, SenderWindow> windows_ ABSL_GUARDED_BY(mu_);
   // Set while PostWindowed runs or CheckDeadlines fails stalled batches: PostWindowed then posts
   // nothing (a cancel's callback may call into it) and no window is dropped (PostWindowed holds a
   // reference to its window).
-  bool hold_windows_ = false;
-  std::deque<ReadyItem> ready_;
+  bool hold_windows_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<ReadyItem> ready_ ABSL_GUARDED_BY(mu_);
   struct Region {
     const uint8_t* end;
     ucp_mem_h memh;
   };
-  std::map<const uint8_t*, Region> regions_;
+  std::map<const uint8_t*, Region> regions_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::transport::ucx_internal

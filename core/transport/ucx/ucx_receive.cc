@@ -11,6 +11,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/kvpage/crc32c.h"
 #include "core/transport/peer_allowlist.h"
@@ -28,6 +29,7 @@ struct HeaderRecv {
 
 void HeaderCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
   std::unique_ptr<HeaderRecv> h(static_cast<HeaderRecv*>(user_data));
+  h->engine->AssertInUcxCallback();
   if (status == UCS_OK) {
     h->engine->OnHeaderBytes(h->bytes);
   } else {
@@ -39,6 +41,7 @@ void HeaderCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, vo
 void DataCb(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user_data) {
   auto* c = static_cast<RequestCtx*>(user_data);
   auto* in = static_cast<Inbound*>(c->owner);
+  in->engine->AssertInUcxCallback();
   in->engine->OnRecvDone(in, c, status);
   ucp_request_free(request);
 }
@@ -106,7 +109,7 @@ void UcxEngine::OnHeaderFailed(ucs_status_t status, size_t length) {
         absl::StrCat("receiving a batch header: ", ucs_status_string(status)));
   }
   ready_.push_back({std::move(why), nullptr});
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status UcxEngine::AdmitToBudget(const ucx_wire::BatchHeader& h) {
@@ -141,7 +144,7 @@ void UcxEngine::RefuseBatch(ucx_wire::BatchHeader h, uint64_t key, absl::Status 
   log::Warning("UCX receive refused a batch",
                {{"sender", absl::StrFormat("%07x", h.sender)}, {"why", why.ToString()}});
   ready_.push_back({why, nullptr});
-  cv_.notify_all();
+  cv_.SignalAll();
   auto owned = std::make_unique<Inbound>();
   Inbound* in = owned.get();
   in->engine = this;
@@ -169,7 +172,7 @@ void UcxEngine::OnHeaderBytes(std::span<const uint8_t> bytes) {
   if (!h.ok()) {
     ++metrics_.receive_errors;
     ready_.push_back({h.status(), nullptr});
-    cv_.notify_all();
+    cv_.SignalAll();
     return;
   }
   if (screen_ && !screen_(h->sender_address)) {
@@ -322,6 +325,7 @@ void UcxEngine::OnRecvDone(Inbound* in, RequestCtx* c, ucs_status_t status) {
   // (A callback inside PostReceive comes before its bytes were counted as posted.)
   if (windowed && !c->posting) windows_[sender].posted_bytes -= in->header.sizes[c->index];
   absl::Cleanup post_next = [&] {
+    mu_.AssertHeld();  // runs as OnRecvDone returns, with mu_ held
     if (windowed) PostWindowed(sender);
   };
   c->request = nullptr;
@@ -349,23 +353,23 @@ void UcxEngine::OnBufferLanded(Inbound* in, uint32_t index) {
   if (!in->header.has_crc) return;
   ++in->crc_pending;
   landed_.push_back({in, index});
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
-// Pops one landed buffer and checksums it with `l` released. The Inbound and its buffers stay
+// Pops one landed buffer and checksums it with mu_ released. The Inbound and its buffers stay
 // alive meanwhile: they are released only by MaybeRetireInbound, which skips an Inbound with
 // crc_pending > 0, or by the destructor, which no Receive() may overlap. A landed buffer is no
 // longer written (its receive completed), so reading it unlocked is safe.
-void UcxEngine::ChecksumOneLanded(std::unique_lock<std::mutex>& l) {
+void UcxEngine::ChecksumOneLanded() {
   BufferRef item = landed_.front();
   landed_.pop_front();
   Inbound* in = item.in;
   if (!in->reported) {  // a failed batch is not checked
     const uint8_t* data = in->buffers[item.index].data.get();
     const size_t size = in->header.sizes[item.index];
-    l.unlock();
+    mu_.Unlock();
     const uint32_t crc = kvpage::Crc32cExtend(0, data, size);
-    l.lock();
+    mu_.Lock();
     in->crcs[item.index] = crc;
   }
   --in->crc_pending;
@@ -386,7 +390,7 @@ void UcxEngine::FailInbound(Inbound* in, absl::Status why) {
   if (in->status.ok()) in->status = why;
   ++metrics_.receive_errors;
   ready_.push_back({std::move(why), nullptr});
-  cv_.notify_all();
+  cv_.SignalAll();
   CancelPosted(in);
 }
 
@@ -411,7 +415,7 @@ void UcxEngine::MaybeRetireInbound(Inbound* in) {
   if (!in->reported) {
     in->reported = true;
     ready_.push_back({absl::OkStatus(), std::move(owned)});
-    cv_.notify_all();
+    cv_.SignalAll();
     return;
   }
   if (!in->discarding) ReleaseBudget(in->header);
@@ -421,18 +425,24 @@ void UcxEngine::MaybeRetireInbound(Inbound* in) {
 absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
   receivers_.fetch_add(1, std::memory_order_relaxed);
   absl::Cleanup done = [this] { receivers_.fetch_sub(1, std::memory_order_relaxed); };
-  std::unique_lock l(mu_);
-  for (;;) {
-    if (!DriveUntil(l, deadline, [this] { return !ready_.empty() || !landed_.empty(); })) {
-      return absl::DeadlineExceededError("no batch arrived before the deadline");
+  ReadyItem item;
+  {
+    absl::MutexLock l(&mu_);
+    auto has_work = [this] {
+      mu_.AssertHeld();  // DriveUntil runs its predicate with mu_ held
+      return !ready_.empty() || !landed_.empty();
+    };
+    for (;;) {
+      if (!DriveUntil(deadline, has_work)) {
+        return absl::DeadlineExceededError("no batch arrived before the deadline");
+      }
+      if (!ready_.empty()) break;
+      ChecksumOneLanded();
     }
-    if (!ready_.empty()) break;
-    ChecksumOneLanded(l);
+    item = std::move(ready_.front());
+    ready_.pop_front();
+    if (item.batch != nullptr) ReleaseBudget(item.batch->header);  // the caller owns it now
   }
-  ReadyItem item = std::move(ready_.front());
-  ready_.pop_front();
-  if (item.batch != nullptr) ReleaseBudget(item.batch->header);  // the caller owns it now
-  l.unlock();
   if (!item.status.ok()) return item.status;
   Inbound& in = *item.batch;
   uint32_t crc = 0;
@@ -442,7 +452,7 @@ absl::StatusOr<ReceivedBatch> UcxEngine::Receive(absl::Time deadline) {
     if (in.header.has_crc) crc = kvpage::Crc32cCombine(crc, in.crcs[i], in.header.sizes[i]);
   }
   auto storage = std::make_unique<PoolStorage>(pool_, std::move(in.buffers));
-  l.lock();
+  absl::MutexLock l(&mu_);
   if (in.header.has_crc && crc != in.header.crc) {
     ++metrics_.checksum_errors;
     ++metrics_.receive_errors;

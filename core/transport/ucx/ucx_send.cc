@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/kvpage/crc32c.h"
 #include "core/transport/ucx/ucx_engine.h"
@@ -14,6 +15,7 @@ namespace {
 void SendCb(void* request, ucs_status_t status, void* user_data) {
   auto* c = static_cast<RequestCtx*>(user_data);
   auto* o = static_cast<Outbound*>(c->owner);
+  o->engine->AssertInUcxCallback();
   o->engine->OnSendDone(o, c, status);
   ucp_request_free(request);
 }
@@ -44,8 +46,11 @@ absl::StatusOr<TransferId> UcxEngine::Submit(PeerId peer,
   o->deadline = options.deadline == absl::InfiniteFuture()
                     ? absl::Now() + options_.default_transfer_timeout
                     : options.deadline;
-  std::unique_lock l(mu_);
-  auto fits = [&] { return metrics_.inflight_bytes + o->bytes <= options_.max_inflight_bytes; };
+  absl::ReleasableMutexLock l(&mu_);
+  auto fits = [&] {
+    mu_.AssertHeld();  // called only here and by WaitUntil, both with mu_ held
+    return metrics_.inflight_bytes + o->bytes <= options_.max_inflight_bytes;
+  };
   if (!fits()) {
     if (!options.block) {
       ++metrics_.submits_rejected;
@@ -53,7 +58,7 @@ absl::StatusOr<TransferId> UcxEngine::Submit(PeerId peer,
           absl::StrCat(metrics_.inflight_bytes, " bytes in flight + ", o->bytes,
                        " > max_inflight_bytes ", options_.max_inflight_bytes));
     }
-    if (!WaitUntil(cv_, l, o->deadline, fits)) {
+    if (!WaitUntil(cv_, mu_, o->deadline, fits)) {
       return absl::DeadlineExceededError(
           absl::StrCat("no in-flight space for ", o->bytes, " bytes before the deadline"));
     }
@@ -83,7 +88,7 @@ absl::StatusOr<TransferId> UcxEngine::Submit(PeerId peer,
   TransferId id = raw->id;
   raw->status = PostSends(raw, e, h.seq, buffers);
   if (raw->outstanding == 0) FinishOutbound(raw);
-  l.unlock();
+  l.Release();
   Wake();
   return id;
 }
@@ -93,6 +98,7 @@ absl::Status UcxEngine::PostSends(Outbound* o, EndpointState* e, uint32_t seq,
   const size_t n = buffers.size();
   o->ctx.assign(n + 1, RequestCtx{o, 0, nullptr});
   auto post = [&](uint32_t index, const void* data, size_t size, uint64_t tag) -> absl::Status {
+    mu_.AssertHeld();  // called only below, within PostSends
     RequestCtx* c = &o->ctx[index == kHeaderIndex ? n : index];
     c->index = index;
     ucp_request_param_t p{};
@@ -160,11 +166,11 @@ void UcxEngine::FinishOutbound(Outbound* o) {
   o->done = true;
   metrics_.inflight_bytes -= o->bytes;
   ++(o->status.ok() ? metrics_.transfers_completed : metrics_.transfers_failed);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::StatusOr<TransferStatus> UcxEngine::GetStatus(TransferId id) {
-  std::lock_guard l(mu_);
+  absl::MutexLock l(&mu_);
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
   const Outbound& o = *it->second;
@@ -172,11 +178,11 @@ absl::StatusOr<TransferStatus> UcxEngine::GetStatus(TransferId id) {
 }
 
 absl::Status UcxEngine::Wait(TransferId id, absl::Time deadline) {
-  std::unique_lock l(mu_);
+  absl::MutexLock l(&mu_);
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
   Outbound* o = it->second.get();
-  if (!DriveUntil(l, deadline, [o] { return o->done; })) {
+  if (!DriveUntil(deadline, [o] { return o->done; })) {
     return absl::DeadlineExceededError(
         absl::StrCat("transfer ", id, " still in flight at the wait deadline"));
   }
@@ -189,13 +195,13 @@ absl::Status UcxEngine::Wait(TransferId id, absl::Time deadline) {
 }
 
 absl::Status UcxEngine::Cancel(TransferId id) {
-  std::unique_lock l(mu_);
+  absl::ReleasableMutexLock l(&mu_);
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return absl::NotFoundError(absl::StrCat("transfer ", id));
   Outbound* o = it->second.get();
   if (o->done) return absl::OkStatus();
   AbortLocked(o, absl::CancelledError(absl::StrCat("transfer ", id, " cancelled")));
-  l.unlock();
+  l.Release();
   Wake();
   return absl::OkStatus();
 }
