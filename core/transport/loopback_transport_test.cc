@@ -26,16 +26,14 @@ TEST(LoopbackTransport, ShipsBatchesAndVerifiesChecksum) {
 
   SubmitOptions unchecked;  // the payload's own checksums are the receiver's business
   unchecked.checksum = false;
-  unchecked.corrupt_checksum_for_testing = true;
+  TEST_CorruptLoopbackChecksums(**a, true);
   ASSERT_TRUE((*a)->Submit(*peer, batch, unchecked).ok());
   got = (*b)->Receive(absl::Now() + absl::Seconds(1));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_FALSE(got->checksummed());
   EXPECT_EQ(got->total_bytes(), 1003u);
 
-  SubmitOptions corrupt;
-  corrupt.corrupt_checksum_for_testing = true;
-  ASSERT_TRUE((*a)->Submit(*peer, batch, corrupt).ok());
+  ASSERT_TRUE((*a)->Submit(*peer, batch, SubmitOptions{}).ok());
   EXPECT_EQ((*b)->Receive(absl::Now() + absl::Seconds(1)).status().code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ((*b)->Receive(absl::Now() + absl::Milliseconds(10)).status().code(),

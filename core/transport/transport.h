@@ -74,8 +74,6 @@ struct SubmitOptions {
   absl::Time deadline = absl::InfiniteFuture();
   // true: Submit waits (until `deadline`) for in-flight space; false: ResourceExhausted at once.
   bool block = true;
-  // Test hook: send a wrong checksum so the receiver must report DataLoss.
-  bool corrupt_checksum_for_testing = false;
   // false: no batch CRC32C, on either side. Only for bytes that carry their own checksums and
   // whose receiver verifies them, e.g. kvpage pages (each with its CRC32C), a manifest (with its
   // CRC32C) and a transfer header (every field checked): every service batch. The batch CRC then

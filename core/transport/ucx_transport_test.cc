@@ -131,9 +131,8 @@ TEST_P(UcxInProcess, CorruptedChecksumIsDataLoss) {
   Pair p = MakePair(TestOptions(GetParam()));
   auto bufs = MakeBuffers(4, 100000, 0);
   auto spans = Spans(bufs);
-  SubmitOptions o;
-  o.corrupt_checksum_for_testing = true;
-  auto id = p.a->Submit(p.a_to_b, spans, o);
+  TEST_CorruptUcxChecksums(*p.a, true);
+  auto id = p.a->Submit(p.a_to_b, spans, SubmitOptions{});
   ASSERT_TRUE(id.ok());
   auto got = p.b->Receive(absl::Now() + absl::Seconds(10));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
@@ -151,7 +150,7 @@ TEST_P(UcxInProcess, BatchesWithoutChecksumArriveUnverified) {
     auto bufs = MakeBuffers(shapes[batch].first, shapes[batch].second, batch);
     SubmitOptions o;
     o.checksum = false;
-    o.corrupt_checksum_for_testing = batch == 1;
+    TEST_CorruptUcxChecksums(*p.a, batch == 1);
     auto id = p.a->Submit(p.a_to_b, Spans(bufs), o);
     ASSERT_TRUE(id.ok()) << id.status();
     auto got = p.b->Receive(absl::Now() + absl::Seconds(20));

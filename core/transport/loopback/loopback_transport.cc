@@ -98,6 +98,7 @@ class LoopbackTransport : public Transport {
     return id;
   }
   absl::Status Disconnect(PeerId) override { return absl::OkStatus(); }
+  void TEST_CorruptChecksums(bool on) { test_corrupt_checksums_ = on; }
 
   absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(const void* data,
                                                                size_t size) override {
@@ -125,7 +126,7 @@ class LoopbackTransport : public Transport {
                                                      "max_inflight_bytes ",
                                                      options_.max_inflight_bytes));
     }
-    if (options.checksum) in.crc = options.corrupt_checksum_for_testing ? crc ^ 1 : crc;
+    if (options.checksum) in.crc = test_corrupt_checksums_ ? crc ^ 1 : crc;
     TransferStatus st{true, absl::OkStatus(), bytes};
     std::shared_ptr<Mailbox> box = fabric_->Find(peer);
     if (box == nullptr) {
@@ -187,6 +188,7 @@ class LoopbackTransport : public Transport {
   SenderScreen screen_ ABSL_GUARDED_BY(mu_);
   TransferId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<TransferId, TransferStatus> transfers_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> test_corrupt_checksums_{false};  // TEST_CorruptChecksums
 };
 
 absl::StatusOr<ReceivedBatch> LoopbackTransport::Receive(absl::Time deadline) {
@@ -233,6 +235,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateLoopbackTransport(
     std::shared_ptr<LoopbackFabric> fabric, const Options& options) {
   if (fabric == nullptr) return absl::InvalidArgumentError("null LoopbackFabric");
   return std::make_unique<LoopbackTransport>(std::move(fabric), options);
+}
+
+void TEST_CorruptLoopbackChecksums(Transport& loopback, bool on) {
+  static_cast<LoopbackTransport&>(loopback).TEST_CorruptChecksums(on);
 }
 
 }  // namespace glimpse::transport

@@ -3,7 +3,7 @@
 // Engines created with the same LoopbackFabric reach each other by LocalAddress(); Submit copies
 // the batch into the receiver's queue at once, so every transfer is done when Submit returns
 // (its status: OK, or Unavailable when the receiver is gone). The checksum travels and is
-// verified by Receive exactly as on the wire, so corrupt_checksum_for_testing yields DataLoss.
+// verified by Receive exactly as on the wire, so TEST_CorruptLoopbackChecksums yields DataLoss.
 #pragma once
 
 #include <memory>
@@ -18,5 +18,9 @@ std::shared_ptr<LoopbackFabric> NewLoopbackFabric();
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateLoopbackTransport(
     std::shared_ptr<LoopbackFabric> fabric, const Options& options = {});
+
+// Test hook of a transport CreateLoopbackTransport made: while on, batches it submits with a
+// checksum carry a wrong one, so that their receiver reports DataLoss.
+void TEST_CorruptLoopbackChecksums(Transport& loopback, bool on);
 
 }  // namespace glimpse::transport

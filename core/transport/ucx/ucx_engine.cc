@@ -512,4 +512,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& 
   return std::unique_ptr<Transport>(std::move(engine));
 }
 
+void TEST_CorruptUcxChecksums(Transport& ucx, bool on) {
+  static_cast<ucx_internal::UcxEngine&>(ucx).TEST_CorruptChecksums(on);
+}
+
 }  // namespace glimpse::transport

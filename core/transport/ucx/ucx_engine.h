@@ -132,6 +132,9 @@ class UcxEngine : public Transport {
   absl::Status Wait(TransferId id, absl::Time deadline) override;
   absl::Status Cancel(TransferId id) override;
   absl::StatusOr<ReceivedBatch> Receive(absl::Time deadline) override;
+  // Test hook: while on, batches submitted with a checksum carry a wrong one, so that their
+  // receiver must report DataLoss.
+  void TEST_CorruptChecksums(bool on) { test_corrupt_checksums_ = on; }
   // The screen runs in OnHeaderBytes, under mu_: a refused batch goes the way of one over the
   // receive budget (RefuseBatch: drained into discard_).
   void ScreenSenders(SenderScreen screen) override;
@@ -313,6 +316,7 @@ class UcxEngine : public Transport {
     ucp_mem_h memh;
   };
   std::map<const uint8_t*, Region> regions_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> test_corrupt_checksums_{false};  // TEST_CorruptChecksums
 };
 
 }  // namespace glimpse::transport::ucx_internal

@@ -74,7 +74,7 @@ absl::StatusOr<TransferId> UcxEngine::Submit(PeerId peer,
   h.sender = engine_id_;
   h.seq = next_seq_++ & ucx_wire::kSeqMask;
   h.has_crc = options.checksum;
-  h.crc = options.corrupt_checksum_for_testing ? crc ^ 0x1u : crc;
+  h.crc = test_corrupt_checksums_ ? crc ^ 0x1u : crc;
   h.total_bytes = o->bytes;
   h.sizes = o->sizes;
   h.sender_address = address_;

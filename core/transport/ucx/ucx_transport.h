@@ -94,6 +94,10 @@ struct UcxOptions : Options {
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateUcxTransport(const UcxOptions& options = {});
 
+// Test hook of a transport CreateUcxTransport made: while on, batches it submits with a checksum
+// carry a wrong one, so that their receiver reports DataLoss.
+void TEST_CorruptUcxChecksums(Transport& ucx, bool on);
+
 // UCX settings every engine applies unless the environment sets them: `env` is the variable that
 // overrides one, `key` the name ucp_config_modify takes. Public so that a benchmark can give
 // ucx_perftest the same configuration.
