@@ -1,6 +1,7 @@
 #include "coordinator/coordinator_grpc.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "core/cluster/node_role.h"
 #include "core/common/grpc/identity.h"
@@ -128,8 +129,10 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext* ctx, const v1::EndTur
   r.turn_failed = req->turn_failed();
   r.turn_index = req->turn_index();
   r.summarised_tokens = req->summarised_tokens();
-  if (req->has_reload_us()) {
-    r.reload = absl::Microseconds(req->reload_us());
+  if (req->has_reload_seconds()) {
+    // Not finite: a reload longer than any hint, refused by the service with the others.
+    const double seconds = req->reload_seconds();
+    r.reload = std::isfinite(seconds) ? absl::Seconds(seconds) : absl::InfiniteDuration();
     r.reload_tokens = req->reload_tokens();
   }
   absl::StatusOr<LeaseResult> l = service_->EndTurn(r);

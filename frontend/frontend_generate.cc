@@ -256,7 +256,7 @@ absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
   req.set_expected_duration_ms(call.req.expected_tool_ms());
   if (call.started.source() == v1::STATE_SOURCE_WARM) {
     // What not being hot cost this turn: the coordinator's lease estimator learns R(n) from it.
-    req.set_reload_us(static_cast<int64_t>(call.started.load_seconds() * 1e6));
+    req.set_reload_seconds(call.started.load_seconds());
     req.set_reload_tokens(call.started.reused_tokens());
   }
   v1::EndTurnResponse resp;

@@ -519,16 +519,18 @@ TEST_F(ClusterTest, EveryInternalRpcRefusesACallerWithoutAnAllowedRole) {
   ASSERT_TRUE(MakeCertificates((dir_ / "tls").string(), {anonymous}, 1).ok());
   const TlsFiles intruder = Certificate("intruder", "x1");
   const TlsFiles no_identity = CertificateFiles((dir_ / "tls").string(), "anonymous");
-  const std::pair<std::string, std::string> services[] = {
-      {v1::Coordinator::service_full_name(), coordinator_->grpc_address()},
-      {v1::CacheNode::service_full_name(), cache_address_},
-      {v1::DecodeWorker::service_full_name(), decode_->grpc_address()},
-      {v1::PrefillWorker::service_full_name(), prefill->grpc_address()}};
+  // Each service's descriptor through a message of its file: a file nothing in this binary
+  // references otherwise is not linked in, and the generated pool would not know it.
+  const std::pair<const google::protobuf::FileDescriptor*, std::string> services[] = {
+      {v1::RegisterNodeRequest::descriptor()->file(), coordinator_->grpc_address()},
+      {v1::CacheGetRequest::descriptor()->file(), cache_address_},
+      {v1::DecodeTurnRequest::descriptor()->file(), decode_->grpc_address()},
+      {v1::PrefillRequest::descriptor()->file(), prefill->grpc_address()}};
   int methods = 0;
-  for (const auto& [name, address] : services) {
-    const google::protobuf::ServiceDescriptor* service =
-        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
-    ASSERT_NE(service, nullptr) << name;
+  for (const auto& [file, address] : services) {
+    ASSERT_EQ(file->service_count(), 1) << file->name();
+    const google::protobuf::ServiceDescriptor* service = file->service(0);
+    const std::string& name = service->full_name();
     for (const auto& [tls, want] : {std::pair{intruder, grpc::StatusCode::PERMISSION_DENIED},
                                     std::pair{no_identity, grpc::StatusCode::UNAUTHENTICATED}}) {
       grpc::GenericStub stub(*ClientChannel(address, tls));

@@ -17,11 +17,11 @@ if not os.path.isfile(os.path.join(_PROTO_ROOT, "glimpse", "v1", "frontend_pb2_g
 if _PROTO_ROOT not in sys.path:
     sys.path.append(_PROTO_ROOT)
 
-from glimpse.v1 import coordinator_pb2  # noqa: E402
+from glimpse.v1 import session_pb2  # noqa: E402
 from glimpse.v1 import turn_pb2  # noqa: E402
 from glimpse.v1 import frontend_pb2  # noqa: E402
 from glimpse.v1 import frontend_pb2_grpc  # noqa: E402
 from glimpse.v1 import model_pb2  # noqa: E402
 
-__all__ = ["coordinator_pb2", "turn_pb2", "frontend_pb2", "frontend_pb2_grpc",
+__all__ = ["session_pb2", "turn_pb2", "frontend_pb2", "frontend_pb2_grpc",
            "model_pb2"]

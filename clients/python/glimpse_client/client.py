@@ -20,7 +20,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import grpc
 
 from glimpse_client import results
-from glimpse_client._stubs import (coordinator_pb2, turn_pb2, frontend_pb2,
+from glimpse_client._stubs import (session_pb2, turn_pb2, frontend_pb2,
                                    frontend_pb2_grpc, model_pb2)
 from glimpse_client.errors import GlimpseError, from_rpc_error
 from glimpse_client.results import SessionEnded, SessionInfo, ToolCallRecorded, TurnResult
@@ -72,7 +72,7 @@ class GlimpseClient:
 
     def get_session(self, session_id: str) -> SessionInfo:
         """The coordinator's record of the session; NOT_FOUND if the caller has none by that id."""
-        resp = self.call(self.stub.GetSession, coordinator_pb2.GetSessionRequest(
+        resp = self.call(self.stub.GetSession, session_pb2.GetSessionRequest(
             session_id=session_id))
         return results.session_info(resp.session)
 
@@ -256,7 +256,7 @@ class Session:
     def end(self) -> SessionEnded:
         """Ends the session: its hot KV is released (the stored states stay on the cache nodes)."""
         self._drain()
-        req = coordinator_pb2.EndSessionRequest(session_id=self.session_id)
+        req = session_pb2.EndSessionRequest(session_id=self.session_id)
         return results.session_ended(self.client.call(self.client.stub.EndSession, req))
 
     def __enter__(self) -> "Session":

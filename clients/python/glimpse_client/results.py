@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from glimpse_client._stubs import coordinator_pb2, turn_pb2, frontend_pb2
+from glimpse_client._stubs import session_pb2, turn_pb2, frontend_pb2
 
 _SOURCES = {
     turn_pb2.STATE_SOURCE_HOT: "hot",
@@ -18,9 +18,9 @@ _SOURCES = {
     turn_pb2.STATE_SOURCE_PREFILL_WORKER: "prefill_worker",
 }
 _TIERS = {
-    coordinator_pb2.SESSION_TIER_ACTIVE: "active",
-    coordinator_pb2.SESSION_TIER_LEASED: "leased",
-    coordinator_pb2.SESSION_TIER_WARM: "warm",
+    session_pb2.SESSION_TIER_ACTIVE: "active",
+    session_pb2.SESSION_TIER_LEASED: "leased",
+    session_pb2.SESSION_TIER_WARM: "warm",
 }
 
 
@@ -89,7 +89,7 @@ def source_name(source: int) -> str:
     return _SOURCES.get(source, "unspecified")
 
 
-def session_info(info: coordinator_pb2.SessionInfo) -> SessionInfo:
+def session_info(info: session_pb2.SessionInfo) -> SessionInfo:
     return SessionInfo(
         session_id=info.session_id,
         tier=_TIERS.get(info.tier, ""),
@@ -104,12 +104,12 @@ def session_info(info: coordinator_pb2.SessionInfo) -> SessionInfo:
     )
 
 
-def tool_call_recorded(resp: coordinator_pb2.ToolCallEndedResponse) -> ToolCallRecorded:
+def tool_call_recorded(resp: session_pb2.ToolCallEndedResponse) -> ToolCallRecorded:
     return ToolCallRecorded(tool_name=resp.tool_name, recorded_s=resp.recorded_duration_ms / 1000.0,
                             lease_alive=resp.lease_alive)
 
 
-def session_ended(resp: coordinator_pb2.EndSessionResponse) -> SessionEnded:
+def session_ended(resp: session_pb2.EndSessionResponse) -> SessionEnded:
     return SessionEnded(turns=resp.turns, released_bytes=resp.released_bytes)
 
 
