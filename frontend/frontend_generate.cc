@@ -13,12 +13,11 @@
 namespace glimpse::frontend {
 
 struct FrontendService::Call {
-  Call(grpc::ServerContext* c, grpc::ServerWriter<v1::GenerateEvent>* w,
-       const v1::GenerateRequest& r)
-      : ctx(c), writer(w), req(r), received(absl::Now()) {}
+  Call(const Caller& c, const EventSink& s, const v1::GenerateRequest& r)
+      : caller(c), send(s), req(r), received(absl::Now()) {}
 
-  grpc::ServerContext* ctx;
-  grpc::ServerWriter<v1::GenerateEvent>* writer;
+  const Caller& caller;
+  const EventSink& send;
   const v1::GenerateRequest& req;
   absl::Time received;
   std::string tenant;
@@ -43,26 +42,17 @@ std::string WorkerName(const v1::RouteTurnResponse& route) {
 
 }  // namespace
 
-grpc::Status FrontendService::Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
-                                       grpc::ServerWriter<v1::GenerateEvent>* writer) {
-  metrics_->in_flight().Add(1);
-  absl::Status st = RunGenerate(ctx, *req, writer);
-  metrics_->in_flight().Add(-1);
-  metrics_->Request("Generate", st.code());
-  return ToGrpcStatus(st);
-}
-
-absl::Status FrontendService::RunGenerate(grpc::ServerContext* ctx, const v1::GenerateRequest& req,
-                                          grpc::ServerWriter<v1::GenerateEvent>* writer) {
-  Call call(ctx, writer, req);
-  ASSIGN_OR_RETURN(call.tenant, Authenticate(*ctx));
+absl::Status FrontendService::Generate(const Caller& caller, const v1::GenerateRequest& req,
+                                       const EventSink& send) {
+  Call call(caller, send, req);
+  ASSIGN_OR_RETURN(call.tenant, Authenticate(caller));
   ASSIGN_OR_RETURN(const TenantCalls::Slot slot, calls_.Enter(call.tenant));
   ASSIGN_OR_RETURN(call.turn, ResolveTurn(req, model_->tokenizer(), limits_));
   call.scoped = ScopedSessionId(call.tenant, req.session_id());
   call.ns = kvstate::MakeNamespaceKey(TenantSalt(salt_secret_, call.tenant), fingerprint_,
                                       call.turn.policy_string);
   ASSIGN_OR_RETURN(std::optional<v1::SessionInfo> session,
-                   FindSession(ctx, call.tenant, req.session_id()));
+                   FindSession(caller, call.tenant, req.session_id()));
   const int64_t n = static_cast<int64_t>(call.turn.tokens.size());
   if (session.has_value()) {
     call.history_tokens = std::min(session->kv_tokens(), n - 1);
@@ -90,7 +80,8 @@ absl::Status FrontendService::Route(Call& call) {
   // tool_name stays empty: the tool whose result this turn carries is the one named at the last
   // EndTurn (the request's tool_name is the pause after this turn).
   req.set_max_queue_wait_ms(absl::ToInt64Milliseconds(options_.max_queue_wait));
-  std::unique_ptr<grpc::ClientContext> ctx = CoordinatorContext(call.ctx, options_.max_queue_wait);
+  std::unique_ptr<grpc::ClientContext> ctx =
+      CoordinatorContext(&call.caller, options_.max_queue_wait);
   grpc::Status st = coordinator_->RouteTurn(ctx.get(), req, &call.route);
   if (!st.ok()) return CoordinatorError("RouteTurn", st, call.scoped, call.req.session_id());
   return absl::OkStatus();
@@ -115,7 +106,7 @@ void FrontendService::PrefillOnWorker(Call& call) {
   grpc::Status st = channel.ok() ? grpc::Status::OK : ToGrpcStatus(channel.status());
   if (st.ok()) {
     // Propagated: the caller's deadline and cancellation reach the prefill worker.
-    std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*call.ctx);
+    std::unique_ptr<grpc::ClientContext> ctx = call.caller.Propagate();
     st = v1::PrefillWorker::NewStub(*channel)->Prefill(ctx.get(), req, &call.prefill);
   }
   if (!st.ok()) {
@@ -141,7 +132,7 @@ absl::StatusOr<v1::TurnDone> FrontendService::RunOnWorker(Call& call) {
   *req.mutable_policy() = call.turn.policy;
   req.set_delivery_id(call.delivery_id);
   // Propagated: the caller's deadline and cancellation reach the worker.
-  call.worker_ctx = grpc::ClientContext::FromServerContext(*call.ctx);
+  call.worker_ctx = call.caller.Propagate();
   std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
   std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
       stub->DecodeTurn(call.worker_ctx.get(), req);
@@ -202,15 +193,15 @@ absl::Status FrontendService::ForwardEvent(Call& call, const v1::DecodeEvent& ev
   } else {
     return absl::OkStatus();  // an event this frontend does not know: not forwarded
   }
-  if (!call.writer->Write(out)) {
+  if (!call.send(out)) {
     return absl::CancelledError("the caller went away; the turn was cancelled");
   }
   return absl::OkStatus();
 }
 
 absl::Status FrontendService::WorkerFailure(Call& call, const grpc::Status& status) {
-  if (call.ctx->IsCancelled()) {
-    if (absl::ToChronoTime(absl::Now()) >= call.ctx->deadline()) {
+  if (call.caller.IsCancelled()) {
+    if (call.caller.DeadlinePassed()) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "the deadline passed during the turn on decode worker %s", WorkerName(call.route)));
     }
@@ -273,7 +264,7 @@ absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
                           {"generated", static_cast<long long>(done.generated_tokens())},
                           {"kv_tokens", static_cast<long long>(done.hot_tokens())},
                           {"ttl_ms", static_cast<long long>(resp.ttl_ms())}});
-  if (!call.writer->Write(event)) return absl::CancelledError("the caller went away");
+  if (!call.send(event)) return absl::CancelledError("the caller went away");
   return absl::OkStatus();
 }
 

@@ -2,6 +2,8 @@
 // adapter, an in-memory store, FakeClock time) and the default model's tokenizer. A decode worker
 // "registered" at an address nobody serves stands in for one that fails mid-turn; the streaming
 // path with a real decode worker is covered by the end-to-end tests in tests/.
+#include "frontend/frontend_grpc.h"
+
 #include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -24,7 +26,6 @@
 #include "core/model/model_store.h"
 #include "core/model/test_files.h"
 #include "core/model/test_model.h"
-#include "frontend/frontend_service.h"
 #include "frontend/openai_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -95,9 +96,10 @@ struct Frontend {
     auto auth = Authenticator::FromMap({{"tok-acme", "acme"}, {"tok-beta", "beta"}}).value();
     const model::Model* model = model::testing::SharedDefaultModel();
     service = FrontendService::Create(o, model, std::move(auth), kSecret, &metrics).value();
+    grpc = std::make_unique<FrontendGrpc>(service.get(), &metrics);
     GrpcServerOptions options;
     options.tls = serve_tls;
-    server = GrpcServer::Start(options, {service.get()}).value();
+    server = GrpcServer::Start(options, {grpc.get()}).value();
     stub = v1::Frontend::NewStub(
         ClientChannel(absl::StrCat("127.0.0.1:", server->port()), connect_tls).value());
   }
@@ -158,6 +160,7 @@ struct Frontend {
   metrics::MetricsRegistry registry;
   FrontendMetrics metrics;
   std::unique_ptr<FrontendService> service;
+  std::unique_ptr<FrontendGrpc> grpc;
   std::unique_ptr<GrpcServer> server;
   std::unique_ptr<v1::Frontend::Stub> stub;
 };

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "core/common/grpc/status.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -87,20 +87,14 @@ FrontendService::FrontendService(const FrontendOptions& options, const model::Mo
       coordinator_(v1::Coordinator::NewStub(coordinator)),
       calls_(options.max_calls_per_tenant) {}
 
-absl::StatusOr<std::string> FrontendService::Authenticate(const grpc::ServerContext& ctx) const {
-  const auto& metadata = ctx.client_metadata();
-  auto it = metadata.find("authorization");
-  std::optional<std::string_view> value;
-  if (it != metadata.end()) value = std::string_view(it->second.data(), it->second.size());
-  return auth_->Authenticate(value);
+absl::StatusOr<std::string> FrontendService::Authenticate(const Caller& caller) const {
+  return auth_->Authenticate(caller.Authorization());
 }
 
 std::unique_ptr<grpc::ClientContext> FrontendService::CoordinatorContext(
-    const grpc::ServerContext* ctx, absl::Duration extra) const {
-  // Propagated: the caller's deadline bounds the call and its cancellation cancels it.
-  std::unique_ptr<grpc::ClientContext> out = ctx != nullptr
-                                                 ? grpc::ClientContext::FromServerContext(*ctx)
-                                                 : std::make_unique<grpc::ClientContext>();
+    const Caller* caller, absl::Duration extra) const {
+  std::unique_ptr<grpc::ClientContext> out =
+      caller != nullptr ? caller->Propagate() : std::make_unique<grpc::ClientContext>();
   out->set_deadline(DeadlineIn(options_.coordinator_timeout + extra));
   return out;
 }
@@ -125,13 +119,12 @@ absl::Status FrontendService::CoordinatorError(std::string_view rpc, const grpc:
 }
 
 absl::StatusOr<std::optional<v1::SessionInfo>> FrontendService::FindSession(
-    const grpc::ServerContext* ctx, const std::string& tenant,
-    const std::string& session_id) const {
+    const Caller& caller, const std::string& tenant, const std::string& session_id) const {
   const std::string scoped = ScopedSessionId(tenant, session_id);
   v1::GetSessionRequest req;
   req.set_session_id(scoped);
   v1::GetSessionResponse resp;
-  grpc::Status st = coordinator_->GetSession(CoordinatorContext(ctx).get(), req, &resp);
+  grpc::Status st = coordinator_->GetSession(CoordinatorContext(&caller).get(), req, &resp);
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
   if (!st.ok()) return CoordinatorError("GetSession", st, scoped, session_id);
   if (resp.session().tenant() != tenant) {  // scoped ids make this a foreign writer's record
@@ -144,17 +137,17 @@ absl::StatusOr<std::optional<v1::SessionInfo>> FrontendService::FindSession(
   return info;
 }
 
-absl::StatusOr<v1::SessionInfo> FrontendService::OwnSession(const grpc::ServerContext* ctx,
+absl::StatusOr<v1::SessionInfo> FrontendService::OwnSession(const Caller& caller,
                                                             const std::string& tenant,
                                                             const std::string& session_id) const {
-  ASSIGN_OR_RETURN(std::optional<v1::SessionInfo> info, FindSession(ctx, tenant, session_id));
+  ASSIGN_OR_RETURN(std::optional<v1::SessionInfo> info, FindSession(caller, tenant, session_id));
   if (!info.has_value()) return SessionNotFound(session_id);
   return *std::move(info);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> FrontendService::WorkerChannel(
     const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = channels_.find(address);
   if (it != channels_.end()) return it->second;
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
@@ -192,69 +185,45 @@ void FrontendService::ReleaseOnWorker(const std::string& worker_id, const std::s
   }
 }
 
-absl::Status FrontendService::DoGetSession(grpc::ServerContext* ctx,
-                                           const v1::GetSessionRequest& req,
-                                           v1::GetSessionResponse* resp) {
-  ASSIGN_OR_RETURN(std::string tenant, Authenticate(*ctx));
+absl::Status FrontendService::GetSession(const Caller& caller, const v1::GetSessionRequest& req,
+                                         v1::GetSessionResponse* resp) {
+  ASSIGN_OR_RETURN(std::string tenant, Authenticate(caller));
   RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
-  ASSIGN_OR_RETURN(*resp->mutable_session(), OwnSession(ctx, tenant, req.session_id()));
+  ASSIGN_OR_RETURN(*resp->mutable_session(), OwnSession(caller, tenant, req.session_id()));
   return absl::OkStatus();
 }
 
-absl::Status FrontendService::DoEndSession(grpc::ServerContext* ctx,
-                                           const v1::EndSessionRequest& req,
-                                           v1::EndSessionResponse* resp) {
-  ASSIGN_OR_RETURN(std::string tenant, Authenticate(*ctx));
+absl::Status FrontendService::EndSession(const Caller& caller, const v1::EndSessionRequest& req,
+                                         v1::EndSessionResponse* resp) {
+  ASSIGN_OR_RETURN(std::string tenant, Authenticate(caller));
   RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
-  ASSIGN_OR_RETURN(v1::SessionInfo info, OwnSession(ctx, tenant, req.session_id()));
+  ASSIGN_OR_RETURN(v1::SessionInfo info, OwnSession(caller, tenant, req.session_id()));
   const std::string scoped = ScopedSessionId(tenant, req.session_id());
   v1::EndSessionRequest down;
   down.set_session_id(scoped);
-  grpc::Status st = coordinator_->EndSession(CoordinatorContext(ctx).get(), down, resp);
+  grpc::Status st = coordinator_->EndSession(CoordinatorContext(&caller).get(), down, resp);
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) return SessionNotFound(req.session_id());
   if (!st.ok()) return CoordinatorError("EndSession", st, scoped, req.session_id());
   if (!info.decode_worker_id().empty()) ReleaseOnWorker(info.decode_worker_id(), scoped);
   return absl::OkStatus();
 }
 
-absl::Status FrontendService::DoToolCallEnded(grpc::ServerContext* ctx,
-                                              const v1::ToolCallEndedFrontendRequest& req,
-                                              v1::ToolCallEndedResponse* resp) {
-  ASSIGN_OR_RETURN(std::string tenant, Authenticate(*ctx));
+absl::Status FrontendService::ToolCallEnded(const Caller& caller,
+                                            const v1::ToolCallEndedFrontendRequest& req,
+                                            v1::ToolCallEndedResponse* resp) {
+  ASSIGN_OR_RETURN(std::string tenant, Authenticate(caller));
   RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
   RETURN_IF_ERROR(ValidateDurationMs("observed_duration_ms", req.observed_duration_ms(),
                                      limits_.max_tool_hint));
-  RETURN_IF_ERROR(OwnSession(ctx, tenant, req.session_id()).status());
+  RETURN_IF_ERROR(OwnSession(caller, tenant, req.session_id()).status());
   const std::string scoped = ScopedSessionId(tenant, req.session_id());
   v1::ToolCallEndedRequest down;
   down.set_session_id(scoped);
   down.set_observed_duration_ms(req.observed_duration_ms());
-  grpc::Status st = coordinator_->ToolCallEnded(CoordinatorContext(ctx).get(), down, resp);
+  grpc::Status st = coordinator_->ToolCallEnded(CoordinatorContext(&caller).get(), down, resp);
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) return SessionNotFound(req.session_id());
   if (!st.ok()) return CoordinatorError("ToolCallEnded", st, scoped, req.session_id());
   return absl::OkStatus();
-}
-
-grpc::Status FrontendService::GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
-                                         v1::GetSessionResponse* resp) {
-  absl::Status st = DoGetSession(ctx, *req, resp);
-  metrics_->Request("GetSession", st.code());
-  return ToGrpcStatus(st);
-}
-
-grpc::Status FrontendService::EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
-                                         v1::EndSessionResponse* resp) {
-  absl::Status st = DoEndSession(ctx, *req, resp);
-  metrics_->Request("EndSession", st.code());
-  return ToGrpcStatus(st);
-}
-
-grpc::Status FrontendService::ToolCallEnded(grpc::ServerContext* ctx,
-                                            const v1::ToolCallEndedFrontendRequest* req,
-                                            v1::ToolCallEndedResponse* resp) {
-  absl::Status st = DoToolCallEnded(ctx, *req, resp);
-  metrics_->Request("ToolCallEnded", st.code());
-  return ToGrpcStatus(st);
 }
 
 }  // namespace glimpse::frontend

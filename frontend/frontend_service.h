@@ -1,5 +1,6 @@
-// FrontendService: glimpse.v1.Frontend (proto/glimpse/v1/frontend.proto), what a serving frontend
-// calls. Stateless: any number of frontend processes may serve the same coordinator.
+// FrontendService: the logic of glimpse.v1.Frontend (proto/glimpse/v1/frontend.proto), what a
+// serving frontend calls; FrontendGrpc (frontend_grpc.h) is its gRPC face. Stateless: any number
+// of frontend processes may serve the same coordinator.
 //
 // One Generate call: authenticate the tenant (auth.h) → validate and resolve the turn
 // (turn_request.h: tokens, sampling, policy) → ask the coordinator where the session's KV is
@@ -16,13 +17,15 @@
 // unknown id. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/grpc/server.h"
 #include "core/kvstate/state_key.h"
@@ -33,7 +36,7 @@
 #include "frontend/turn_request.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "glimpse/v1/decode_worker.grpc.pb.h"
-#include "glimpse/v1/frontend.grpc.pb.h"
+#include "glimpse/v1/frontend.pb.h"
 #include "glimpse/v1/prefill_worker.grpc.pb.h"
 
 namespace glimpse::frontend {
@@ -53,7 +56,23 @@ struct FrontendOptions {
   v1::EvictionPolicy default_policy;  // method "none"/"" keeps everything; codec "" is fp16
 };
 
-class FrontendService final : public v1::Frontend::Service {
+// One incoming call as the service sees it; FrontendGrpc makes it from the gRPC call.
+class Caller {
+ public:
+  virtual ~Caller() = default;
+  // The "authorization" header as sent; nullopt when there is none.
+  virtual std::optional<std::string_view> Authorization() const = 0;
+  // A context for a call made on the caller's behalf: the caller's deadline bounds it and its
+  // cancellation cancels it.
+  virtual std::unique_ptr<grpc::ClientContext> Propagate() const = 0;
+  virtual bool IsCancelled() const = 0;
+  virtual bool DeadlinePassed() const = 0;
+};
+
+// Sends one event of a turn to the caller; false when the caller went away.
+using EventSink = std::function<bool(const v1::GenerateEvent&)>;
+
+class FrontendService {
  public:
   // `model` (for its tokenizer, vocabulary, context and fingerprint) and `metrics` are not owned
   // and must outlive the service. Fails on a bad default policy or limit, naming it.
@@ -61,14 +80,15 @@ class FrontendService final : public v1::Frontend::Service {
       const FrontendOptions& options, const model::Model* model,
       std::unique_ptr<Authenticator> auth, std::string salt_secret, FrontendMetrics* metrics);
 
-  grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
-                        grpc::ServerWriter<v1::GenerateEvent>* writer) override;
-  grpc::Status ToolCallEnded(grpc::ServerContext* ctx, const v1::ToolCallEndedFrontendRequest* req,
-                             v1::ToolCallEndedResponse* resp) override;
-  grpc::Status EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
-                          v1::EndSessionResponse* resp) override;
-  grpc::Status GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
-                          v1::GetSessionResponse* resp) override;
+  // One turn; its events go to `send` in order (started, tokens..., done, lease).
+  absl::Status Generate(const Caller& caller, const v1::GenerateRequest& req,
+                        const EventSink& send);
+  absl::Status GetSession(const Caller& caller, const v1::GetSessionRequest& req,
+                          v1::GetSessionResponse* resp);
+  absl::Status EndSession(const Caller& caller, const v1::EndSessionRequest& req,
+                          v1::EndSessionResponse* resp);
+  absl::Status ToolCallEnded(const Caller& caller, const v1::ToolCallEndedFrontendRequest& req,
+                             v1::ToolCallEndedResponse* resp);
 
   const TurnLimits& limits() const { return limits_; }
 
@@ -81,17 +101,17 @@ class FrontendService final : public v1::Frontend::Service {
                   std::shared_ptr<grpc::Channel> coordinator);
 
   // Shared by every method.
-  absl::StatusOr<std::string> Authenticate(const grpc::ServerContext& ctx) const;
-  std::unique_ptr<grpc::ClientContext> CoordinatorContext(const grpc::ServerContext* ctx,
+  absl::StatusOr<std::string> Authenticate(const Caller& caller) const;
+  // Bound by `caller` when there is one; nullptr: a call on no caller's behalf.
+  std::unique_ptr<grpc::ClientContext> CoordinatorContext(const Caller* caller,
                                                           absl::Duration extra = {}) const;
   // The coordinator's record of the caller's session (session_id as the caller knows it):
   // nullopt when it has none; NotFound with the unknown-id message when it is another tenant's.
-  absl::StatusOr<std::optional<v1::SessionInfo>> FindSession(const grpc::ServerContext* ctx,
+  absl::StatusOr<std::optional<v1::SessionInfo>> FindSession(const Caller& caller,
                                                              const std::string& tenant,
                                                              const std::string& session_id) const;
   // As FindSession, with NotFound (the same message) for none.
-  absl::StatusOr<v1::SessionInfo> OwnSession(const grpc::ServerContext* ctx,
-                                             const std::string& tenant,
+  absl::StatusOr<v1::SessionInfo> OwnSession(const Caller& caller, const std::string& tenant,
                                              const std::string& session_id) const;
   absl::Status CoordinatorError(std::string_view rpc, const grpc::Status& status,
                                 const std::string& scoped_id, const std::string& session_id) const;
@@ -100,8 +120,6 @@ class FrontendService final : public v1::Frontend::Service {
   void ReleaseOnWorker(const std::string& worker_id, const std::string& scoped_id);
 
   // Generate's steps (frontend_generate.cc).
-  absl::Status RunGenerate(grpc::ServerContext* ctx, const v1::GenerateRequest& req,
-                           grpc::ServerWriter<v1::GenerateEvent>* writer);
   absl::Status Route(Call& call);
   void PrefillOnWorker(Call& call);
   absl::StatusOr<v1::TurnDone> RunOnWorker(Call& call);
@@ -109,15 +127,6 @@ class FrontendService final : public v1::Frontend::Service {
   absl::Status WorkerFailure(Call& call, const grpc::Status& status);
   absl::Status FinishTurn(Call& call, const v1::TurnDone& done);
   void AbandonTurn(Call& call);
-
-  // The unary methods' bodies (absl::Status in, grpc::Status out at the edge).
-  absl::Status DoGetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest& req,
-                            v1::GetSessionResponse* resp);
-  absl::Status DoEndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest& req,
-                            v1::EndSessionResponse* resp);
-  absl::Status DoToolCallEnded(grpc::ServerContext* ctx,
-                               const v1::ToolCallEndedFrontendRequest& req,
-                               v1::ToolCallEndedResponse* resp);
 
   // Constant after construction.
   const FrontendOptions options_;
@@ -131,8 +140,8 @@ class FrontendService final : public v1::Frontend::Service {
 
   TenantCalls calls_;
 
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace glimpse::frontend

@@ -7,6 +7,7 @@
 #include "core/model/model.h"
 #include "core/model/model_store.h"
 #include "frontend/frontend_config.h"
+#include "frontend/frontend_grpc.h"
 #include "frontend/frontend_service.h"
 #include "frontend/openai_server.h"
 
@@ -21,9 +22,10 @@ class RunningFrontend : public RunningService {
       : model_(std::move(model)),
         metrics_(std::move(metrics)),
         service_(std::move(service)),
+        grpc_(service_.get(), metrics_.get()),
         openai_options_(std::move(openai)),
         registry_(registry) {}
-  std::vector<grpc::Service*> grpc_services() override { return {service_.get()}; }
+  std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
   absl::StatusOr<int> StartHttpApi(std::shared_ptr<grpc::Channel> self) override {
     if (!openai_options_) return 0;
     ASSIGN_OR_RETURN(openai_, OpenAiServer::Start(*openai_options_, std::move(self), registry_));
@@ -38,6 +40,7 @@ class RunningFrontend : public RunningService {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<FrontendMetrics> metrics_;
   std::unique_ptr<FrontendService> service_;
+  FrontendGrpc grpc_;
   const std::optional<OpenAiServerOptions> openai_options_;
   metrics::MetricsRegistry& registry_;
   std::unique_ptr<OpenAiServer> openai_;

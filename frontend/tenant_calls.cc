@@ -1,6 +1,7 @@
 #include "frontend/tenant_calls.h"
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 
 namespace glimpse::frontend {
 
@@ -9,7 +10,7 @@ TenantCalls::Slot::~Slot() {
 }
 
 absl::StatusOr<TenantCalls::Slot> TenantCalls::Enter(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int64_t& n = in_flight_[tenant];
   if (limit_ > 0 && n >= limit_) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -22,13 +23,13 @@ absl::StatusOr<TenantCalls::Slot> TenantCalls::Enter(const std::string& tenant) 
 }
 
 int64_t TenantCalls::InFlight(const std::string& tenant) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = in_flight_.find(tenant);
   return it == in_flight_.end() ? 0 : it->second;
 }
 
 void TenantCalls::Leave(const std::string& tenant) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = in_flight_.find(tenant);
   if (--it->second == 0) in_flight_.erase(it);
 }

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace glimpse::frontend {
 
@@ -41,8 +41,8 @@ class TenantCalls {
   void Leave(const std::string& tenant);
 
   const int64_t limit_;
-  mutable std::mutex mu_;
-  std::map<std::string, int64_t> in_flight_;  // GUARDED_BY(mu_); tenants with calls only
+  mutable absl::Mutex mu_;
+  std::map<std::string, int64_t> in_flight_ ABSL_GUARDED_BY(mu_);  // tenants with calls only
 };
 
 }  // namespace glimpse::frontend
