@@ -13,3 +13,16 @@ add_test(NAME glimpse_prometheus_test
     --prefill-worker $<TARGET_FILE:glimpse-prefill-worker>
     --frontend $<TARGET_FILE:glimpse-frontend>)
 set_tests_properties(glimpse_prometheus_test PROPERTIES LABELS "integration" TIMEOUT 180)
+add_custom_target(glimpse_metrics_doc
+  COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/prometheus_test.py
+    --source ${CMAKE_SOURCE_DIR}
+    --glimpse $<TARGET_FILE:glimpse>
+    --coordinator $<TARGET_FILE:glimpse-coordinator>
+    --cache-node $<TARGET_FILE:glimpse-cache-node>
+    --decode-worker $<TARGET_FILE:glimpse-decode-worker>
+    --prefill-worker $<TARGET_FILE:glimpse-prefill-worker>
+    --frontend $<TARGET_FILE:glimpse-frontend>
+    --write-metrics-doc
+  DEPENDS glimpse glimpse-coordinator glimpse-cache-node glimpse-decode-worker
+          glimpse-prefill-worker glimpse-frontend
+  COMMENT "docs/metrics.md from the services' /metrics")

@@ -10,7 +10,11 @@
 3. The four service binaries start with the ConfigMap's configs (flags override addresses and
    paths: loopback, free ports, a temporary directory), so a key or value the binaries reject
    fails here. One chat turn runs through the frontend (`glimpse chat`).
-4. `prometheus` runs with deploy/prometheus/local.yml, its targets replaced by the cluster's
+4. Every `glimpse_` metric family the five services export after the turn is listed in
+   docs/metrics.md with its type and help text; `--write-metrics-doc` (target glimpse_metrics_doc)
+   regenerates that file. A family in the file that no service exported is kept: some are made
+   on their first event.
+5. `prometheus` runs with deploy/prometheus/local.yml, its targets replaced by the cluster's
    metrics ports and a 1 s interval; the test polls /api/v1/query until up == 1 for the four jobs
    and a Glimpse metric of each service has its value.
 
@@ -328,7 +332,72 @@ def run_chat_turn(args, frontend):
     log("chat turn: " + " ".join((r.stdout + r.stderr).split())[:300])
 
 
-# ---- 4. Prometheus ------------------------------------------------------------------------------
+# ---- 4. docs/metrics.md -------------------------------------------------------------------------
+
+METRICS_DOC = "docs/metrics.md"
+METRICS_DOC_HEADER = """# Metrics
+
+Every Prometheus metric family the services export on `/metrics` (`metrics_listen`), with its type
+and help text. Generated from the running services (`cmake --build build --target
+glimpse_metrics_doc`, which runs `tests/prometheus_test.py --write-metrics-doc`); the deployment
+test `glimpse_prometheus_test` fails when a service exports a family this file does not list, or
+lists with another type or text. Configuration keys: [configuration.md](configuration.md).
+"""
+
+
+def metric_families(exposition):
+    """{name: (type, help)} of the glimpse_ families a /metrics text declares."""
+    helps, types = {}, {}
+    for line in exposition.splitlines():
+        m = re.match(r"# (HELP|TYPE) (glimpse_\w+) ?(.*)$", line)
+        if m:
+            (helps if m.group(1) == "HELP" else types)[m.group(2)] = m.group(3)
+    return {n: (types.get(n, "untyped"), helps.get(n, "")) for n in helps.keys() | types.keys()}
+
+
+def parse_metrics_doc(text):
+    """{service: {name: (type, help)}} from docs/metrics.md."""
+    out, service = {}, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            service = line[3:].strip()
+            out[service] = {}
+        m = re.match(r"\| `(glimpse_\w+)` \| (\w+) \| (.*) \|$", line)
+        if m and service is not None:
+            out[service][m.group(1)] = (m.group(2), m.group(3).replace("\\|", "|"))
+    return out
+
+
+def render_metrics_doc(families):
+    lines = [METRICS_DOC_HEADER]
+    for service in SERVICES:
+        lines += [f"## glimpse-{service}", "", "| metric | type | what |", "|---|---|---|"]
+        for name, (kind, text) in sorted(families.get(f"glimpse-{service}", {}).items()):
+            lines.append(f"| `{name}` | {kind} | {text.replace('|', chr(92) + '|')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def check_metrics_doc(args, services):
+    path = args.source / METRICS_DOC
+    documented = parse_metrics_doc(path.read_text()) if path.exists() else {}
+    exported = {f"glimpse-{s.name}": metric_families(
+        http_get(f"http://127.0.0.1:{s.metrics_port}/metrics")) for s in services}
+    if args.write_metrics_doc:
+        merged = {svc: {**documented.get(svc, {}), **fams} for svc, fams in exported.items()}
+        path.write_text(render_metrics_doc(merged))
+        log(f"wrote {path} ({sum(len(f) for f in merged.values())} families)")
+        return
+    wrong = [f"{svc} {name}: exported {got}, documented {documented.get(svc, {}).get(name)}"
+             for svc, fams in exported.items() for name, got in sorted(fams.items())
+             if documented.get(svc, {}).get(name) != got]
+    if wrong:
+        fail(f"{METRICS_DOC} is out of date; regenerate it with `cmake --build build --target "
+             f"glimpse_metrics_doc`:\n  " + "\n  ".join(wrong))
+    log(f"{METRICS_DOC}: all {sum(len(f) for f in exported.values())} exported families listed")
+
+
+# ---- 5. Prometheus ------------------------------------------------------------------------------
 
 
 def free_port():
@@ -413,6 +482,8 @@ def main():
     p.add_argument("--prometheus", default="", help="prometheus binary (default: on PATH)")
     p.add_argument("--promtool", default="", help="promtool binary (default: on PATH)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--write-metrics-doc", action="store_true",
+                   help=f"regenerate {METRICS_DOC} from the services instead of checking it")
     args = p.parse_args()
     args.bin = {s: getattr(args, s.replace("-", "_")) for s in SERVICES}
 
@@ -428,6 +499,10 @@ def main():
         check_prometheus_configs(args.source, args.promtool, tmp)
         frontend = start_cluster(args, configs, tmp, services)
         run_chat_turn(args, frontend)
+        check_metrics_doc(args, services)
+        if args.write_metrics_doc:
+            ok = True
+            return 0
         prometheus = start_prometheus(args, services, tmp)
         check_queries(prometheus[2], 60)
         ok = True
