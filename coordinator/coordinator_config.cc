@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "coordinator/membership.h"
+#include "proto/limits.h"
 
 namespace glimpse::coordinator {
 namespace {
@@ -27,7 +28,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> ParseTenantBudget(const std::str
     }
   }
   int64_t n = 0;
-  if (!Membership::ValidateId("tenant", tenant).ok() || !absl::SimpleAtoi(size, &n) || n <= 0 ||
+  if (!v1::CheckId("tenant", tenant).ok() || !absl::SimpleAtoi(size, &n) || n <= 0 ||
       n > (int64_t{1} << (62 - shift))) {
     return bad();
   }

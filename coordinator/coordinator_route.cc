@@ -8,14 +8,15 @@
 #include "coordinator/router.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "proto/limits.h"
 
 namespace glimpse::coordinator {
 
 absl::Status CoordinatorService::ValidateRouteLocked(const RouteRequest& r) const {
-  RETURN_IF_ERROR(Membership::ValidateId("session_id", r.session));
+  RETURN_IF_ERROR(v1::CheckId("session_id", r.session));
   auto it = sessions_.find(r.session);
   if (it == sessions_.end() || !r.tenant.empty()) {
-    if (absl::Status s = Membership::ValidateId("tenant", r.tenant); !s.ok()) {
+    if (absl::Status s = v1::CheckId("tenant", r.tenant); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("RouteTurn %s: %s", r.session, s.message()));
     }
@@ -42,9 +43,8 @@ absl::Status CoordinatorService::ValidateRouteLocked(const RouteRequest& r) cons
     return absl::InvalidArgumentError(absl::StrFormat("RouteTurn %s: max queue wait %s is negative",
                                                       r.session, absl::FormatDuration(r.max_wait)));
   }
-  if (r.tool.size() > 128) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RouteTurn %s: tool name is %d bytes (at most 128)", r.session, r.tool.size()));
+  if (absl::Status s = v1::CheckToolName("tool name", r.tool); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("RouteTurn %s: %s", r.session, s.message()));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "proto/limits.h"
 
 namespace glimpse::coordinator {
 
@@ -342,9 +343,8 @@ absl::StatusOr<LeaseResult> CoordinatorService::EndTurnUnchecked(const EndTurnRe
         "EndTurn %s: expected tool duration %s is outside [0, %s]", r.session,
         absl::FormatDuration(*r.expected_duration), absl::FormatDuration(options_.max_hint)));
   }
-  if (r.tool.size() > 128) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "EndTurn %s: tool name is %d bytes (at most 128)", r.session, r.tool.size()));
+  if (absl::Status s = v1::CheckToolName("tool name", r.tool); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("EndTurn %s: %s", r.session, s.message()));
   }
   if (r.prefill_wait.has_value() &&
       (*r.prefill_wait < absl::ZeroDuration() || *r.prefill_wait > options_.max_hint)) {

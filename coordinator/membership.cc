@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "proto/limits.h"
 
 namespace glimpse::coordinator {
 
@@ -30,24 +31,6 @@ std::string_view SessionTierName(SessionTier tier) {
   return "unknown";
 }
 
-absl::Status Membership::ValidateId(std::string_view what, const std::string& id) {
-  if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(std::string(what), " is empty"));
-  if (id.size() > 128) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s is %d bytes long (at most 128)", what, id.size()));
-  }
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == ':' || c == '-';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s \"%s\" has the character 0x%02x (allowed: letters, digits, . _ : -)",
-                          what, id, static_cast<unsigned char>(c)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Membership::ValidateUcxAddresses(const NodeSpec& spec) {
   if (spec.ucx_address.size() > kMaxUcxAddressBytes) {
     return absl::InvalidArgumentError(
@@ -71,7 +54,7 @@ absl::Status Membership::ValidateUcxAddresses(const NodeSpec& spec) {
 }
 
 absl::Status Membership::ValidateSpec(const NodeSpec& spec) {
-  RETURN_IF_ERROR(ValidateId("node_id", spec.id));
+  RETURN_IF_ERROR(v1::CheckId("node_id", spec.id));
   if (spec.role != NodeRole::kPrefill && spec.role != NodeRole::kDecode &&
       spec.role != NodeRole::kCache) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -55,7 +55,6 @@ class Membership {
 
   static absl::Status ValidateSpec(const NodeSpec& spec);
   static absl::Status ValidateUcxAddresses(const NodeSpec& spec);
-  static absl::Status ValidateId(std::string_view what, const std::string& id);
 
  private:
   const MembershipOptions options_;

@@ -9,6 +9,7 @@
 #include "core/common/status_macros.h"
 #include "core/model/stop_strings.h"
 #include "core/worker/grpc/request_checks.h"
+#include "proto/limits.h"
 
 namespace glimpse::decode_worker {
 namespace {
@@ -85,7 +86,7 @@ v1::DecodeEvent DoneEvent(const worker::TurnResult& r) {
 
 absl::StatusOr<worker::TurnRequest> FromProto(const v1::DecodeTurnRequest& request) {
   worker::TurnRequest r;
-  RETURN_IF_ERROR(worker::CheckSessionId(request.session_id()));
+  RETURN_IF_ERROR(v1::CheckId("session_id", request.session_id()));
   r.session_id = request.session_id();
   ASSIGN_OR_RETURN(r.namespace_key, worker::NamespaceFromBytes(request.namespace_key()));
   if (request.tokens().empty()) return absl::InvalidArgumentError("tokens must not be empty");

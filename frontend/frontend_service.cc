@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
+#include "proto/limits.h"
 
 namespace glimpse::frontend {
 namespace {
@@ -188,7 +189,7 @@ void FrontendService::ReleaseOnWorker(const std::string& worker_id, const std::s
 absl::Status FrontendService::GetSession(const Caller& caller, const v1::GetSessionRequest& req,
                                          v1::GetSessionResponse* resp) {
   ASSIGN_OR_RETURN(std::string tenant, Authenticate(caller));
-  RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
+  RETURN_IF_ERROR(v1::CheckId("session_id", req.session_id()));
   ASSIGN_OR_RETURN(*resp->mutable_session(), OwnSession(caller, tenant, req.session_id()));
   return absl::OkStatus();
 }
@@ -196,7 +197,7 @@ absl::Status FrontendService::GetSession(const Caller& caller, const v1::GetSess
 absl::Status FrontendService::EndSession(const Caller& caller, const v1::EndSessionRequest& req,
                                          v1::EndSessionResponse* resp) {
   ASSIGN_OR_RETURN(std::string tenant, Authenticate(caller));
-  RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
+  RETURN_IF_ERROR(v1::CheckId("session_id", req.session_id()));
   ASSIGN_OR_RETURN(v1::SessionInfo info, OwnSession(caller, tenant, req.session_id()));
   const std::string scoped = ScopedSessionId(tenant, req.session_id());
   v1::EndSessionRequest down;
@@ -212,7 +213,7 @@ absl::Status FrontendService::ToolCallEnded(const Caller& caller,
                                             const v1::ToolCallEndedFrontendRequest& req,
                                             v1::ToolCallEndedResponse* resp) {
   ASSIGN_OR_RETURN(std::string tenant, Authenticate(caller));
-  RETURN_IF_ERROR(ValidateSessionId(req.session_id()));
+  RETURN_IF_ERROR(v1::CheckId("session_id", req.session_id()));
   RETURN_IF_ERROR(ValidateDurationMs("observed_duration_ms", req.observed_duration_ms(),
                                      limits_.max_tool_hint));
   RETURN_IF_ERROR(OwnSession(caller, tenant, req.session_id()).status());

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +12,7 @@
 #include "core/eviction/scorer.h"
 #include "core/kvpage/codec.h"
 #include "core/model/stop_strings.h"
+#include "proto/limits.h"
 
 namespace glimpse::frontend {
 namespace {
@@ -62,23 +62,6 @@ absl::StatusOr<std::vector<int32_t>> ChatTokens(const v1::Conversation& chat,
 }
 
 }  // namespace
-
-absl::Status ValidateSessionId(std::string_view id, std::string_view field) {
-  if (id.empty() || id.size() > 128) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s is %d characters (want 1 to 128 of [A-Za-z0-9._:-])", field, id.size()));
-  }
-  for (char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' &&
-        c != '-') {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s \"%s\" has the character 0x%02x (allowed: letters, digits, . _ : -)",
-                          field, absl::CHexEscape(absl::string_view(id.data(), id.size())),
-                          static_cast<unsigned char>(c)));
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::Status ValidateDurationMs(std::string_view field, int64_t ms, absl::Duration max) {
   if (ms >= 0 && ms <= absl::ToInt64Milliseconds(max)) return absl::OkStatus();
@@ -216,11 +199,8 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& req
 
 absl::StatusOr<Turn> ResolveTurn(const v1::GenerateRequest& request,
                                  const model::Tokenizer& tokenizer, const TurnLimits& limits) {
-  RETURN_IF_ERROR(ValidateSessionId(request.session_id()));
-  if (request.tool_name().size() > 128) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tool_name is %d bytes (at most 128)", request.tool_name().size()));
-  }
+  RETURN_IF_ERROR(v1::CheckId("session_id", request.session_id()));
+  RETURN_IF_ERROR(v1::CheckToolName("tool_name", request.tool_name()));
   RETURN_IF_ERROR(
       ValidateDurationMs("expected_tool_ms", request.expected_tool_ms(), limits.max_tool_hint));
   Turn turn;

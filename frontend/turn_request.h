@@ -34,9 +34,6 @@ struct Turn {
   std::string policy_string;    // canonical: "<method>:<ratio>:<codec>", e.g. "snapkv:0.2:int8"
 };
 
-// [A-Za-z0-9._:-]{1,128}; the error names `field`.
-absl::Status ValidateSessionId(std::string_view session_id, std::string_view field = "session_id");
-
 // A tool-call duration in ms (hint or observation): in [0, max].
 absl::Status ValidateDurationMs(std::string_view field, int64_t ms, absl::Duration max);
 

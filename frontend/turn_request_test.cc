@@ -67,9 +67,9 @@ TEST_F(TurnRequestTest, InvalidInputNamesFieldAndValue) {
     std::string expect;
   };
   const std::vector<Case> cases = {
-      {[](auto& r) { r.set_session_id(""); }, "session_id is 0 characters"},
+      {[](auto& r) { r.set_session_id(""); }, "session_id is empty"},
       {[](auto& r) { r.set_session_id("a/b"); }, "0x2f"},
-      {[](auto& r) { r.set_session_id(std::string(129, 'a')); }, "129 characters"},
+      {[](auto& r) { r.set_session_id(std::string(129, 'a')); }, "129 bytes long"},
       {[](auto& r) { r.clear_tokens(); }, "set exactly one of tokens, chat and text"},
       {[](auto& r) { r.mutable_tokens()->clear_ids(); }, "tokens.ids is empty"},
       {[](auto& r) { r.mutable_tokens()->set_ids(1, -5); }, "tokens.ids[1] = -5"},

@@ -8,6 +8,7 @@
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/worker/grpc/request_checks.h"
+#include "proto/limits.h"
 
 namespace glimpse::prefill_worker {
 namespace {
@@ -33,7 +34,7 @@ void ToProto(const worker::PrefillOutcome& o, v1::PrefillResponse* r) {
 
 absl::StatusOr<worker::PrefillJob> FromProto(const v1::PrefillRequest& request) {
   worker::PrefillJob job;
-  RETURN_IF_ERROR(worker::CheckSessionId(request.session_id()));
+  RETURN_IF_ERROR(v1::CheckId("session_id", request.session_id()));
   job.session_id = request.session_id();
   ASSIGN_OR_RETURN(job.namespace_key, worker::NamespaceFromBytes(request.namespace_key()));
   job.tokens.assign(request.tokens().begin(), request.tokens().end());

@@ -1,22 +1,11 @@
 #include "core/worker/grpc/request_checks.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
 namespace glimpse::worker {
-
-absl::Status CheckSessionId(const std::string& id) {
-  const bool ok = !id.empty() && id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
-           c == '-';
-  });
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("session_id \"", id, "\" must match [A-Za-z0-9._:-]{1,128}"));
-}
 
 absl::StatusOr<kvstate::NamespaceKey> NamespaceFromBytes(const std::string& bytes) {
   kvstate::NamespaceKey ns{};

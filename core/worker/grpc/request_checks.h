@@ -11,7 +11,6 @@
 
 namespace glimpse::worker {
 
-absl::Status CheckSessionId(const std::string& id);  // [A-Za-z0-9._:-]{1,128}
 absl::StatusOr<kvstate::NamespaceKey> NamespaceFromBytes(const std::string& bytes);  // 16 bytes
 absl::StatusOr<Policy> PolicyFromProto(const v1::EvictionPolicy& p);
 
