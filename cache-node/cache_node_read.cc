@@ -475,7 +475,7 @@ CacheNodeStats CacheNodeService::Stats() {
     s.pending_puts = pending_.size();
   }
   for (size_t m = 0; m < errors_.size(); ++m) {
-    for (size_t c = 0; c < 17; ++c) s.errors[m][c] = errors_[m][c].load();
+    for (size_t c = 0; c < CacheNodeStats::kStatusCodes; ++c) s.errors[m][c] = errors_[m][c].load();
   }
   s.transport = transport_->GetMetrics();
   return s;

@@ -141,7 +141,8 @@ void CacheNodeService::Stop() {
 
 void CacheNodeService::Record(Method m, const absl::Status& s) {
   if (!s.ok()) {
-    errors_[static_cast<size_t>(m)][static_cast<size_t>(s.code()) % 17].fetch_add(1);
+    errors_[static_cast<size_t>(m)][static_cast<size_t>(s.code()) % CacheNodeStats::kStatusCodes]
+        .fetch_add(1);
   }
 }
 
@@ -298,12 +299,13 @@ absl::StatusOr<transport::ReceivedBatch> CacheNodeService::AwaitBatch(uint64_t t
 }
 
 absl::StatusOr<CommitResult> CacheNodeService::CommitPut(uint64_t ticket, absl::Time deadline) {
-  absl::StatusOr<CommitResult> result = BeginCommit(ticket, deadline);
+  absl::StatusOr<CommitResult> result = VerifyAndCommit(ticket, deadline);
   Record(Method::kCommitPut, result.status());
   return result;
 }
 
-absl::StatusOr<CommitResult> CacheNodeService::BeginCommit(uint64_t ticket, absl::Time deadline) {
+absl::StatusOr<CommitResult> CacheNodeService::VerifyAndCommit(uint64_t ticket,
+                                                               absl::Time deadline) {
   Call call(this);
   if (!call.ok()) return absl::UnavailableError("cache node is stopping");
   Manifest m;

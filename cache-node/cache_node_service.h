@@ -151,8 +151,10 @@ struct CacheNodeStats {
   uint64_t puts = 0, duplicate_puts = 0, gets = 0, lookups = 0, lookup_hits = 0, deletes = 0;
   uint64_t bytes_put = 0, bytes_got = 0, retention_deleted = 0;
   uint64_t pending_puts = 0, dropped_batches = 0;
+  // absl::StatusCode's values are 0..16.
+  static constexpr size_t kStatusCodes = 17;
   // errors[method][absl::StatusCode] = count
-  std::array<std::array<uint64_t, 17>, static_cast<size_t>(Method::kCount)> errors{};
+  std::array<std::array<uint64_t, kStatusCodes>, static_cast<size_t>(Method::kCount)> errors{};
   transport::Metrics transport;
 };
 
@@ -232,7 +234,7 @@ class CacheNodeService {
                     std::span<const std::span<const uint8_t>> buffers, bool packed,
                     absl::Time deadline);
   void DeleteFromIndexes(const std::vector<kvstate::Manifest>& states);
-  absl::StatusOr<CommitResult> BeginCommit(uint64_t ticket, absl::Time deadline);
+  absl::StatusOr<CommitResult> VerifyAndCommit(uint64_t ticket, absl::Time deadline);
   void Record(Method m, const absl::Status& s);
 
   const CacheNodeOptions options_;  // Constant after construction.
@@ -279,7 +281,9 @@ class CacheNodeService {
 
   std::atomic<uint64_t> puts_{0}, duplicate_puts_{0}, gets_{0}, lookups_{0}, lookup_hits_{0},
       deletes_{0}, bytes_put_{0}, bytes_got_{0}, retention_deleted_{0}, dropped_batches_{0};
-  std::array<std::array<std::atomic<uint64_t>, 17>, static_cast<size_t>(Method::kCount)> errors_{};
+  std::array<std::array<std::atomic<uint64_t>, CacheNodeStats::kStatusCodes>,
+             static_cast<size_t>(Method::kCount)>
+      errors_{};
 };
 
 }  // namespace glimpse::cache_node

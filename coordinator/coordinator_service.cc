@@ -517,8 +517,10 @@ CoordinatorStats CoordinatorService::Stats() const {
   st.eta = estimator_.Eta();
   st.pin_cost = estimator_.PinCostWeight();
   for (const LeaseEstimator::ToolSummary& t : estimator_.Tools()) {
-    st.tools.push_back({t.tool.tenant, t.tool.tool, t.samples,
-                        estimator_.Choose(t.tool, 1000, std::nullopt).ttl, t.median});
+    st.tools.push_back(
+        {t.tool.tenant, t.tool.tool, t.samples,
+         estimator_.Choose(t.tool, CoordinatorStats::kStatsSessionTokens, std::nullopt).ttl,
+         t.median});
   }
   return st;
 }

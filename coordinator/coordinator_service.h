@@ -160,10 +160,11 @@ struct CoordinatorStats {
     std::string tenant;
     std::string name;
     int64_t samples;
-    absl::Duration ttl;  // for a 1,000-token session now
+    absl::Duration ttl;  // for a session of kStatsSessionTokens now
     absl::Duration median;
   };
   std::vector<Tool> tools;
+  static constexpr int64_t kStatsSessionTokens = 1000;
 };
 
 class CoordinatorService {
