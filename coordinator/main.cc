@@ -9,6 +9,7 @@
 #include "coordinator/rocks_state_store.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::coordinator {
 namespace {
@@ -113,7 +114,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
                              static_cast<uint64_t>(config.GetBytes("store.min_free_bytes"))});
   if (!store.ok()) return store.status();
   // A disk already too full to take writes refuses the start, as a cache node's does.
-  if (absl::Status room = (*store)->CanWrite(); !room.ok()) return room;
+  RETURN_IF_ERROR((*store)->CanWrite());
   auto service = CoordinatorService::Create(*options, Clock::Real(), store->get());
   if (!service.ok()) return service.status();
   RegisterMetrics(service->get(), registry);

@@ -15,6 +15,7 @@
 #include "core/common/grpc/status.h"
 #include "core/common/http_server.h"
 #include "core/common/log.h"
+#include "core/common/status_macros.h"
 #include "frontend/openai_api.h"
 #include "glimpse/v1/frontend.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -303,7 +304,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   absl::StatusOr<std::unique_ptr<httplib::Server>> http = MakeHttp(options);
   if (!http.ok()) return http.status();
   auto server = std::make_unique<Server>(options, std::move(frontend), registry, *std::move(http));
-  if (absl::Status s = server->Listen(); !s.ok()) return s;
+  RETURN_IF_ERROR(server->Listen());
   return server;
 }
 

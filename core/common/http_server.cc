@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse {
 namespace {
@@ -93,7 +94,7 @@ class HttpServerImpl final : public HttpServer {
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const HttpServerOptions& options, std::map<std::string, Handler> routes) {
   auto server = std::make_unique<HttpServerImpl>(std::move(routes));
-  if (absl::Status s = server->Listen(options); !s.ok()) return s;
+  RETURN_IF_ERROR(server->Listen(options));
   return server;
 }
 

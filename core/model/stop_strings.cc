@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse::model {
 
@@ -21,7 +22,7 @@ absl::Status ValidateStopStrings(const std::vector<std::string>& stops, std::str
 }
 
 absl::StatusOr<StopStrings> StopStrings::Create(std::vector<std::string> stops) {
-  if (absl::Status s = ValidateStopStrings(stops); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateStopStrings(stops));
   return StopStrings(std::move(stops));
 }
 
