@@ -183,17 +183,16 @@ class UcxEngine : public Transport {
   // event fd itself when idle. One caller drives at a time (driving_); the progress thread stays
   // off the worker meanwhile and for kDriverGrace after a caller leaves (ProgressThreadStaysOff),
   // so that a busy sender (Submit, Wait, Submit...) or receiver (Receive, Receive...) is one
-  // thread, as in ucx_perftest. Two threads taking turns on a 2-core host moved the socket and
-  // buffers between the cores' caches at every turn (TCP, 1 MiB pages: the sender's kernel copy
-  // cost twice ucx_perftest's per byte) and idled cores at every hand-off. pred runs with mu_
-  // held (mu_ is released between passes). Returns pred().
+  // thread, as in ucx_perftest: threads taking turns move the socket and buffers between cores'
+  // caches at every turn (bench/RESULTS.md, "Transport"). pred runs with mu_ held (mu_ is
+  // released between passes). Returns pred().
   bool DriveUntil(absl::Time deadline, absl::FunctionRef<bool()> pred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets a Receive() caller that has work waiting (a landed buffer to checksum, a batch to take)
   // have mu_: releases it for kHandOffPause and returns true, else returns false at once.
-  // The mutex is not fair: the progress loop took mu_ back at once, the caller starved, and
-  // unverified buffers piled up, each a pool buffer the next batch then allocated anew (shm, 4
-  // batches of 8 x 1 MiB in flight: 2.6 GB RSS after 3 s, every page faulted in, 1.7 GB/s).
+  // The mutex is not fair: without the pause the progress loop takes mu_ back at once, the
+  // caller starves, and unverified buffers pile up, each a pool buffer the next batch allocates
+  // anew (memory grows without bound under a fast sender).
   bool HandOffToReceiver() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr absl::Duration kHandOffPause = absl::Microseconds(20);
   // The progress thread takes the worker back only this long after the last caller stopped
