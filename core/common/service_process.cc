@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/common/status_macros.h"
 
 namespace glimpse {
 
@@ -46,6 +47,31 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
                                                      const std::vector<std::string>& args,
                                                      const std::string& log_path,
                                                      absl::Duration ready_timeout) {
+  // {"ts":...,"msg":"serving","program":...,"grpc_port":N,"metrics_port":M[,"api_port":A]}
+  const std::regex grpc_re("\"grpc_port\":([0-9]+)"), metrics_re("\"metrics_port\":([0-9]+)"),
+      api_re("\"api_port\":([0-9]+)");
+  int grpc_port = 0, metrics_port = 0, api_port = 0;
+  auto serving = [&](const std::string& line) {
+    std::smatch g, m;
+    if (line.find("\"msg\":\"serving\"") == std::string::npos ||
+        !std::regex_search(line, g, grpc_re) || !std::regex_search(line, m, metrics_re)) {
+      return false;
+    }
+    grpc_port = std::stoi(g[1]);
+    metrics_port = std::stoi(m[1]);
+    if (std::smatch a; std::regex_search(line, a, api_re)) api_port = std::stoi(a[1]);
+    return true;
+  };
+  ASSIGN_OR_RETURN(ServiceProcess p, StartUntil(binary, args, log_path, serving, ready_timeout));
+  p.grpc_port_ = grpc_port;
+  p.metrics_port_ = metrics_port;
+  p.api_port_ = api_port;
+  return p;
+}
+
+absl::StatusOr<ServiceProcess> ServiceProcess::StartUntil(
+    const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+    const std::function<bool(const std::string& line)>& ready, absl::Duration ready_timeout) {
   const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return absl::InternalError(absl::StrCat("open ", log_path, ": ", strerror(errno)));
   off_t start_offset = lseek(fd, 0, SEEK_END);
@@ -72,33 +98,23 @@ absl::StatusOr<ServiceProcess> ServiceProcess::Start(const std::string& binary,
   close(fd);
   ServiceProcess p;
   p.pid_ = pid;
-  // {"ts":...,"msg":"serving","program":...,"grpc_port":N,"metrics_port":M[,"api_port":A]}
-  const std::regex grpc_re("\"grpc_port\":([0-9]+)"), metrics_re("\"metrics_port\":([0-9]+)"),
-      api_re("\"api_port\":([0-9]+)");
   const absl::Time end = absl::Now() + ready_timeout;
   while (absl::Now() < end) {
     std::ifstream in(log_path);
     in.seekg(start_offset);
     std::string line;
     while (std::getline(in, line)) {
-      std::smatch g, m;
-      if (line.find("\"msg\":\"serving\"") != std::string::npos &&
-          std::regex_search(line, g, grpc_re) && std::regex_search(line, m, metrics_re)) {
-        p.grpc_port_ = std::stoi(g[1]);
-        p.metrics_port_ = std::stoi(m[1]);
-        if (std::smatch a; std::regex_search(line, a, api_re)) p.api_port_ = std::stoi(a[1]);
-        return p;
-      }
+      if (ready(line)) return p;
     }
     if (absl::StatusOr<int> rc = WaitExit(pid, absl::ZeroDuration()); rc.ok()) {
       p.pid_ = -1;
-      return absl::UnavailableError(
-          absl::StrCat(binary, " exited with ", *rc, " before serving; log:\n", Tail(log_path)));
+      return absl::UnavailableError(absl::StrCat(binary, " exited with ", *rc,
+                                                 " before it was ready; log:\n", Tail(log_path)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::DeadlineExceededError(
-      absl::StrCat(binary, " did not log \"serving\"; log:\n", Tail(log_path)));
+      absl::StrCat(binary, " was not ready in time; log:\n", Tail(log_path)));
 }
 
 ServiceProcess::ServiceProcess(ServiceProcess&& o) noexcept

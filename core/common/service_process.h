@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ class ServiceProcess {
                                               const std::vector<std::string>& args,
                                               const std::string& log_path,
                                               absl::Duration ready_timeout = absl::Seconds(20));
+  // Any program (etcd in tests): ready once a line its log gains after the start satisfies
+  // `ready`. The ports stay 0.
+  static absl::StatusOr<ServiceProcess> StartUntil(
+      const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+      const std::function<bool(const std::string& line)>& ready, absl::Duration ready_timeout);
   ServiceProcess(ServiceProcess&& o) noexcept;
   ServiceProcess& operator=(ServiceProcess&& o) noexcept;
   ~ServiceProcess();

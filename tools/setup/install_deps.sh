@@ -12,6 +12,7 @@ PACKAGES=(
   python3-matplotlib
   fortunes-min wordnet-base
   prometheus python3-yaml
+  etcd-server
   python3-grpcio python3-protobuf
   iproute2 curl openssl
 )

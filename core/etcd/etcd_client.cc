@@ -1,0 +1,121 @@
+#include "core/etcd/etcd_client.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/grpc/status.h"
+#include "core/common/status_macros.h"
+#include "etcdserverpb/rpc.grpc.pb.h"
+
+namespace glimpse::etcd {
+
+struct EtcdClient::Endpoint {
+  std::string address;
+  std::unique_ptr<etcdserverpb::KV::Stub> kv;
+};
+
+std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  // The last byte below 0xff goes up by one and what follows it is dropped ("a/" -> "a0").
+  while (!end.empty()) {
+    unsigned char& last = reinterpret_cast<unsigned char&>(end.back());
+    if (last < 0xff) {
+      ++last;
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every byte 0xff: to the end of the key space
+}
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdOptions& options) {
+  if (options.endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoints");
+  if (options.timeout <= absl::ZeroDuration() || options.page_keys < 1) {
+    return absl::InvalidArgumentError("etcd: the call timeout and page size must be positive");
+  }
+  std::vector<std::unique_ptr<Endpoint>> endpoints;
+  for (const std::string& address : options.endpoints) {
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, options.tls));
+    endpoints.push_back(std::make_unique<Endpoint>(
+        Endpoint{address, etcdserverpb::KV::NewStub(std::move(channel))}));
+  }
+  return std::unique_ptr<EtcdClient>(new EtcdClient(options, std::move(endpoints)));
+}
+
+EtcdClient::EtcdClient(const EtcdOptions& options, std::vector<std::unique_ptr<Endpoint>> endpoints)
+    : options_(options), endpoints_(std::move(endpoints)) {}
+
+EtcdClient::~EtcdClient() = default;
+
+absl::Status EtcdClient::Call(
+    std::string_view what,
+    const std::function<grpc::Status(Endpoint&, grpc::ClientContext&)>& call) {
+  size_t first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = current_;
+  }
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const size_t e = (first + i) % endpoints_.size();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     absl::ToChronoMilliseconds(options_.timeout));
+    const grpc::Status st = call(*endpoints_[e], ctx);
+    const grpc::StatusCode code = st.error_code();
+    if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      absl::MutexLock lock(&mu_);
+      current_ = e;
+      if (st.ok()) return absl::OkStatus();
+      return absl::Status(static_cast<absl::StatusCode>(code),
+                          absl::StrCat("etcd ", endpoints_[e]->address, " ", std::string(what),
+                                       ": ", st.error_message()));
+    }
+    failures.push_back(absl::StrCat(endpoints_[e]->address, ": ", st.error_message()));
+  }
+  return absl::UnavailableError(absl::StrCat("etcd ", std::string(what), ": no endpoint answered (",
+                                             absl::StrJoin(failures, "; "), ")"));
+}
+
+absl::Status EtcdClient::Put(std::string_view key, std::string_view value) {
+  etcdserverpb::PutRequest req;
+  req.set_key(std::string(key));
+  req.set_value(std::string(value));
+  etcdserverpb::PutResponse resp;
+  return Call("Put",
+              [&](Endpoint& e, grpc::ClientContext& ctx) { return e.kv->Put(&ctx, req, &resp); });
+}
+
+absl::Status EtcdClient::Delete(std::string_view key) {
+  etcdserverpb::DeleteRangeRequest req;
+  req.set_key(std::string(key));
+  etcdserverpb::DeleteRangeResponse resp;
+  return Call("DeleteRange", [&](Endpoint& e, grpc::ClientContext& ctx) {
+    return e.kv->DeleteRange(&ctx, req, &resp);
+  });
+}
+
+absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix) {
+  if (prefix.empty()) return absl::InvalidArgumentError("etcd GetPrefix: empty prefix");
+  KeyValues out;
+  etcdserverpb::RangeRequest req;
+  req.set_key(std::string(prefix));
+  req.set_range_end(PrefixEnd(prefix));
+  req.set_limit(options_.page_keys);
+  // Every page at the first page's revision: one consistent snapshot however many pages.
+  int64_t revision = 0;
+  while (true) {
+    req.set_revision(revision);
+    etcdserverpb::RangeResponse resp;
+    RETURN_IF_ERROR(Call("Range", [&](Endpoint& e, grpc::ClientContext& ctx) {
+      return e.kv->Range(&ctx, req, &resp);
+    }));
+    if (revision == 0) revision = resp.header().revision();
+    for (const mvccpb::KeyValue& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
+    if (!resp.more() || resp.kvs().empty()) return out;
+    req.set_key(resp.kvs().rbegin()->key() + std::string(1, '\0'));  // the next key after it
+  }
+}
+
+}  // namespace glimpse::etcd

@@ -1,0 +1,70 @@
+// EtcdClient: the etcd v3 key-value calls Glimpse's control plane makes (Range, Put and
+// DeleteRange over etcd's gRPC API, etcdserverpb/rpc.proto) against a cluster named by
+// its members' client endpoints.
+//
+// A call goes to the endpoint that answered last; one that is UNAVAILABLE or past the call's
+// timeout there is tried on the next endpoint, each at most once per call, so a dead member costs
+// a caller one timeout and later calls none. What Put and Delete acknowledge a majority of the
+// cluster has committed to its log (etcd's raft), so it survives any minority of members dying.
+// Reads are linearizable (a quorum read), so a client never reads older data than it wrote.
+//
+// Errors: UNAVAILABLE naming every endpoint tried and the last error when none answers (the call
+// may or may not have taken effect: Put and Delete are idempotent, a caller retries); etcd's own
+// refusals keep their code and message (RESOURCE_EXHAUSTED when its space quota is full,
+// INVALID_ARGUMENT for an empty key). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/common/grpc/server.h"
+
+namespace glimpse::etcd {
+
+struct EtcdOptions {
+  std::vector<std::string> endpoints;         // host:port of members' client URLs; at least one
+  absl::Duration timeout = absl::Seconds(5);  // per attempt on one endpoint
+  TlsFiles tls;                               // empty: plaintext (etcd's http:// client URLs)
+  int64_t page_keys = 512;                    // keys per Range reply of GetPrefix
+};
+
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+
+class EtcdClient {
+ public:
+  // InvalidArgument without endpoints or with a bad TLS file; connects lazily.
+  static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(const EtcdOptions& options);
+  ~EtcdClient();
+
+  absl::Status Put(std::string_view key, std::string_view value);
+  absl::Status Delete(std::string_view key);  // OK when there was no such key
+  // Every key beginning with `prefix` (not empty) and its value, in key order, as of one
+  // revision; read in pages of options.page_keys so that no reply nears gRPC's message limit
+  // however many keys there are.
+  absl::StatusOr<KeyValues> GetPrefix(std::string_view prefix);
+
+ private:
+  struct Endpoint;
+  explicit EtcdClient(const EtcdOptions& options, std::vector<std::unique_ptr<Endpoint>> endpoints);
+  // Runs `call` on the endpoints from the last that answered on, as the header describes.
+  absl::Status Call(std::string_view what,
+                    const std::function<grpc::Status(Endpoint&, grpc::ClientContext&)>& call);
+
+  const EtcdOptions options_;
+  const std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  absl::Mutex mu_;
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;  // the endpoint that answered last
+};
+
+// The first key after every key that begins with `prefix`: etcd's range_end for a prefix.
+std::string PrefixEnd(std::string_view prefix);
+
+}  // namespace glimpse::etcd

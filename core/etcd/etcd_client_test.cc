@@ -1,0 +1,97 @@
+// EtcdClient against a real etcd member (core/etcd/testing/etcd_process.h).
+#include "core/etcd/etcd_client.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/etcd/testing/etcd_process.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::etcd {
+namespace {
+
+using testing::EtcdProcess;
+
+std::string TestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/etcd-client-", name, "-", getpid());
+}
+
+class EtcdClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd = EtcdProcess::Start(
+        TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+  }
+  std::unique_ptr<EtcdClient> Client(std::vector<std::string> endpoints, int64_t page_keys = 512) {
+    EtcdOptions o;
+    o.endpoints = std::move(endpoints);
+    o.timeout = absl::Seconds(2);
+    o.page_keys = page_keys;
+    return EtcdClient::Create(o).value();
+  }
+  std::unique_ptr<EtcdProcess> etcd_;
+};
+
+TEST(PrefixEndTest, IsTheFirstKeyPastThePrefix) {
+  EXPECT_EQ(PrefixEnd("a/"), "a0");
+  EXPECT_EQ(PrefixEnd("a\xff"), "b");
+  EXPECT_EQ(PrefixEnd("\xff\xff"), std::string(1, '\0'));
+}
+
+TEST(EtcdClientCreateTest, RefusesNoEndpointsAndABadPageSize) {
+  EXPECT_EQ(EtcdClient::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EtcdOptions o;
+  o.endpoints = {"127.0.0.1:1"};
+  o.page_keys = 0;
+  EXPECT_EQ(EtcdClient::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(EtcdClientTest, PutGetPrefixAndDeleteSeeOnlyTheirPrefix) {
+  std::unique_ptr<EtcdClient> c = Client({etcd_->endpoint()});
+  ASSERT_TRUE(c->Put("/g/s/b", "2").ok());
+  ASSERT_TRUE(c->Put("/g/s/a", "1").ok());
+  ASSERT_TRUE(c->Put("/g/t", "other").ok());
+  ASSERT_TRUE(c->Put("/g/s/a", "1b").ok());  // replaces
+  absl::StatusOr<KeyValues> got = c->GetPrefix("/g/s/");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, (KeyValues{{"/g/s/a", "1b"}, {"/g/s/b", "2"}}));
+  ASSERT_TRUE(c->Delete("/g/s/a").ok());
+  ASSERT_TRUE(c->Delete("/g/s/never").ok());
+  EXPECT_EQ(c->GetPrefix("/g/s/").value(), (KeyValues{{"/g/s/b", "2"}}));
+  EXPECT_EQ(c->GetPrefix("").status().code(), absl::StatusCode::kInvalidArgument);
+  // etcd's own refusal keeps its code: an empty key.
+  EXPECT_EQ(c->Put("", "x").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(EtcdClientTest, GetPrefixReadsEveryPage) {
+  std::unique_ptr<EtcdClient> c = Client({etcd_->endpoint()}, /*page_keys=*/3);
+  KeyValues want;
+  for (int i = 0; i < 10; ++i) {
+    want.emplace_back(absl::StrFormat("/p/%02d", i), std::string(i, 'v'));
+    ASSERT_TRUE(c->Put(want.back().first, want.back().second).ok());
+  }
+  EXPECT_EQ(c->GetPrefix("/p/").value(), want);
+}
+
+TEST_F(EtcdClientTest, ADeadEndpointIsSkippedAndNoneAliveIsUnavailable) {
+  // The first endpoint never answers; calls go on to the live member.
+  std::unique_ptr<EtcdClient> c = Client({"127.0.0.1:1", etcd_->endpoint()});
+  ASSERT_TRUE(c->Put("/k", "before").ok());
+  etcd_->Kill();
+  absl::Status down = c->Put("/k", "during");
+  EXPECT_EQ(down.code(), absl::StatusCode::kUnavailable) << down;
+  EXPECT_NE(down.message().find(etcd_->endpoint()), std::string::npos) << down;
+  // What etcd acknowledged survives its SIGKILL.
+  ASSERT_TRUE(etcd_->Restart().ok());
+  absl::StatusOr<KeyValues> got = c->GetPrefix("/k");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, (KeyValues{{"/k", "before"}}));
+}
+
+}  // namespace
+}  // namespace glimpse::etcd

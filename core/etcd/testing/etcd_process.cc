@@ -1,0 +1,88 @@
+#include "core/etcd/testing/etcd_process.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::etcd::testing {
+namespace {
+
+constexpr char kEtcd[] = "/usr/bin/etcd";
+constexpr int kStartAttempts = 3;
+
+// A loopback port nothing listens on now (another process may take it before etcd binds it:
+// Start then tries other ports).
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::InternalError("bind to a loopback port failed");
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir) {
+  if (access(kEtcd, X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(kEtcd,
+                                                      " is missing: install Debian's etcd-server "
+                                                      "(tools/setup/install_deps.sh does)"));
+  }
+  std::filesystem::create_directories(dir);
+  absl::Status last;
+  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+    ASSIGN_OR_RETURN(const int client_port, FreePort());
+    ASSIGN_OR_RETURN(const int peer_port, FreePort());
+    std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(dir, client_port, peer_port));
+    std::filesystem::remove_all(std::filesystem::path(dir) / "data");  // a fresh member
+    last = etcd->Launch();
+    if (last.ok()) return etcd;
+  }
+  return last;
+}
+
+absl::Status EtcdProcess::Launch() {
+  const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
+  const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
+  const std::vector<std::string> args = {"--name=glimpse-test",
+                                         absl::StrCat("--data-dir=", dir_, "/data"),
+                                         "--logger=zap",
+                                         absl::StrCat("--listen-client-urls=", client),
+                                         absl::StrCat("--advertise-client-urls=", client),
+                                         absl::StrCat("--listen-peer-urls=", peer),
+                                         absl::StrCat("--initial-advertise-peer-urls=", peer),
+                                         absl::StrCat("--initial-cluster=glimpse-test=", peer)};
+  // A loaded test machine may take a while to elect the one member.
+  ASSIGN_OR_RETURN(ServiceProcess p, ServiceProcess::StartUntil(
+                                         kEtcd, args, dir_ + "/etcd.log",
+                                         [](const std::string& line) {
+                                           return line.find("serving client traffic") !=
+                                                  std::string::npos;
+                                         },
+                                         absl::Seconds(60)));
+  process_ = std::make_unique<ServiceProcess>(std::move(p));
+  return absl::OkStatus();
+}
+
+std::string EtcdProcess::endpoint() const { return absl::StrCat("127.0.0.1:", client_port_); }
+
+void EtcdProcess::Kill() { process_.reset(); }
+
+absl::Status EtcdProcess::Restart() {
+  Kill();
+  return Launch();
+}
+
+}  // namespace glimpse::etcd::testing
