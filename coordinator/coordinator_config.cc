@@ -40,8 +40,16 @@ absl::StatusOr<std::pair<std::string, int64_t>> ParseTenantBudget(const std::str
 std::vector<ConfigKey> CoordinatorConfigKeys() {
   using T = ConfigType;
   return {
-      {"store.path", T::kString, "", "RocksDB directory for members, leases and estimator samples.",
-       true},
+      {"store.path", T::kString, "",
+       "RocksDB directory for members, leases and estimator samples (one of store.path and "
+       "store.etcd_endpoints is required)."},
+      {"store.etcd_endpoints", T::kStringList, "",
+       "etcd members' client addresses (host:port,...): keep the state in that etcd cluster "
+       "instead of store.path, so it outlives this machine."},
+      {"store.etcd_prefix", T::kString, "/glimpse/coordinator/",
+       "Key prefix of this Glimpse cluster's records in etcd."},
+      {"store.etcd_timeout", T::kDuration, "5s",
+       "How long one etcd call may take on one member before the next member is tried."},
       {"store.sync", T::kBool, "false",
        "fsync writes before a call is acknowledged (survives power loss; concurrent calls share "
        "one fsync, outside the service's lock); without it writes survive a process crash."},
@@ -98,6 +106,11 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
 }
 
 absl::StatusOr<CoordinatorOptions> OptionsFromConfig(const Config& c) {
+  // The store is main's to open; a config that names none, or both, is refused here.
+  if (c.GetString("store.path").empty() == c.GetStringList("store.etcd_endpoints").empty()) {
+    return absl::InvalidArgumentError(
+        "set exactly one of store.path (RocksDB) and store.etcd_endpoints (etcd)");
+  }
   CoordinatorOptions o;
   auto positive = [](const char* key, int64_t v) -> absl::Status {
     if (v > 0) return absl::OkStatus();

@@ -36,7 +36,9 @@ TEST(CoordinatorConfigTest, TenantBudgetsAndBadValues) {
   bad = Parse({"--store.path=/tmp/x", "--lease.reload_bandwidth=0"});
   EXPECT_NE(bad.status().message().find("lease.reload_bandwidth"), std::string::npos)
       << bad.status();
-  EXPECT_FALSE(Parse({}).ok());  // store.path is required
+  EXPECT_FALSE(Parse({}).ok());  // a store is required: store.path or store.etcd_endpoints
+  EXPECT_FALSE(Parse({"--store.path=/tmp/x", "--store.etcd_endpoints=127.0.0.1:2379"}).ok());
+  EXPECT_TRUE(Parse({"--store.etcd_endpoints=127.0.0.1:2379,127.0.0.1:22379"}).ok());
   o = Parse({"--store.path=/tmp/x", "--lease.pin_cost=pressure", "--lease.fixed_ttl=5s"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->lease.pin_cost, PinCost::kPressure);

@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
+#include "core/etcd/testing/etcd_process.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::coordinator {
@@ -827,6 +829,61 @@ TEST_F(CoordinatorDurabilityTest, AFailedSyncFailsTheCallAndStopsLaterChanges) {
   EXPECT_NE(turn.status().message().find("fsync failed"), std::string::npos);
   store.sync_fails = false;
   EXPECT_EQ(svc->RouteTurn(Turn("s2", 0, 100, 10)).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The same in etcd, and etcd itself SIGKILLed and restarted between the two coordinators: what
+// the first acknowledged is what the second loads.
+TEST(CoordinatorRestartTest, EtcdKeepsLeasesMembersAndSamplesThroughItsOwnCrash) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  auto etcd = etcd::testing::EtcdProcess::Start(
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/coord-etcd-", ::getpid()));
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  EtcdStateStoreOptions so;
+  so.etcd.endpoints = {(*etcd)->endpoint()};
+  FakeClock clock;
+  absl::Time lease_end;
+  {
+    auto store = EtcdStateStore::Create(so);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto svc = CoordinatorService::Create(TestOptions(), &clock, store->get());
+    ASSERT_TRUE(svc.ok()) << svc.status();
+    ASSERT_TRUE((*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001)).ok());
+    ASSERT_TRUE((*svc)->RouteTurn(Turn("s1", 0, 100, 10)).ok());
+    absl::StatusOr<LeaseResult> l =
+        (*svc)->EndTurn({"s1", 110, "grep", std::nullopt, std::nullopt});
+    ASSERT_TRUE(l.ok()) << l.status();
+    lease_end = l->expires;
+    ASSERT_TRUE((*svc)->RouteTurn(Turn("s2", 0, 100, 10)).ok());
+    ASSERT_TRUE((*svc)->EndTurn({"s2", 110, "grep", std::nullopt, std::nullopt}).ok());
+    ASSERT_TRUE((*svc)->ToolCallEnded("s2", Seconds(3)).ok());
+    ASSERT_TRUE((*svc)->EndSession("s2").ok());
+  }
+  (*etcd)->Kill();
+  ASSERT_TRUE((*etcd)->Restart().ok());
+  clock.Advance(Seconds(2));
+  auto store = EtcdStateStore::Create(so);
+  ASSERT_TRUE(store.ok());
+  auto svc = CoordinatorService::Create(TestOptions(), &clock, store->get());
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  absl::StatusOr<SessionState> s1 = (*svc)->GetSession("s1");
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->tier, SessionTier::kLeased);
+  EXPECT_EQ(s1->lease_expires, lease_end);
+  EXPECT_EQ(s1->reserved_bytes, 110);
+  EXPECT_FALSE((*svc)->GetSession("s2").ok());  // ended before the crash
+  EXPECT_EQ((*svc)->Stats().reserved_bytes, 110);
+  EXPECT_EQ((*svc)->Stats().tools.at(0).samples, 1);
+  auto again = (*svc)->RegisterNode(Node("d1", NodeRole::kDecode, 10'000, 7001));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->reregistered);
+  absl::StatusOr<RouteResult> r = (*svc)->RouteTurn(Turn("s1", 110, 10, 10));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->hot_hit);
+  std::string why;
+  EXPECT_TRUE((*svc)->CheckInvariants(&why)) << why;
+  // etcd gone: a write is refused (the service fails stop, as on a broken disk), nothing hangs.
+  (*etcd)->Kill();
+  EXPECT_FALSE((*svc)->EndTurn({"s1", 120, "grep", std::nullopt, std::nullopt}).ok());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_grpc.h"
+#include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
@@ -16,9 +17,8 @@ namespace {
 
 class RunningCoordinator : public RunningService {
  public:
-  RunningCoordinator(std::unique_ptr<RocksStateStore> store,
-                     std::unique_ptr<CoordinatorService> service, absl::Duration tick,
-                     std::shared_ptr<HealthLatch> health)
+  RunningCoordinator(std::unique_ptr<StateStore> store, std::unique_ptr<CoordinatorService> service,
+                     absl::Duration tick, std::shared_ptr<HealthLatch> health)
       : store_(std::move(store)),
         service_(std::move(service)),
         grpc_(service_.get()),
@@ -52,7 +52,7 @@ class RunningCoordinator : public RunningService {
   CoordinatorService* service() { return service_.get(); }
 
  private:
-  std::unique_ptr<RocksStateStore> store_;
+  std::unique_ptr<StateStore> store_;
   std::unique_ptr<CoordinatorService> service_;
   CoordinatorGrpc grpc_;
   const std::shared_ptr<HealthLatch> health_;
@@ -103,22 +103,38 @@ void RegisterMetrics(CoordinatorService* service, metrics::MetricsRegistry& regi
   });
 }
 
+// store.etcd_endpoints set: etcd; else RocksDB in store.path.
+absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(const Config& config) {
+  const std::vector<std::string>& endpoints = config.GetStringList("store.etcd_endpoints");
+  const std::string path = config.GetString("store.path");
+  if (!endpoints.empty()) {  // OptionsFromConfig made sure that store.path is not set too
+    EtcdStateStoreOptions o;
+    o.etcd.endpoints = endpoints;
+    o.etcd.timeout = config.GetDuration("store.etcd_timeout");
+    o.prefix = config.GetString("store.etcd_prefix");
+    ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(o));
+    return store;
+  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<RocksStateStore> store,
+      RocksStateStore::Open({path, config.GetBool("store.sync"),
+                             static_cast<uint64_t>(config.GetBytes("store.min_free_bytes"))}));
+  return store;
+}
+
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
                                                       metrics::MetricsRegistry& registry) {
   absl::StatusOr<CoordinatorOptions> options = OptionsFromConfig(config);
   if (!options.ok()) return options.status();
   auto health = std::make_shared<HealthLatch>();
   options->on_store_failure = [health](const absl::Status&) { health->Fail(); };
-  auto store =
-      RocksStateStore::Open({config.GetString("store.path"), config.GetBool("store.sync"),
-                             static_cast<uint64_t>(config.GetBytes("store.min_free_bytes"))});
-  if (!store.ok()) return store.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<StateStore> store, OpenStore(config));
   // A disk already too full to take writes refuses the start, as a cache node's does.
-  RETURN_IF_ERROR((*store)->CanWrite());
-  auto service = CoordinatorService::Create(*options, Clock::Real(), store->get());
+  RETURN_IF_ERROR(store->CanWrite());
+  auto service = CoordinatorService::Create(*options, Clock::Real(), store.get());
   if (!service.ok()) return service.status();
   RegisterMetrics(service->get(), registry);
-  return std::make_unique<RunningCoordinator>(*std::move(store), *std::move(service),
+  return std::make_unique<RunningCoordinator>(std::move(store), *std::move(service),
                                               config.GetDuration("tick_interval"),
                                               std::move(health));
 }

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "core/common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 
@@ -108,36 +108,24 @@ absl::Status RocksStateStore::CanWrite() {
 }
 
 absl::Status RocksStateStore::PutNode(const NodeSpec& node) {
-  return Put(absl::StrCat("n/", node.id), EncodeNode(node));
+  return Put(NodeKey(node.id), EncodeNode(node));
 }
-absl::Status RocksStateStore::DeleteNode(const std::string& id) {
-  return Delete(absl::StrCat("n/", id));
-}
+absl::Status RocksStateStore::DeleteNode(const std::string& id) { return Delete(NodeKey(id)); }
 absl::Status RocksStateStore::PutSession(const SessionState& session) {
-  return Put(absl::StrCat("s/", session.id), EncodeSession(session));
+  return Put(SessionKey(session.id), EncodeSession(session));
 }
 absl::Status RocksStateStore::DeleteSession(const std::string& id) {
-  return Delete(absl::StrCat("s/", id));
+  return Delete(SessionKey(id));
 }
-absl::Status RocksStateStore::PutEstimator(const std::string& json) { return Put("e", json); }
+absl::Status RocksStateStore::PutEstimator(const std::string& json) {
+  return Put(kEstimatorKey, json);
+}
 
 absl::StatusOr<StoredState> RocksStateStore::Load() {
   StoredState out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    std::string key = it->key().ToString();
-    std::string value = it->value().ToString();
-    if (absl::StartsWith(key, "n/")) {
-      absl::StatusOr<NodeSpec> n = DecodeNode(value);
-      if (!n.ok()) return absl::DataLossError(absl::StrCat(key, ": ", n.status().message()));
-      out.nodes.push_back(*std::move(n));
-    } else if (absl::StartsWith(key, "s/")) {
-      absl::StatusOr<SessionState> s = DecodeSession(value);
-      if (!s.ok()) return absl::DataLossError(absl::StrCat(key, ": ", s.status().message()));
-      out.sessions.push_back(*std::move(s));
-    } else if (key == "e") {
-      out.estimator_json = value;
-    }
+    RETURN_IF_ERROR(AddRecord(it->key().ToString(), it->value().ToString(), out));
   }
   if (!it->status().ok()) return FromRocks(it->status(), "scan");
   return out;

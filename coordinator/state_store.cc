@@ -1,5 +1,7 @@
 #include "coordinator/state_store.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
@@ -18,6 +20,24 @@ absl::Time TimeFromJson(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+std::string NodeKey(const std::string& id) { return absl::StrCat("n/", id); }
+std::string SessionKey(const std::string& id) { return absl::StrCat("s/", id); }
+
+absl::Status AddRecord(const std::string& key, const std::string& value, StoredState& out) {
+  if (absl::StartsWith(key, "n/")) {
+    absl::StatusOr<NodeSpec> n = DecodeNode(value);
+    if (!n.ok()) return absl::DataLossError(absl::StrCat(key, ": ", n.status().message()));
+    out.nodes.push_back(*std::move(n));
+  } else if (absl::StartsWith(key, "s/")) {
+    absl::StatusOr<SessionState> s = DecodeSession(value);
+    if (!s.ok()) return absl::DataLossError(absl::StrCat(key, ": ", s.status().message()));
+    out.sessions.push_back(*std::move(s));
+  } else if (key == kEstimatorKey) {
+    out.estimator_json = value;
+  }
+  return absl::OkStatus();
+}
 
 std::string EncodeNode(const NodeSpec& n) {
   nlohmann::json j = {

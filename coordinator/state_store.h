@@ -2,8 +2,9 @@
 // members, sessions with their leases and reservations (the budgets are rebuilt from these), and
 // the lease estimator's samples. Every Put replaces the record with that key.
 //
-// Two implementations: RocksStateStore (rocks_state_store.h, the service's) and MemoryStateStore
-// (tests and the simulator). Implementations are thread-safe. Records are JSON (EncodeNode /
+// Three implementations: RocksStateStore (rocks_state_store.h, one machine's disk),
+// EtcdStateStore (etcd_state_store.h, a replicated etcd cluster) and MemoryStateStore (tests and
+// the simulator). Implementations are thread-safe. Records are JSON (EncodeNode /
 // EncodeSession below), so a store written by one build is readable by the next.
 #pragma once
 
@@ -40,6 +41,14 @@ class StateStore {
   // RESOURCE_EXHAUSTED while the store cannot take more writes safely (its disk nearly full).
   virtual absl::Status CanWrite() { return absl::OkStatus(); }
 };
+
+// The keys a persistent store files records under (behind the store's own prefix, if any), and
+// the record a key and value read back are: a decode failure is DataLoss naming the key; a key of
+// no known kind is skipped (written by a later build).
+std::string NodeKey(const std::string& id);     // "n/<id>"
+std::string SessionKey(const std::string& id);  // "s/<id>"
+inline constexpr char kEstimatorKey[] = "e";
+absl::Status AddRecord(const std::string& key, const std::string& value, StoredState& out);
 
 std::string EncodeNode(const NodeSpec& node);
 absl::StatusOr<NodeSpec> DecodeNode(const std::string& text);

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
+#include "core/etcd/testing/etcd_process.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "rocksdb/db.h"
@@ -169,6 +171,38 @@ TEST(RocksStateStoreTest, CorruptRecordIsDataLoss) {
 TEST(RocksStateStoreTest, UnopenablePathIsAnError) {
   auto store = RocksStateStore::Open({"/proc/definitely/not/here", false});
   EXPECT_FALSE(store.ok());
+}
+
+// Two coordinators' stores under different prefixes of one etcd never see each other's records;
+// a record that does not decode is DataLoss naming its key.
+TEST(EtcdStateStoreTest, PrefixesAreApartAndACorruptRecordIsDataLoss) {
+  auto etcd = etcd::testing::EtcdProcess::Start(TempDir("etcd"));
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  EtcdStateStoreOptions a, b;
+  a.etcd.endpoints = b.etcd.endpoints = {(*etcd)->endpoint()};
+  a.prefix = "/cluster-a/";
+  b.prefix = "/cluster-b/";
+  auto store_a = EtcdStateStore::Create(a);
+  auto store_b = EtcdStateStore::Create(b);
+  ASSERT_TRUE(store_a.ok() && store_b.ok());
+  ASSERT_TRUE((*store_a)->PutNode({"d1", NodeRole::kDecode, "h:1", "u", 7, "boot"}).ok());
+  ASSERT_TRUE((*store_a)->PutEstimator("{}").ok());
+  ASSERT_TRUE((*store_b)->PutNode({"d9", NodeRole::kDecode, "h:9", "u", 9, "boot"}).ok());
+  ASSERT_TRUE((*store_b)->DeleteNode("d9").ok());
+  absl::StatusOr<StoredState> got = (*store_a)->Load();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->nodes.size(), 1u);
+  EXPECT_EQ(got->nodes[0].capacity_bytes, 7);
+  EXPECT_EQ(got->estimator_json, "{}");
+  EXPECT_TRUE((*store_b)->Load().value().nodes.empty());
+
+  etcd::EtcdOptions raw;
+  raw.endpoints = {(*etcd)->endpoint()};
+  ASSERT_TRUE(etcd::EtcdClient::Create(raw).value()->Put("/cluster-b/s/x", "{\"id\":").ok());
+  got = (*store_b)->Load();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("s/x"), std::string::npos) << got.status();
+  EXPECT_EQ(EtcdStateStore::Create({raw, ""}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

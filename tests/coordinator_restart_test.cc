@@ -1,6 +1,7 @@
-// The real glimpse-coordinator binary: leases and members survive a SIGKILL and a restart on the
-// same RocksDB directory; the worker re-registers and its leased session is a hot hit again; a
-// lease that ends while the coordinator is down is warm after the restart.
+// The real glimpse-coordinator binary: leases and members survive a SIGKILL and a restart, with
+// its state in a RocksDB directory or in etcd (where the new process has nothing local: as a
+// coordinator started on another machine); the worker re-registers and its leased session is a
+// hot hit again; a lease that ends while the coordinator is down is warm after the restart.
 #include <signal.h>
 
 #include <filesystem>
@@ -8,13 +9,14 @@
 
 #include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
+#include "core/etcd/testing/etcd_process.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "gtest/gtest.h"
 
 namespace glimpse {
 namespace {
 
-class CoordinatorRestartTest : public ::testing::Test {
+class CoordinatorRestartTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     dir_ =
@@ -22,18 +24,25 @@ class CoordinatorRestartTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     log_ = (dir_ / "coordinator.log").string();
+    if (GetParam() == "etcd") {
+      auto etcd = etcd::testing::EtcdProcess::Start((dir_ / "etcd").string());
+      ASSERT_TRUE(etcd.ok()) << etcd.status();
+      etcd_ = *std::move(etcd);
+    }
   }
   void TearDown() override {
     if (HasFailure()) std::cerr << "coordinator log:\n" << Tail(log_) << "\n";
     std::filesystem::remove_all(dir_);
   }
   ServiceProcess Start() {
-    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(
-        GLIMPSE_COORDINATOR_BINARY,
-        {"--store.path=" + (dir_ / "db").string(), "--lease.default_ttl=1h",
-         "--lease.pin_cost=continuum", "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
-         "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
-        log_);
+    absl::StatusOr<ServiceProcess> p =
+        ServiceProcess::Start(GLIMPSE_COORDINATOR_BINARY,
+                              {etcd_ != nullptr ? "--store.etcd_endpoints=" + etcd_->endpoint()
+                                                : "--store.path=" + (dir_ / "db").string(),
+                               "--lease.default_ttl=1h", "--lease.pin_cost=continuum",
+                               "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
+                               "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
+                              log_);
     EXPECT_TRUE(p.ok()) << p.status();
     auto channel = ClientChannel(p->grpc_address());
     EXPECT_TRUE(channel.ok());
@@ -89,10 +98,11 @@ class CoordinatorRestartTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::string log_;
+  std::unique_ptr<etcd::testing::EtcdProcess> etcd_;  // the "etcd" store only
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 
-TEST_F(CoordinatorRestartTest, SigkillAndRestartKeepLeases) {
+TEST_P(CoordinatorRestartTest, SigkillAndRestartKeepLeases) {
   ServiceProcess coordinator = Start();
   EXPECT_FALSE(Register().reregistered());
   Route("long", 0);
@@ -132,6 +142,9 @@ TEST_F(CoordinatorRestartTest, SigkillAndRestartKeepLeases) {
   ASSERT_TRUE(rc.ok());
   EXPECT_EQ(*rc, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Store, CoordinatorRestartTest, ::testing::Values("rocksdb", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace glimpse
