@@ -60,11 +60,11 @@ namespace glimpse::coordinator {
 // R(n) is measured: callers report what reloading a session actually cost (a decode worker's load
 // time for a warm turn, with the tokens it reloaded, EndTurn.reload_seconds); once
 // `min_reload_samples` of the last `reload_window` reports exist, R(n) = a + b·n fitted to them by
-// least squares (a, b
-// >= 0). Before that, the configured `reload` = fixed + n · per_token. Default per_token: 23,850 KV
-// bytes per token (SmolLM2-135M fp16 pages) at 1.18 GB/s (a cold cache-node get: RocksDB read and
-// UCX transfer to another process, bench/RESULTS.md "Cache node") = 20.2 µs — bytes alone, which
-// a real reload exceeds (RPCs, page decoding), hence the measurement.
+// least squares (a, b >= 0). Before that, the configured `reload` = fixed + n · per_token.
+// Default per_token: 23,850 KV bytes per token (SmolLM2-135M fp16 pages) at 1.18 GB/s (a cold
+// cache-node get: RocksDB read and UCX transfer to another process, bench/RESULTS.md "Cache node")
+// = 20.2 µs — bytes alone, which a real reload exceeds (RPCs, page decoding), hence the
+// measurement.
 struct ReloadCost {
   absl::Duration fixed = absl::ZeroDuration();
   absl::Duration per_token = absl::Nanoseconds(20'212);
