@@ -5,7 +5,8 @@ add_library(glimpse_coordinator_sim STATIC ${CMAKE_CURRENT_LIST_DIR}/coordinator
 target_link_libraries(glimpse_coordinator_sim PUBLIC glimpse_coordinator_lib nlohmann_json::nlohmann_json)
 
 add_executable(glimpse_bench_coordinator ${CMAKE_CURRENT_LIST_DIR}/coordinator_bench.cc)
-target_link_libraries(glimpse_bench_coordinator PRIVATE glimpse_coordinator_sim glimpse_coordinator_grpc)
+target_link_libraries(glimpse_bench_coordinator PRIVATE glimpse_coordinator_sim glimpse_coordinator_grpc
+  glimpse_coordinator_etcd glimpse_etcd_testing)
 target_compile_definitions(glimpse_bench_coordinator PRIVATE
   GLIMPSE_BENCH_DIR="${CMAKE_CURRENT_LIST_DIR}")
 

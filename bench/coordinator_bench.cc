@@ -3,12 +3,14 @@
 //      completion time and TTFT of evict-at-turn-end, fixed TTLs and the estimator, beside the
 //      all-hot bound no lease policy can beat, per seed and averaged over the seeds;
 //   2. RouteTurn/EndTurn ops/s and latency under 32 concurrent gRPC clients against a real
-//      in-process server (GrpcServer + CoordinatorGrpc + RocksStateStore).
+//      in-process server (GrpcServer + CoordinatorGrpc + RocksStateStore, or with --etcd an
+//      EtcdStateStore on a one-member etcd this benchmark starts on loopback).
 // Flags: --sessions=N (500) --rate=R (sessions/s, 0.1) --seed=S (1) --seeds=K (3: seeds S..S+K-1,
 // full tables for S, ratios for the others) --decode_workers=2 --decode_mib=128
 // --prefill_workers=2 --no_demote --min_samples=100 (the estimator's) --ttls=1,2,5,10,30,60
 // (the fixed TTLs, seconds) --grpc_seconds=T (10)
 // --clients=C (32) --sync (the state store fsyncs before acknowledging: group commit)
+// --etcd (the state in etcd instead of RocksDB)
 // --figures=FILE
 // --quick (100 sessions, one seed, 2 s of gRPC load).
 #include <unistd.h>
@@ -26,9 +28,11 @@
 #include "absl/time/clock.h"
 #include "bench/coordinator_sim.h"
 #include "coordinator/coordinator_grpc.h"
+#include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
 #include "core/common/grpc/server.h"
 #include "core/common/status_macros.h"
+#include "core/etcd/testing/etcd_process.h"
 
 namespace glimpse::coordinator {
 namespace {
@@ -45,6 +49,7 @@ struct Flags {
   int prefill_workers = 2;
   bool no_demote = false;
   bool sync = false;
+  bool etcd = false;
   int min_samples = 100;
   std::vector<int> ttls_s = {1, 2, 5, 10, 30, 60};  // the fixed TTLs compared
   std::string figures = GLIMPSE_BENCH_DIR "/coordinator_figures.json";
@@ -62,6 +67,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     std::string v;
     if (a == "--sync") {
       f->sync = true;
+    } else if (a == "--etcd") {
+      f->etcd = true;
     } else if (a == "--quick") {
       f->sessions = 100;
       f->seeds = 1;
@@ -328,14 +335,32 @@ double Pct(std::vector<double>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
+// RocksDB in `dir`, or (--etcd) a one-member etcd under `dir` that lives as long as the program.
+absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(const Flags& flags, const std::string& dir) {
+  if (!flags.etcd) {
+    ASSIGN_OR_RETURN(std::unique_ptr<RocksStateStore> rocks,
+                     RocksStateStore::Open({dir, flags.sync}));
+    return rocks;
+  }
+  static std::unique_ptr<etcd::testing::EtcdProcess> etcd;
+  ASSIGN_OR_RETURN(etcd, etcd::testing::EtcdProcess::Start(dir + "-etcd"));
+  EtcdStateStoreOptions o;
+  o.etcd.endpoints = {etcd->endpoint()};
+  ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(o));
+  return store;
+}
+
 int RunGrpcLoad(const Flags& flags) {
   if (flags.grpc_seconds <= 0) return 0;
   std::string dir = (std::filesystem::temp_directory_path() /
                      ("glimpse_coord_bench_" + std::to_string(::getpid())))
                         .string();
   std::filesystem::remove_all(dir);
-  auto store = RocksStateStore::Open({dir, flags.sync});
-  if (!store.ok()) return 1;
+  absl::StatusOr<std::unique_ptr<StateStore>> store = OpenStore(flags, dir);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(store.status().message()).c_str());
+    return 1;
+  }
   CoordinatorOptions o;
   auto svc = CoordinatorService::Create(o, Clock::Real(), store->get());
   if (!svc.ok()) return 1;
@@ -423,12 +448,15 @@ int RunGrpcLoad(const Flags& flags) {
   double ops = static_cast<double>(all.route_us.size() + all.end_us.size());
   std::printf(
       "\ngRPC load: %d concurrent clients (one channel each), real in-process server, "
-      "RocksDB state store (%s), %.1f s\n",
-      flags.clients,
-      flags.sync ? absl::StrFormat("fsync before each acknowledgement: %d fsyncs for %.0f calls",
-                                   (*store)->syncs(), ops)
+      "%s state store (%s), %.1f s\n",
+      flags.clients, flags.etcd ? "etcd" : "RocksDB",
+      flags.etcd ? absl::StrFormat("one member on loopback: %d transactions for %.0f calls",
+                                   static_cast<EtcdStateStore&>(**store).transactions(), ops)
                        .c_str()
-                 : "no fsync",
+      : flags.sync ? absl::StrFormat("fsync before each acknowledgement: %d fsyncs for %.0f calls",
+                                     static_cast<RocksStateStore&>(**store).syncs(), ops)
+                         .c_str()
+                   : "no fsync",
       seconds);
   std::printf("| op | ops/s | p50 us | p99 us |\n|---|---:|---:|---:|\n");
   std::printf("| RouteTurn | %.0f | %.0f | %.0f |\n", all.route_us.size() / seconds,
@@ -454,7 +482,7 @@ int main(int argc, char** argv) {
                  "usage: %s [--quick] [--sessions=N] [--rate=R] [--seed=S] [--seeds=K] "
                  "[--decode_workers=N] [--decode_mib=M] [--prefill_workers=N] [--no_demote] "
                  "[--min_samples=N] [--ttls=S1,S2,...] [--grpc_seconds=T] [--clients=C] "
-                 "[--sync] [--figures=FILE]\n",
+                 "[--sync] [--etcd] [--figures=FILE]\n",
                  argv[0]);
     return 2;
   }

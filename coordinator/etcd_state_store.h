@@ -1,21 +1,26 @@
 // EtcdStateStore: the coordinator's StateStore in etcd (core/etcd/etcd_client.h), so that what
 // the coordinator must not lose outlives the machine it runs on. Records go under `prefix` with
-// the keys and JSON of state_store.h (<prefix>n/<id>, <prefix>s/<id>, <prefix>e). A write returns
-// once a majority of the etcd cluster has committed it, so Durable() has nothing left to wait
-// for. Errors are the client's: UNAVAILABLE when no etcd member answers (the service then stops
-// acknowledging writes, as on a RocksDB write error), RESOURCE_EXHAUSTED when etcd's space quota
-// is full; Load is DataLoss for a record that does not decode. Thread-safe.
+// the keys and JSON of state_store.h (<prefix>n/<id>, <prefix>s/<id>, <prefix>e).
 //
-// Each write is one etcd round trip, made under the coordinator's lock: a coordinator on etcd
-// applies changes one at a time at etcd's commit latency (milliseconds), where RocksStateStore
-// writes locally and shares one fsync outside the lock. Batching writes the same way is not done
-// yet.
+// Writes are group-committed, as RocksStateStore's fsyncs are: Put and Delete queue the record
+// and return at once (the coordinator calls them under its lock), a flusher thread sends what is
+// queued to etcd as transactions (the last write of each key, at most 128 keys and 1 MiB each),
+// and Durable() returns once every write made before it is committed by a majority of the etcd
+// cluster, or with the first failure: UNAVAILABLE when no etcd member answers, RESOURCE_EXHAUSTED
+// when etcd's space quota is full. A failure is sticky (the service then stops acknowledging
+// writes, as on a RocksDB write error); what was queued is then not all in etcd. Load is DataLoss
+// for a record that does not decode. Thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/state_store.h"
 #include "core/etcd/etcd_client.h"
 
@@ -30,6 +35,7 @@ class EtcdStateStore : public StateStore {
  public:
   static absl::StatusOr<std::unique_ptr<EtcdStateStore>> Create(
       const EtcdStateStoreOptions& options);
+  ~EtcdStateStore() override;  // flushes what is queued first
 
   absl::Status PutNode(const NodeSpec& node) override;
   absl::Status DeleteNode(const std::string& id) override;
@@ -37,13 +43,30 @@ class EtcdStateStore : public StateStore {
   absl::Status DeleteSession(const std::string& id) override;
   absl::Status PutEstimator(const std::string& json) override;
   absl::StatusOr<StoredState> Load() override;
+  absl::Status Durable() override;
+
+  int64_t transactions() const;  // sent to etcd so far (benchmarks: writes per transaction)
 
  private:
-  EtcdStateStore(std::string prefix, std::unique_ptr<etcd::EtcdClient> client)
-      : prefix_(std::move(prefix)), client_(std::move(client)) {}
+  using Queued =
+      std::map<std::string, std::optional<std::string>>;  // key -> value; nullopt: delete
+
+  EtcdStateStore(std::string prefix, std::unique_ptr<etcd::EtcdClient> client);
+  absl::Status Queue(std::string key, std::optional<std::string> value);
+  void FlushLoop();
+  absl::Status Send(const Queued& batch);  // as transactions of at most 128 keys and 1 MiB
 
   const std::string prefix_;
   const std::unique_ptr<etcd::EtcdClient> client_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // a write queued, a batch committed or failed, or stopping
+  Queued queued_ ABSL_GUARDED_BY(mu_);
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;    // writes queued so far
+  uint64_t committed_ ABSL_GUARDED_BY(mu_) = 0;  // of those, the first this many are in etcd
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);     // sticky
+  int64_t transactions_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread flusher_;  // last: starts once the rest is constructed
 };
 
 }  // namespace glimpse::coordinator

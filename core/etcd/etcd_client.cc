@@ -96,6 +96,26 @@ absl::Status EtcdClient::Delete(std::string_view key) {
   });
 }
 
+absl::Status EtcdClient::Apply(const std::vector<Write>& writes) {
+  if (writes.size() > kMaxTxnOps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd Txn: ", writes.size(), " operations; at most ", kMaxTxnOps));
+  }
+  etcdserverpb::TxnRequest req;
+  for (const auto& [key, value] : writes) {
+    etcdserverpb::RequestOp* op = req.add_success();
+    if (value.has_value()) {
+      op->mutable_request_put()->set_key(key);
+      op->mutable_request_put()->set_value(*value);
+    } else {
+      op->mutable_request_delete_range()->set_key(key);
+    }
+  }
+  etcdserverpb::TxnResponse resp;
+  return Call("Txn",
+              [&](Endpoint& e, grpc::ClientContext& ctx) { return e.kv->Txn(&ctx, req, &resp); });
+}
+
 absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix) {
   if (prefix.empty()) return absl::InvalidArgumentError("etcd GetPrefix: empty prefix");
   KeyValues out;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +47,12 @@ class EtcdClient {
 
   absl::Status Put(std::string_view key, std::string_view value);
   absl::Status Delete(std::string_view key);  // OK when there was no such key
+  // Puts (a value) and deletes (nullopt) in one transaction, all or none, in one round trip. At
+  // most kMaxTxnOps operations of distinct keys (etcd's limits: --max-txn-ops 128, and no key
+  // twice in one transaction); InvalidArgument otherwise.
+  using Write = std::pair<std::string, std::optional<std::string>>;
+  absl::Status Apply(const std::vector<Write>& writes);
+  static constexpr size_t kMaxTxnOps = 128;
   // Every key beginning with `prefix` (not empty) and its value, in key order, as of one
   // revision; read in pages of options.page_keys so that no reply nears gRPC's message limit
   // however many keys there are.

@@ -68,6 +68,22 @@ TEST_F(EtcdClientTest, PutGetPrefixAndDeleteSeeOnlyTheirPrefix) {
   EXPECT_EQ(c->Put("", "x").code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(EtcdClientTest, ApplyPutsAndDeletesInOneTransaction) {
+  std::unique_ptr<EtcdClient> c = Client({etcd_->endpoint()});
+  ASSERT_TRUE(c->Put("/a/gone", "x").ok());
+  ASSERT_TRUE(c->Apply({{"/a/1", "one"}, {"/a/gone", std::nullopt}, {"/a/2", "two"}}).ok());
+  EXPECT_EQ(c->GetPrefix("/a/").value(), (KeyValues{{"/a/1", "one"}, {"/a/2", "two"}}));
+  // etcd refuses a key twice in one transaction: nothing of it is applied.
+  EXPECT_EQ(c->Apply({{"/a/3", "three"}, {"/a/3", "again"}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<EtcdClient::Write> too_many;
+  for (size_t i = 0; i <= EtcdClient::kMaxTxnOps; ++i)
+    too_many.emplace_back(absl::StrCat("/b/", i), "v");
+  EXPECT_EQ(c->Apply(too_many).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->GetPrefix("/a/").value().size(), 2u);
+  EXPECT_TRUE(c->GetPrefix("/b/").value().empty());
+}
+
 TEST_F(EtcdClientTest, GetPrefixReadsEveryPage) {
   std::unique_ptr<EtcdClient> c = Client({etcd_->endpoint()}, /*page_keys=*/3);
   KeyValues want;
