@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/log.h"
 #include "core/common/status_macros.h"
 
 namespace glimpse::coordinator {
@@ -58,6 +59,12 @@ absl::Status EtcdStateStore::DeleteSession(const std::string& id) {
 }
 
 absl::Status EtcdStateStore::PutEstimator(const std::string& json) {
+  if (json.size() > kMaxTxnBytes) {
+    log::Warning("estimator samples too large for one etcd value; the last saved ones stay",
+                 {{"bytes", static_cast<long long>(json.size())},
+                  {"max_bytes", static_cast<long long>(kMaxTxnBytes)}});
+    return absl::OkStatus();
+  }
   return Queue(kEstimatorKey, json);
 }
 

@@ -9,7 +9,9 @@
 // cluster, or with the first failure: UNAVAILABLE when no etcd member answers, RESOURCE_EXHAUSTED
 // when etcd's space quota is full. A failure is sticky (the service then stops acknowledging
 // writes, as on a RocksDB write error); what was queued is then not all in etcd. Load is DataLoss
-// for a record that does not decode. Thread-safe.
+// for a record that does not decode. Estimator samples over 1 MiB (one etcd value must fit one
+// request) are not saved, with a warning: the last saved samples stay, as they are a best-effort
+// record anyway (saved every few seconds). Thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -239,6 +239,11 @@ TEST(EtcdStateStoreTest, ConcurrentWritesAreGroupCommittedAndAllDurable) {
   }
   ASSERT_TRUE((*store)->Durable().ok());
   EXPECT_EQ((*store)->Load().value().nodes.size(), size_t{kThreads * kPerThread - 300});
+  // Estimator samples too large for one etcd value keep the last saved ones, failing nothing.
+  ASSERT_TRUE((*store)->PutEstimator("{\"small\":1}").ok());
+  ASSERT_TRUE((*store)->PutEstimator(std::string(2 << 20, ' ')).ok());
+  ASSERT_TRUE((*store)->Durable().ok());
+  EXPECT_EQ((*store)->Load().value().estimator_json, "{\"small\":1}");
 }
 
 }  // namespace

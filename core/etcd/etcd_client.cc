@@ -128,9 +128,16 @@ absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix) {
   while (true) {
     req.set_revision(revision);
     etcdserverpb::RangeResponse resp;
-    RETURN_IF_ERROR(Call("Range", [&](Endpoint& e, grpc::ClientContext& ctx) {
+    const absl::Status st = Call("Range", [&](Endpoint& e, grpc::ClientContext& ctx) {
       return e.kv->Range(&ctx, req, &resp);
-    }));
+    });
+    // A page over gRPC's message limit (large values): fewer keys per page. One key always fits,
+    // as etcd takes no request over 1.5 MiB.
+    if (st.code() == absl::StatusCode::kResourceExhausted && req.limit() > 1) {
+      req.set_limit(req.limit() / 2);
+      continue;
+    }
+    RETURN_IF_ERROR(st);
     if (revision == 0) revision = resp.header().revision();
     for (const mvccpb::KeyValue& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
     if (!resp.more() || resp.kvs().empty()) return out;

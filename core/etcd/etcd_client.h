@@ -54,8 +54,8 @@ class EtcdClient {
   absl::Status Apply(const std::vector<Write>& writes);
   static constexpr size_t kMaxTxnOps = 128;
   // Every key beginning with `prefix` (not empty) and its value, in key order, as of one
-  // revision; read in pages of options.page_keys so that no reply nears gRPC's message limit
-  // however many keys there are.
+  // revision; read in pages of options.page_keys keys, fewer where a page of large values would
+  // pass gRPC's 4 MiB message limit, so that any number of keys of any size can be read.
   absl::StatusOr<KeyValues> GetPrefix(std::string_view prefix);
 
  private:

@@ -94,6 +94,18 @@ TEST_F(EtcdClientTest, GetPrefixReadsEveryPage) {
   EXPECT_EQ(c->GetPrefix("/p/").value(), want);
 }
 
+// Three values of 1.4 MiB (etcd takes requests up to 1.5 MiB) pass gRPC's 4 MiB reply limit in
+// one page: the read goes on with smaller pages.
+TEST_F(EtcdClientTest, GetPrefixReadsValuesTooLargeForOnePage) {
+  std::unique_ptr<EtcdClient> c = Client({etcd_->endpoint()});
+  const std::string big(1400 << 10, 'v');
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c->Put(absl::StrCat("/big/", i), big).ok());
+  absl::StatusOr<KeyValues> got = c->GetPrefix("/big/");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+  for (const auto& [key, value] : *got) EXPECT_EQ(value.size(), big.size()) << key;
+}
+
 TEST_F(EtcdClientTest, ADeadEndpointIsSkippedAndNoneAliveIsUnavailable) {
   // The first endpoint never answers; calls go on to the live member.
   std::unique_ptr<EtcdClient> c = Client({"127.0.0.1:1", etcd_->endpoint()});
