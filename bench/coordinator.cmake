@@ -6,7 +6,7 @@ target_link_libraries(glimpse_coordinator_sim PUBLIC glimpse_coordinator_lib nlo
 
 add_executable(glimpse_bench_coordinator ${CMAKE_CURRENT_LIST_DIR}/coordinator_bench.cc)
 target_link_libraries(glimpse_bench_coordinator PRIVATE glimpse_coordinator_sim glimpse_coordinator_grpc
-  glimpse_coordinator_etcd glimpse_etcd_testing)
+  glimpse_coordinator_etcd glimpse_etcd_process)
 target_compile_definitions(glimpse_bench_coordinator PRIVATE
   GLIMPSE_BENCH_DIR="${CMAKE_CURRENT_LIST_DIR}")
 

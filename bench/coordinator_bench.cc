@@ -32,7 +32,7 @@
 #include "coordinator/rocks_state_store.h"
 #include "core/common/grpc/server.h"
 #include "core/common/status_macros.h"
-#include "core/etcd/testing/etcd_process.h"
+#include "core/etcd/etcd_process.h"
 
 namespace glimpse::coordinator {
 namespace {
@@ -342,8 +342,8 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(const Flags& flags, const 
                      RocksStateStore::Open({dir, flags.sync}));
     return rocks;
   }
-  static std::unique_ptr<etcd::testing::EtcdProcess> etcd;
-  ASSIGN_OR_RETURN(etcd, etcd::testing::EtcdProcess::Start(dir + "-etcd"));
+  static std::unique_ptr<etcd::EtcdProcess> etcd;
+  ASSIGN_OR_RETURN(etcd, etcd::EtcdProcess::Start(dir + "-etcd"));
   EtcdStateStoreOptions o;
   o.etcd.endpoints = {etcd->endpoint()};
   ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(o));

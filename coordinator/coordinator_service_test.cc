@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
-#include "core/etcd/testing/etcd_process.h"
+#include "core/etcd/etcd_process.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::coordinator {
@@ -835,7 +835,7 @@ TEST_F(CoordinatorDurabilityTest, AFailedSyncFailsTheCallAndStopsLaterChanges) {
 // the first acknowledged is what the second loads.
 TEST(CoordinatorRestartTest, EtcdKeepsLeasesMembersAndSamplesThroughItsOwnCrash) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  auto etcd = etcd::testing::EtcdProcess::Start(
+  auto etcd = etcd::EtcdProcess::Start(
       absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/coord-etcd-", ::getpid()));
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   EtcdStateStoreOptions so;

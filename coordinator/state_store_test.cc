@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
-#include "core/etcd/testing/etcd_process.h"
+#include "core/etcd/etcd_process.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "rocksdb/db.h"
@@ -176,7 +176,7 @@ TEST(RocksStateStoreTest, UnopenablePathIsAnError) {
 // Two coordinators' stores under different prefixes of one etcd never see each other's records;
 // a record that does not decode is DataLoss naming its key.
 TEST(EtcdStateStoreTest, PrefixesAreApartAndACorruptRecordIsDataLoss) {
-  auto etcd = etcd::testing::EtcdProcess::Start(TempDir("etcd"));
+  auto etcd = etcd::EtcdProcess::Start(TempDir("etcd"));
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   EtcdStateStoreOptions a, b;
   a.etcd.endpoints = b.etcd.endpoints = {(*etcd)->endpoint()};
@@ -209,7 +209,7 @@ TEST(EtcdStateStoreTest, PrefixesAreApartAndACorruptRecordIsDataLoss) {
 // key written twice keeps the last value, batches over etcd's 128 operations per transaction are
 // split, and fewer transactions than writes reach etcd.
 TEST(EtcdStateStoreTest, ConcurrentWritesAreGroupCommittedAndAllDurable) {
-  auto etcd = etcd::testing::EtcdProcess::Start(TempDir("etcd-group"));
+  auto etcd = etcd::EtcdProcess::Start(TempDir("etcd-group"));
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   EtcdStateStoreOptions o;
   o.etcd.endpoints = {(*etcd)->endpoint()};

@@ -191,5 +191,28 @@ TEST(CliTest, ChatTurnsContinueTheSameSession) {
   }
 }
 
+// `glimpse up --etcd`: the coordinator's state in a local etcd member under the cluster's
+// directory. A second `glimpse up` on the same directory starts that member again, with its data,
+// and the coordinator restores the first run's session from it.
+TEST(CliTest, UpWithEtcdKeepsTheCoordinatorsStateAcrossRuns) {
+  const std::string dir = TempPath("up_etcd");
+  std::filesystem::remove_all(dir);
+  const std::string up = "up --etcd --chat --no-prefill-worker --max-tokens 4 --session s1 --dir " +
+                         dir + " " + ModelFlag();
+  for (int run = 0; run < 2; ++run) {
+    const CliRun r = Glimpse(up, "Name a color.\\n");
+    ASSERT_EQ(r.exit_code, 0) << "run " << run << ":\n" << r.output;
+    EXPECT_NE(r.output.find("etcd: 127.0.0.1:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("[turn 1"), std::string::npos) << r.output;
+  }
+  std::ifstream log(dir + "/logs/coordinator.log");
+  std::string line, restored;
+  while (std::getline(log, line)) {
+    if (line.find("coordinator state restored") != std::string::npos) restored = line;
+  }
+  EXPECT_NE(restored.find("\"sessions\":1"), std::string::npos) << restored;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace glimpse

@@ -4,7 +4,7 @@
 # core/common/service_process.h (any service binary that logs "serving").
 add_executable(glimpse_coordinator_restart_test ${CMAKE_CURRENT_LIST_DIR}/coordinator_restart_test.cc)
 target_link_libraries(glimpse_coordinator_restart_test PRIVATE
-  glimpse_proto glimpse_common_grpc glimpse_service_process glimpse_etcd_testing GTest::gtest
+  glimpse_proto glimpse_common_grpc glimpse_service_process glimpse_etcd_process GTest::gtest
   GTest::gtest_main)
 add_dependencies(glimpse_coordinator_restart_test glimpse-coordinator)
 target_compile_definitions(glimpse_coordinator_restart_test PRIVATE

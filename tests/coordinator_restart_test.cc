@@ -9,7 +9,7 @@
 
 #include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
-#include "core/etcd/testing/etcd_process.h"
+#include "core/etcd/etcd_process.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "gtest/gtest.h"
 
@@ -25,7 +25,7 @@ class CoordinatorRestartTest : public ::testing::TestWithParam<std::string> {
     std::filesystem::create_directories(dir_);
     log_ = (dir_ / "coordinator.log").string();
     if (GetParam() == "etcd") {
-      auto etcd = etcd::testing::EtcdProcess::Start((dir_ / "etcd").string());
+      auto etcd = etcd::EtcdProcess::Start((dir_ / "etcd").string());
       ASSERT_TRUE(etcd.ok()) << etcd.status();
       etcd_ = *std::move(etcd);
     }
@@ -98,7 +98,7 @@ class CoordinatorRestartTest : public ::testing::TestWithParam<std::string> {
 
   std::filesystem::path dir_;
   std::string log_;
-  std::unique_ptr<etcd::testing::EtcdProcess> etcd_;  // the "etcd" store only
+  std::unique_ptr<etcd::EtcdProcess> etcd_;  // the "etcd" store only
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 

@@ -1,4 +1,4 @@
-// EtcdClient against a real etcd member (core/etcd/testing/etcd_process.h).
+// EtcdClient against a real etcd member (core/etcd/etcd_process.h).
 #include "core/etcd/etcd_client.h"
 
 #include <cstdlib>
@@ -6,13 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/etcd/testing/etcd_process.h"
+#include "core/etcd/etcd_process.h"
 #include "gtest/gtest.h"
 
 namespace glimpse::etcd {
 namespace {
-
-using testing::EtcdProcess;
 
 std::string TestDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");

@@ -46,6 +46,9 @@ std::vector<FlagSpec> UpFlags() {
        "turns with more new tokens than this prefill on the prefill worker (0: every turn)", false,
        "128"},
       {"no-prefill-worker", "no prefill worker: decode workers prefill every turn", true, ""},
+      {"etcd",
+       "keep the coordinator's state in a local etcd member (<dir>/etcd) instead of RocksDB", true,
+       ""},
       {"lease-ttl", "a fixed lease for every session, e.g. 2s (predictable tiers for demos)", false,
        "the coordinator's estimator"},
       {"chat", "run a chat from stdin against the cluster, then stop it", true, ""},
@@ -126,6 +129,7 @@ absl::StatusOr<UpOptions> ParseUp(const Args& a) {
   }
   o.cluster.prefill_on_decode_tokens = static_cast<int>(threshold);
   o.cluster.prefill_worker = !a.Has("no-prefill-worker");
+  o.cluster.etcd = a.Has("etcd");
   if (!o.chat.policy_method.empty()) {
     o.cluster.policy_method = o.chat.policy_method;
     o.cluster.budget_ratio = o.chat.budget_ratio;
@@ -143,6 +147,7 @@ absl::Status RunUp(const UpOptions& o) {
             << (o.cluster.prefill_worker ? "prefill worker " : "") << "and frontend (logs in "
             << o.cluster.dir << "/logs) ...\n";
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o.cluster));
+  if (o.cluster.etcd) std::cerr << "  etcd: " << cluster->etcd_endpoint() << "\n";
   for (const ClusterMember& m : cluster->members()) {
     std::cerr << "  " << m.name << ": grpc " << m.process.grpc_address() << ", metrics http://"
               << "127.0.0.1:" << m.process.metrics_port() << "/metrics\n";

@@ -136,7 +136,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
     cluster->members_.push_back({name, *std::move(p)});
     return &cluster->members_.back().process;
   };
-  std::vector<std::string> coordinator_args = {"--store.path=" + (dir / "coordinator").string()};
+  std::vector<std::string> coordinator_args;
+  if (o.etcd) {
+    ASSIGN_OR_RETURN(cluster->etcd_, etcd::EtcdProcess::Start((dir / "etcd").string()));
+    coordinator_args.push_back("--store.etcd_endpoints=" + cluster->etcd_->endpoint());
+  } else {
+    coordinator_args.push_back("--store.path=" + (dir / "coordinator").string());
+  }
   if (!o.lease_ttl.empty()) coordinator_args.push_back("--lease.fixed_ttl=" + o.lease_ttl);
   coordinator_args.push_back(
       absl::StrCat("--routing.prefill_on_decode_tokens=", o.prefill_on_decode_tokens));
@@ -189,6 +195,8 @@ void LocalCluster::Stop() {
     members_.back().process.Terminate(absl::Seconds(10)).IgnoreError();
     members_.pop_back();
   }
+  if (etcd_ != nullptr) etcd_->Stop().IgnoreError();  // after the coordinator, which writes to it
+  etcd_.reset();
 }
 
 LocalCluster::~LocalCluster() { Stop(); }

@@ -3,9 +3,10 @@
 // directory, each service's log in <dir>/logs/<service>.log. Internal calls are mutual TLS, as in a
 // deployment: a throwaway CA and a certificate per member (and one for this process, role admin)
 // in <dir>/tls (core/common/grpc/certificates.h); the frontend's client API is plaintext. What
-// `glimpse up` starts and `make run` talks to. Start waits until every service serves and the
-// workers have registered with the coordinator; Stop (and the destructor) terminates them in
-// reverse order.
+// `glimpse up` starts and `make run` talks to. With `etcd`, a local etcd member (<dir>/etcd,
+// core/etcd/etcd_process.h) holds the coordinator's state instead of RocksDB in <dir>/coordinator.
+// Start waits until every service serves and the workers have registered with the coordinator;
+// Stop (and the destructor) terminates them in reverse order, etcd last.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/service_process.h"
+#include "core/etcd/etcd_process.h"
 
 namespace glimpse::cli {
 
@@ -35,6 +37,7 @@ struct LocalClusterOptions {
   // Turns with more new tokens than this prefill on the prefill worker (the coordinator's
   // routing.prefill_on_decode_tokens); shorter ones on the decode worker.
   int prefill_on_decode_tokens = 128;
+  bool etcd = false;  // the coordinator's state in a local etcd member
 };
 
 struct ClusterMember {
@@ -51,11 +54,14 @@ class LocalCluster {
   // The frontend's OpenAI-compatible API, "http://127.0.0.1:<port>/v1".
   std::string openai_url() const;
   const std::vector<ClusterMember>& members() const { return members_; }
+  // The local etcd member's client address; "" without etcd.
+  std::string etcd_endpoint() const { return etcd_ != nullptr ? etcd_->endpoint() : ""; }
   void Stop();
 
  private:
   LocalCluster() = default;
   std::vector<ClusterMember> members_;
+  std::unique_ptr<etcd::EtcdProcess> etcd_;
 };
 
 // The directory holding glimpse-coordinator and friends: `bin_dir` if set, else this program's

@@ -1,16 +1,17 @@
-#include "core/etcd/testing/etcd_process.h"
+#include "core/etcd/etcd_process.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
-namespace glimpse::etcd::testing {
+namespace glimpse::etcd {
 namespace {
 
 constexpr char kEtcd[] = "/usr/bin/etcd";
@@ -40,15 +41,32 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
                                                       " is missing: install Debian's etcd-server "
                                                       "(tools/setup/install_deps.sh does)"));
   }
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path root(dir);
+  std::filesystem::create_directories(root);
+  // A member that ran here before: the same ports, since its data records its peer URL.
+  int client_port = 0, peer_port = 0;
+  if (std::ifstream ports(root / "ports");
+      ports >> client_port >> peer_port && std::filesystem::exists(root / "data")) {
+    std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(dir, client_port, peer_port));
+    absl::Status started = etcd->Launch();
+    if (!started.ok()) {
+      return absl::Status(started.code(),
+                          absl::StrCat("the etcd member in ", dir, " (client port ", client_port,
+                                       ", peer port ", peer_port, "): ", started.message()));
+    }
+    return etcd;
+  }
   absl::Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    ASSIGN_OR_RETURN(const int client_port, FreePort());
-    ASSIGN_OR_RETURN(const int peer_port, FreePort());
+    ASSIGN_OR_RETURN(client_port, FreePort());
+    ASSIGN_OR_RETURN(peer_port, FreePort());
     std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(dir, client_port, peer_port));
-    std::filesystem::remove_all(std::filesystem::path(dir) / "data");  // a fresh member
+    std::filesystem::remove_all(root / "data");  // a fresh member
     last = etcd->Launch();
-    if (last.ok()) return etcd;
+    if (last.ok()) {
+      std::ofstream(root / "ports") << client_port << " " << peer_port << "\n";
+      return etcd;
+    }
   }
   return last;
 }
@@ -80,9 +98,16 @@ std::string EtcdProcess::endpoint() const { return absl::StrCat("127.0.0.1:", cl
 
 void EtcdProcess::Kill() { process_.reset(); }
 
+absl::Status EtcdProcess::Stop() {
+  if (process_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<int> rc = process_->Terminate(absl::Seconds(10));
+  process_.reset();
+  return rc.status();
+}
+
 absl::Status EtcdProcess::Restart() {
   Kill();
   return Launch();
 }
 
-}  // namespace glimpse::etcd::testing
+}  // namespace glimpse::etcd
