@@ -74,14 +74,14 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
 absl::Status EtcdProcess::Launch() {
   const std::string client = absl::StrCat("http://127.0.0.1:", client_port_);
   const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
-  const std::vector<std::string> args = {"--name=glimpse-test",
+  const std::vector<std::string> args = {"--name=glimpse-local",
                                          absl::StrCat("--data-dir=", dir_, "/data"),
                                          "--logger=zap",
                                          absl::StrCat("--listen-client-urls=", client),
                                          absl::StrCat("--advertise-client-urls=", client),
                                          absl::StrCat("--listen-peer-urls=", peer),
                                          absl::StrCat("--initial-advertise-peer-urls=", peer),
-                                         absl::StrCat("--initial-cluster=glimpse-test=", peer)};
+                                         absl::StrCat("--initial-cluster=glimpse-local=", peer)};
   // A loaded test machine may take a while to elect the one member.
   ASSIGN_OR_RETURN(ServiceProcess p, ServiceProcess::StartUntil(
                                          kEtcd, args, dir_ + "/etcd.log",
