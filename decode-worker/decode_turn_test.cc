@@ -374,7 +374,7 @@ TEST_F(DecodeTurnTest, APoolTooSmallForTwoSessionsDropsTheIdleOneAndTheTurnsStil
   // The same tokens as a session holding int8 pages on its own.
   model::KvPool own({.head_dim = c.head_dim});
   model::Sequence plain(*model_, model::testing::SharedPool(),
-                       {.kv_pool = &own, .kv_dtype = kernels::KvDType::kI8});
+                        {.kv_pool = &own, .kv_dtype = kernels::KvDType::kI8});
   auto sampler = model::Sampler::Create({});
   auto want = model::Generate(plain, *sampler, prompt, 6);
   ASSERT_TRUE(want.ok());
@@ -429,7 +429,7 @@ TEST_F(DecodeTurnTest, AFullPoolParksADecodeOnTheCacheNodeAndItStreamsWhatItStre
   for (int i = 0; i < 2; ++i) {  // a session of its own, in the same format
     model::KvPool own({.head_dim = c.head_dim});
     model::Sequence plain(*model_, model::testing::SharedPool(),
-                         {.kv_pool = &own, .kv_dtype = kernels::KvDType::kF16});
+                          {.kv_pool = &own, .kv_dtype = kernels::KvDType::kF16});
     auto sampler = model::Sampler::Create({});
     auto want = model::Generate(plain, *sampler, prompts[i], kMax);
     ASSERT_TRUE(want.ok());

@@ -65,7 +65,7 @@ constexpr Holding kHoldings[] = {
 
 // A fresh session over the evicted cache encoded to pages in `codec` and loaded back.
 std::unique_ptr<model::Sequence> Reload(const model::Sequence& evicted, kvpage::Codec codec,
-                                       int32_t n_context) {
+                                        int32_t n_context) {
   auto fresh = std::make_unique<model::Sequence>(evicted.model(), evicted.pool());
   kvstate::StateIdentity id;
   id.model = *kvstate::FingerprintFromHex(evicted.model().fingerprint());

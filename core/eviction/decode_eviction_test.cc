@@ -173,7 +173,8 @@ TEST_F(DecodeEvictionTest, KiviPagesInABoundedPoolStayWithinTheBudget) {
   model::KvPool pool({.budget_bytes = int64_t{64} << 20,
                       .page_tokens = 64,
                       .head_dim = model_->config().head_dim});
-  model::Sequence session(*model_, *pool_, {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4});
+  model::Sequence session(*model_, *pool_,
+                          {.kv_pool = &pool, .kv_dtype = kernels::KvDType::kKivi4});
   std::vector<EvictionResult> results;
   auto eviction = DecodeEviction::Create(session.model(), *scorer, Options(96, 32, &results));
   ASSERT_TRUE(eviction.ok()) << eviction.status();

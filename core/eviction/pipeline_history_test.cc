@@ -126,7 +126,7 @@ class PipelineHistoryTest : public ::testing::Test {
 
   std::unique_ptr<model::Sequence> NewSession() {
     return std::make_unique<model::Sequence>(*model_, pool_,
-                                            model::SequenceOptions{.prefill_chunk = kChunk});
+                                             model::SequenceOptions{.prefill_chunk = kChunk});
   }
 
   // A session after turn 1: `n` tokens prefilled and evicted by SnapKV (W = 8) under AdaKV's
