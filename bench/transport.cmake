@@ -7,7 +7,8 @@ if(NOT GLIMPSE_UCX_PERFTEST)
 endif()
 add_executable(glimpse_bench_transport ${CMAKE_CURRENT_LIST_DIR}/transport_bench.cc)
 target_link_libraries(glimpse_bench_transport
-  PRIVATE glimpse_transport glimpse_transport_testing glimpse_common absl::status absl::statusor
+  PRIVATE glimpse_transport glimpse_transport_testing glimpse_common glimpse_service_process
+          absl::status absl::statusor
           absl::strings absl::str_format absl::time nlohmann_json::nlohmann_json)
 add_dependencies(glimpse_bench_transport glimpse_transport_peer)
 target_compile_definitions(glimpse_bench_transport PRIVATE

@@ -42,9 +42,6 @@
 // Only loopback: UCX_NET_DEVICES=lo for us and every child. Every child is started through
 // testing::Child (fork + exec), waited for with a deadline and SIGKILLed + reaped otherwise.
 // Prints a table and writes all numbers as JSON (--json, default in the build dir).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,6 +63,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/common/progress.h"
+#include "core/common/service_process.h"
 #include "core/common/status_macros.h"
 #include "core/transport/testing/peer_util.h"
 #include "core/transport/ucx/ucx_transport.h"
@@ -220,23 +218,6 @@ absl::StatusOr<double> RunOurs(const Config& cfg, const TlsSet& set, size_t page
   }
   child.Kill();
   return seconds;
-}
-
-absl::StatusOr<int> FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  if (port <= 0) return absl::InternalError("no free port on 127.0.0.1");
-  return port;
 }
 
 // True once some socket listens on `port` (per /proc/net/tcp{,6}), without connecting to it: the

@@ -62,7 +62,7 @@ class ClusterTest : public ::testing::Test {
         {"--store.path=" + (dir_ / "coordinator").string(), "--membership.heartbeat_interval=300ms",
          "--lease.fixed_ttl=1h", "--lease.max_ttl=2h"},
         roles::kCoordinator, "coordinator-0");
-    cache_address_ = "127.0.0.1:" + std::to_string(FreePort());
+    cache_address_ = "127.0.0.1:" + std::to_string(FreeLoopbackPort().value());
     cache_ = StartCacheNode();
     decode_ = StartDecodeWorker("d1");
     frontend_ = Start("frontend", GLIMPSE_FRONTEND_BINARY,
@@ -91,11 +91,6 @@ class ClusterTest : public ::testing::Test {
     cache_.reset();
     coordinator_.reset();
     fs::remove_all(dir_);
-  }
-
-  static int FreePort() {
-    auto server = GrpcServer::Start({}, {});
-    return server.ok() ? (*server)->port() : 0;
   }
 
   // The certificate of `role`/`id` under dir_/tls (made on first use; one CA for the test).

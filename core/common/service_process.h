@@ -57,6 +57,10 @@ class ServiceProcess {
 // DeadlineExceeded.
 absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout);
 
+// A loopback TCP port nothing listens on now, for a child that cannot pick its own (port 0):
+// another process may take it before the child binds it, so a caller retries a failed start.
+absl::StatusOr<int> FreeLoopbackPort();
+
 // The last `max_bytes` of a file (for failure messages).
 std::string Tail(const std::string& path, size_t max_bytes = 4000);
 

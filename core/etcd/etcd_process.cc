@@ -1,7 +1,5 @@
 #include "core/etcd/etcd_process.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,22 +14,6 @@ namespace {
 
 constexpr char kEtcd[] = "/usr/bin/etcd";
 constexpr int kStartAttempts = 3;
-
-// A loopback port nothing listens on now (another process may take it before etcd binds it:
-// Start then tries other ports).
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  if (!ok) return absl::InternalError("bind to a loopback port failed");
-  return ntohs(addr.sin_port);
-}
 
 }  // namespace
 
@@ -58,8 +40,8 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
   }
   absl::Status last;
   for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
-    ASSIGN_OR_RETURN(client_port, FreePort());
-    ASSIGN_OR_RETURN(peer_port, FreePort());
+    ASSIGN_OR_RETURN(client_port, FreeLoopbackPort());
+    ASSIGN_OR_RETURN(peer_port, FreeLoopbackPort());
     std::unique_ptr<EtcdProcess> etcd(new EtcdProcess(dir, client_port, peer_port));
     std::filesystem::remove_all(root / "data");  // a fresh member
     last = etcd->Launch();
