@@ -834,9 +834,8 @@ TEST_F(CoordinatorDurabilityTest, AFailedSyncFailsTheCallAndStopsLaterChanges) {
 // The same in etcd, and etcd itself SIGKILLed and restarted between the two coordinators: what
 // the first acknowledged is what the second loads.
 TEST(CoordinatorRestartTest, EtcdKeepsLeasesMembersAndSamplesThroughItsOwnCrash) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  auto etcd = etcd::EtcdProcess::Start(
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/coord-etcd-", ::getpid()));
+  auto etcd =
+      etcd::EtcdProcess::Start(absl::StrCat(::testing::TempDir(), "coord-etcd-", ::getpid()));
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   EtcdStateStoreOptions so;
   so.etcd.endpoints = {(*etcd)->endpoint()};

@@ -1,7 +1,6 @@
 // EtcdClient against a real etcd member (core/etcd/etcd_process.h).
 #include "core/etcd/etcd_client.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +12,7 @@ namespace glimpse::etcd {
 namespace {
 
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/etcd-client-", name, "-", getpid());
+  return absl::StrCat(::testing::TempDir(), "etcd-client-", name, "-", getpid());
 }
 
 class EtcdClientTest : public ::testing::Test {
