@@ -1,5 +1,6 @@
 #include "core/etcd/etcd_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +14,24 @@ namespace glimpse::etcd {
 struct EtcdClient::Endpoint {
   std::string address;
   std::unique_ptr<etcdserverpb::KV::Stub> kv;
+  std::unique_ptr<etcdserverpb::Lease::Stub> lease;
 };
+
+namespace {
+
+// Holds when `key` exists and was created at `revision` (0: when it does not exist).
+void CompareCreated(std::string_view key, int64_t revision, etcdserverpb::Compare* c) {
+  c->set_result(etcdserverpb::Compare::EQUAL);
+  c->set_target(etcdserverpb::Compare::CREATE);
+  c->set_key(std::string(key));
+  c->set_create_revision(revision);
+}
+
+EtcdClient::Versioned FromKeyValue(const mvccpb::KeyValue& kv) {
+  return {kv.value(), kv.create_revision(), kv.lease()};
+}
+
+}  // namespace
 
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
@@ -37,8 +55,8 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdOptions
   std::vector<std::unique_ptr<Endpoint>> endpoints;
   for (const std::string& address : options.endpoints) {
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, options.tls));
-    endpoints.push_back(std::make_unique<Endpoint>(
-        Endpoint{address, etcdserverpb::KV::NewStub(std::move(channel))}));
+    endpoints.push_back(std::make_unique<Endpoint>(Endpoint{
+        address, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel)}));
   }
   return std::unique_ptr<EtcdClient>(new EtcdClient(options, std::move(endpoints)));
 }
@@ -96,12 +114,14 @@ absl::Status EtcdClient::Delete(std::string_view key) {
   });
 }
 
-absl::Status EtcdClient::Apply(const std::vector<Write>& writes) {
+absl::Status EtcdClient::Apply(const std::vector<Write>& writes,
+                               const std::optional<Guard>& guard) {
   if (writes.size() > kMaxTxnOps) {
     return absl::InvalidArgumentError(
         absl::StrCat("etcd Txn: ", writes.size(), " operations; at most ", kMaxTxnOps));
   }
   etcdserverpb::TxnRequest req;
+  if (guard.has_value()) CompareCreated(guard->key, guard->create_revision, req.add_compare());
   for (const auto& [key, value] : writes) {
     etcdserverpb::RequestOp* op = req.add_success();
     if (value.has_value()) {
@@ -112,8 +132,93 @@ absl::Status EtcdClient::Apply(const std::vector<Write>& writes) {
     }
   }
   etcdserverpb::TxnResponse resp;
-  return Call("Txn",
-              [&](Endpoint& e, grpc::ClientContext& ctx) { return e.kv->Txn(&ctx, req, &resp); });
+  RETURN_IF_ERROR(Call(
+      "Txn", [&](Endpoint& e, grpc::ClientContext& ctx) { return e.kv->Txn(&ctx, req, &resp); }));
+  if (!resp.succeeded()) {
+    return absl::FailedPreconditionError(absl::StrCat("etcd Txn: ", guard->key,
+                                                      " is no longer the one created at revision ",
+                                                      guard->create_revision, "; nothing written"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<EtcdClient::Versioned>> EtcdClient::Get(std::string_view key) {
+  etcdserverpb::RangeRequest req;
+  req.set_key(std::string(key));
+  etcdserverpb::RangeResponse resp;
+  RETURN_IF_ERROR(Call("Range", [&](Endpoint& e, grpc::ClientContext& ctx) {
+    return e.kv->Range(&ctx, req, &resp);
+  }));
+  if (resp.kvs().empty()) return std::nullopt;
+  return FromKeyValue(resp.kvs(0));
+}
+
+absl::StatusOr<EtcdClient::Versioned> EtcdClient::PutIfAbsent(std::string_view key,
+                                                              std::string_view value,
+                                                              int64_t lease) {
+  etcdserverpb::TxnRequest req;
+  CompareCreated(key, 0, req.add_compare());
+  etcdserverpb::PutRequest* put = req.add_success()->mutable_request_put();
+  put->set_key(std::string(key));
+  put->set_value(std::string(value));
+  put->set_lease(lease);
+  req.add_failure()->mutable_request_range()->set_key(std::string(key));
+  etcdserverpb::TxnResponse resp;
+  RETURN_IF_ERROR(Call(
+      "Txn", [&](Endpoint& e, grpc::ClientContext& ctx) { return e.kv->Txn(&ctx, req, &resp); }));
+  // The key was created by this transaction, so at its revision.
+  if (resp.succeeded()) return Versioned{std::string(value), resp.header().revision(), lease};
+  const etcdserverpb::RangeResponse& range = resp.responses(0).response_range();
+  if (range.kvs().empty()) {  // deleted between the compare and the read: cannot happen in a txn
+    return absl::InternalError(
+        absl::StrCat("etcd Txn: ", std::string(key), " neither absent nor present"));
+  }
+  return FromKeyValue(range.kvs(0));
+}
+
+absl::StatusOr<EtcdClient::Lease> EtcdClient::GrantLease(absl::Duration ttl) {
+  etcdserverpb::LeaseGrantRequest req;
+  req.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+  etcdserverpb::LeaseGrantResponse resp;
+  RETURN_IF_ERROR(Call("LeaseGrant", [&](Endpoint& e, grpc::ClientContext& ctx) {
+    return e.lease->LeaseGrant(&ctx, req, &resp);
+  }));
+  if (!resp.error().empty()) {
+    return absl::UnavailableError(absl::StrCat("etcd LeaseGrant: ", resp.error()));
+  }
+  return Lease{resp.id(), absl::Seconds(resp.ttl())};
+}
+
+absl::StatusOr<absl::Duration> EtcdClient::KeepAlive(int64_t lease) {
+  etcdserverpb::LeaseKeepAliveRequest req;
+  req.set_id(lease);
+  etcdserverpb::LeaseKeepAliveResponse resp;
+  // One request and its answer on a stream of their own: a renewal every few seconds does not
+  // need a stream held open across calls (and their failures).
+  RETURN_IF_ERROR(Call("LeaseKeepAlive", [&](Endpoint& e, grpc::ClientContext& ctx) {
+    auto stream = e.lease->LeaseKeepAlive(&ctx);
+    const bool answered = stream->Write(req) && stream->Read(&resp);
+    stream->WritesDone();
+    grpc::Status st = stream->Finish();
+    if (st.ok() && !answered) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream ended without an answer");
+    }
+    return st;
+  }));
+  if (resp.ttl() <= 0) {
+    return absl::NotFoundError(absl::StrCat("etcd lease ", lease, " has expired"));
+  }
+  return absl::Seconds(resp.ttl());
+}
+
+absl::Status EtcdClient::RevokeLease(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  etcdserverpb::LeaseRevokeResponse resp;
+  const absl::Status st = Call("LeaseRevoke", [&](Endpoint& e, grpc::ClientContext& ctx) {
+    return e.lease->LeaseRevoke(&ctx, req, &resp);
+  });
+  return absl::IsNotFound(st) ? absl::OkStatus() : st;
 }
 
 absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix) {

@@ -2,6 +2,9 @@
 // DeleteRange over etcd's gRPC API, etcdserverpb/rpc.proto) against a cluster named by
 // its members' client endpoints.
 //
+// Keys may be attached to a lease: etcd deletes them when the lease expires (its holder stopped
+// renewing it for its TTL) or is revoked, which is how a holder's death shows (election.h).
+//
 // A call goes to the endpoint that answered last; one that is UNAVAILABLE or past the call's
 // timeout there is tried on the next endpoint, each at most once per call, so a dead member costs
 // a caller one timeout and later calls none. What Put and Delete acknowledge a majority of the
@@ -51,8 +54,36 @@ class EtcdClient {
   // most kMaxTxnOps operations of distinct keys (etcd's limits: --max-txn-ops 128, and no key
   // twice in one transaction); InvalidArgument otherwise.
   using Write = std::pair<std::string, std::optional<std::string>>;
-  absl::Status Apply(const std::vector<Write>& writes);
+  // With a guard, only if `guard.key` exists and was created at `guard.create_revision` (it was
+  // not deleted and put again since): FAILED_PRECONDITION, and nothing written, otherwise.
+  struct Guard {
+    std::string key;
+    int64_t create_revision = 0;
+  };
+  absl::Status Apply(const std::vector<Write>& writes, const std::optional<Guard>& guard = {});
   static constexpr size_t kMaxTxnOps = 128;
+
+  // A key's value, the revision that created it and the lease it is attached to (0: none).
+  struct Versioned {
+    std::string value;
+    int64_t create_revision = 0;
+    int64_t lease = 0;
+  };
+  absl::StatusOr<std::optional<Versioned>> Get(std::string_view key);  // nullopt: no such key
+  // Puts `value` under `key`, attached to `lease`, unless the key exists; either way in one
+  // transaction returns what the key holds afterwards (theirs, or this with lease == `lease`).
+  absl::StatusOr<Versioned> PutIfAbsent(std::string_view key, std::string_view value,
+                                        int64_t lease);
+
+  // A new lease of `ttl` (whole seconds, at least 1; etcd raises it to its minimum if lower).
+  struct Lease {
+    int64_t id = 0;
+    absl::Duration ttl;
+  };
+  absl::StatusOr<Lease> GrantLease(absl::Duration ttl);
+  // Renews the lease for its whole TTL and returns the TTL left; NOT_FOUND once it expired.
+  absl::StatusOr<absl::Duration> KeepAlive(int64_t lease);
+  absl::Status RevokeLease(int64_t lease);  // deletes its keys; OK when it is already gone
   // Every key beginning with `prefix` (not empty) and its value, in key order, as of one
   // revision; read in pages of options.page_keys keys, fewer where a page of large values would
   // pass gRPC's 4 MiB message limit, so that any number of keys of any size can be read.
