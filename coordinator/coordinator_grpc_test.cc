@@ -46,7 +46,7 @@ class CoordinatorGrpcTest : public ::testing::Test {
   std::shared_ptr<cluster::CoordinatorPeers> StartPeers(absl::Duration refresh,
                                                         absl::Duration min_miss_gap) {
     cluster::CoordinatorPeersOptions o;
-    o.coordinator_address = "127.0.0.1:" + std::to_string(server_->port());
+    o.coordinator_addresses = {"127.0.0.1:" + std::to_string(server_->port())};
     o.refresh = refresh;
     o.min_miss_gap = min_miss_gap;
     absl::StatusOr<std::shared_ptr<cluster::CoordinatorPeers>> peers =

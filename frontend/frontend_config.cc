@@ -26,7 +26,10 @@ absl::StatusOr<int32_t> PositiveInt32(const Config& c, const char* key) {
 std::vector<ConfigKey> FrontendConfigKeys() {
   using T = ConfigType;
   std::vector<ConfigKey> keys = {
-      {"coordinator", T::kString, "", "The coordinator's gRPC address (host:port).", true},
+      {"coordinator", T::kStringList, "",
+       "The coordinator's gRPC address (host:port); several, comma-separated, where "
+       "coordinators are elected on etcd (the leader answers).",
+       true},
       {"model", T::kString, "",
        "GGUF model file or Hugging Face directory (tokenizer, chat template, vocabulary, context, "
        "fingerprint); empty: the default model, fetched and cached as `glimpse generate` does."},
@@ -77,7 +80,7 @@ std::vector<ConfigKey> FrontendConfigKeys() {
 
 absl::StatusOr<FrontendOptions> OptionsFromConfig(const Config& c) {
   FrontendOptions o;
-  o.coordinator_address = c.GetString("coordinator");
+  o.coordinator_addresses = c.GetStringList("coordinator");
   ASSIGN_OR_RETURN(o.client_tls, ClientTlsFromConfig(c));
   o.coordinator_timeout = c.GetDuration("coordinator_timeout");
   o.max_queue_wait = c.GetDuration("routing.max_queue_wait");

@@ -29,7 +29,7 @@ TEST(FrontendConfigTest, DefaultsAndOverrides) {
   ASSERT_TRUE(config.ok()) << config.status();
   auto options = OptionsFromConfig(*config);
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->coordinator_address, "127.0.0.1:7400");
+  EXPECT_EQ(options->coordinator_addresses, std::vector<std::string>{"127.0.0.1:7400"});
   EXPECT_EQ(options->default_policy.method(), "snapkv");
   EXPECT_EQ(options->default_policy.budget_ratio(), 0.25);
   EXPECT_EQ(options->default_policy.codec(), "fp16");

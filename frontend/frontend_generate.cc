@@ -80,9 +80,9 @@ absl::Status FrontendService::Route(Call& call) {
   // tool_name stays empty: the tool whose result this turn carries is the one named at the last
   // EndTurn (the request's tool_name is the pause after this turn).
   req.set_max_queue_wait_ms(absl::ToInt64Milliseconds(options_.max_queue_wait));
-  std::unique_ptr<grpc::ClientContext> ctx =
-      CoordinatorContext(&call.caller, options_.max_queue_wait);
-  grpc::Status st = coordinator_->RouteTurn(ctx.get(), req, &call.route);
+  grpc::Status st = coordinator_->Call(
+      [&] { return CoordinatorContext(&call.caller, options_.max_queue_wait); },
+      [&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, req, &call.route); });
   if (!st.ok()) return CoordinatorError("RouteTurn", st, call.scoped, call.req.session_id());
   return absl::OkStatus();
 }
@@ -229,7 +229,9 @@ void FrontendService::AbandonTurn(Call& call) {
   req.set_turn_failed(true);
   req.set_turn_index(call.route.turn_index());  // a newer turn of the session is left running
   v1::EndTurnResponse resp;
-  grpc::Status st = coordinator_->EndTurn(CoordinatorContext(nullptr).get(), req, &resp);
+  grpc::Status st =
+      coordinator_->Call([&] { return CoordinatorContext(nullptr); },
+                         [&](auto& stub, auto* ctx) { return stub.EndTurn(ctx, req, &resp); });
   if (!st.ok()) {
     log::Warning("could not end the failed turn",
                  {{"session", call.scoped}, {"error", st.error_message()}});
@@ -252,7 +254,9 @@ absl::Status FrontendService::FinishTurn(Call& call, const v1::TurnDone& done) {
   }
   v1::EndTurnResponse resp;
   // Not bound by the caller's deadline: the turn ran, its KV must get a lease or be released.
-  grpc::Status st = coordinator_->EndTurn(CoordinatorContext(nullptr).get(), req, &resp);
+  grpc::Status st =
+      coordinator_->Call([&] { return CoordinatorContext(nullptr); },
+                         [&](auto& stub, auto* ctx) { return stub.EndTurn(ctx, req, &resp); });
   if (!st.ok()) return CoordinatorError("EndTurn", st, call.scoped, call.req.session_id());
   v1::GenerateEvent event;
   v1::TurnLease* lease = event.mutable_lease();

@@ -89,7 +89,7 @@ struct Frontend {
            int64_t max_calls_per_tenant = 64)
       : metrics(registry) {
     FrontendOptions o;
-    o.coordinator_address = coordinator;
+    o.coordinator_addresses = {coordinator};
     o.max_calls_per_tenant = max_calls_per_tenant;
     o.client_tls = client_tls;
     o.coordinator_timeout = absl::Seconds(5);

@@ -58,26 +58,25 @@ absl::StatusOr<TurnLimits> MakeLimits(const FrontendOptions& o, const model::Mod
 absl::StatusOr<std::unique_ptr<FrontendService>> FrontendService::Create(
     const FrontendOptions& options, const model::Model* model, std::unique_ptr<Authenticator> auth,
     std::string salt_secret, FrontendMetrics* metrics) {
-  if (options.coordinator_address.empty()) {
-    return absl::InvalidArgumentError("coordinator: no address configured");
-  }
   if (salt_secret.size() < 16) {
     return absl::InvalidArgumentError("the salt secret is shorter than 16 bytes");
   }
   ASSIGN_OR_RETURN(TurnLimits limits, MakeLimits(options, *model));
   ASSIGN_OR_RETURN(kvstate::Fingerprint fingerprint,
                    kvstate::FingerprintFromHex(model->fingerprint()));
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                   ClientChannel(options.coordinator_address, options.client_tls));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<cluster::Coordinators> coordinators,
+      cluster::Coordinators::Connect(options.coordinator_addresses, options.client_tls));
   return std::unique_ptr<FrontendService>(
       new FrontendService(options, model, std::move(auth), std::move(salt_secret), metrics,
-                          fingerprint, std::move(limits), std::move(channel)));
+                          fingerprint, std::move(limits), std::move(coordinators)));
 }
 
 FrontendService::FrontendService(const FrontendOptions& options, const model::Model* model,
                                  std::unique_ptr<Authenticator> auth, std::string salt_secret,
                                  FrontendMetrics* metrics, kvstate::Fingerprint fingerprint,
-                                 TurnLimits limits, std::shared_ptr<grpc::Channel> coordinator)
+                                 TurnLimits limits,
+                                 std::unique_ptr<cluster::Coordinators> coordinators)
     : options_(options),
       model_(model),
       auth_(std::move(auth)),
@@ -85,7 +84,7 @@ FrontendService::FrontendService(const FrontendOptions& options, const model::Mo
       metrics_(metrics),
       fingerprint_(fingerprint),
       limits_(std::move(limits)),
-      coordinator_(v1::Coordinator::NewStub(coordinator)),
+      coordinator_(std::move(coordinators)),
       calls_(options.max_calls_per_tenant) {}
 
 absl::StatusOr<std::string> FrontendService::Authenticate(const Caller& caller) const {
@@ -105,7 +104,7 @@ absl::Status FrontendService::CoordinatorError(std::string_view rpc, const grpc:
                                                const std::string& session_id) const {
   // Messages name the caller's own session id, never the scoped one.
   std::string message = absl::StrReplaceAll(status.error_message(), {{scoped_id, session_id}});
-  message = absl::StrFormat("coordinator %s %s: %s", options_.coordinator_address, rpc, message);
+  message = absl::StrFormat("coordinator %s %s: %s", coordinator_->addresses(), rpc, message);
   switch (status.error_code()) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:
@@ -125,7 +124,9 @@ absl::StatusOr<std::optional<v1::SessionInfo>> FrontendService::FindSession(
   v1::GetSessionRequest req;
   req.set_session_id(scoped);
   v1::GetSessionResponse resp;
-  grpc::Status st = coordinator_->GetSession(CoordinatorContext(&caller).get(), req, &resp);
+  grpc::Status st =
+      coordinator_->Call([&] { return CoordinatorContext(&caller); },
+                         [&](auto& stub, auto* ctx) { return stub.GetSession(ctx, req, &resp); });
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
   if (!st.ok()) return CoordinatorError("GetSession", st, scoped, session_id);
   if (resp.session().tenant() != tenant) {  // scoped ids make this a foreign writer's record
@@ -162,7 +163,9 @@ void FrontendService::ReleaseOnWorker(const std::string& worker_id, const std::s
   v1::ListNodesRequest list;
   list.set_role(v1::NODE_ROLE_DECODE);
   v1::ListNodesResponse nodes;
-  grpc::Status st = coordinator_->ListNodes(CoordinatorContext(nullptr).get(), list, &nodes);
+  grpc::Status st =
+      coordinator_->Call([&] { return CoordinatorContext(nullptr); },
+                         [&](auto& stub, auto* ctx) { return stub.ListNodes(ctx, list, &nodes); });
   std::string address;
   for (const v1::NodeInfo& node : nodes.nodes()) {
     if (node.node_id() == worker_id) address = node.grpc_address();
@@ -202,7 +205,9 @@ absl::Status FrontendService::EndSession(const Caller& caller, const v1::EndSess
   const std::string scoped = ScopedSessionId(tenant, req.session_id());
   v1::EndSessionRequest down;
   down.set_session_id(scoped);
-  grpc::Status st = coordinator_->EndSession(CoordinatorContext(&caller).get(), down, resp);
+  grpc::Status st =
+      coordinator_->Call([&] { return CoordinatorContext(&caller); },
+                         [&](auto& stub, auto* ctx) { return stub.EndSession(ctx, down, resp); });
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) return SessionNotFound(req.session_id());
   if (!st.ok()) return CoordinatorError("EndSession", st, scoped, req.session_id());
   if (!info.decode_worker_id().empty()) ReleaseOnWorker(info.decode_worker_id(), scoped);
@@ -221,7 +226,9 @@ absl::Status FrontendService::ToolCallEnded(const Caller& caller,
   v1::ToolCallEndedRequest down;
   down.set_session_id(scoped);
   down.set_observed_duration_ms(req.observed_duration_ms());
-  grpc::Status st = coordinator_->ToolCallEnded(CoordinatorContext(&caller).get(), down, resp);
+  grpc::Status st = coordinator_->Call(
+      [&] { return CoordinatorContext(&caller); },
+      [&](auto& stub, auto* ctx) { return stub.ToolCallEnded(ctx, down, resp); });
   if (st.error_code() == grpc::StatusCode::NOT_FOUND) return SessionNotFound(req.session_id());
   if (!st.ok()) return CoordinatorError("ToolCallEnded", st, scoped, req.session_id());
   return absl::OkStatus();

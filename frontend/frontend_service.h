@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/cluster/coordinators.h"
 #include "core/common/grpc/server.h"
 #include "core/kvstate/state_key.h"
 #include "core/model/model.h"
@@ -42,8 +43,8 @@
 namespace glimpse::frontend {
 
 struct FrontendOptions {
-  std::string coordinator_address;  // host:port
-  TlsFiles client_tls;              // for the coordinator and decode workers; empty: plaintext
+  std::vector<std::string> coordinator_addresses;  // host:port each (core/cluster/coordinators.h)
+  TlsFiles client_tls;  // for the coordinator and decode workers; empty: plaintext
   // Deadline of a coordinator call the caller's deadline does not bound (and of EndTurn, which runs
   // after the caller may have gone); RouteTurn gets max_queue_wait on top.
   absl::Duration coordinator_timeout = absl::Seconds(10);
@@ -98,7 +99,7 @@ class FrontendService {
   FrontendService(const FrontendOptions& options, const model::Model* model,
                   std::unique_ptr<Authenticator> auth, std::string salt_secret,
                   FrontendMetrics* metrics, kvstate::Fingerprint fingerprint, TurnLimits limits,
-                  std::shared_ptr<grpc::Channel> coordinator);
+                  std::unique_ptr<cluster::Coordinators> coordinators);
 
   // Shared by every method.
   absl::StatusOr<std::string> Authenticate(const Caller& caller) const;
@@ -136,7 +137,7 @@ class FrontendService {
   FrontendMetrics* const metrics_;
   const kvstate::Fingerprint fingerprint_;
   const TurnLimits limits_;
-  const std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+  const std::unique_ptr<cluster::Coordinators> coordinator_;
 
   TenantCalls calls_;
 

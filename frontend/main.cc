@@ -1,6 +1,7 @@
 // glimpse-frontend: flags and wiring only (docs/frontend.md).
 #include <memory>
 
+#include "absl/strings/str_join.h"
 #include "core/common/grpc/service_main.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -63,7 +64,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
                                            std::move(tenancy.salt_secret), metrics.get()));
   log::Info("frontend ready", {{"model", path},
                                {"fingerprint", model->fingerprint()},
-                               {"coordinator", options.coordinator_address},
+                               {"coordinator", absl::StrJoin(options.coordinator_addresses, ",")},
                                {"default_policy", PolicyString(service->limits().default_policy)}});
   return std::make_unique<RunningFrontend>(std::move(model), std::move(metrics), std::move(service),
                                            std::move(openai), registry);

@@ -17,8 +17,10 @@ namespace {
 constexpr absl::Duration kCallTimeout = absl::Seconds(5);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
 
-void SetDeadline(grpc::ClientContext* ctx) {
+std::unique_ptr<grpc::ClientContext> WithDeadline() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  return ctx;
 }
 
 std::string NewIncarnation() {
@@ -35,20 +37,19 @@ std::string RoleName(v1::NodeRole role) {
 absl::StatusOr<std::unique_ptr<CoordinatorLink>> CoordinatorLink::Start(
     CoordinatorLinkOptions options, std::function<v1::NodeLoad()> load,
     std::function<void(const std::string&)> release) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                   ClientChannel(options.coordinator_address, options.tls));
-  auto stub = v1::Coordinator::NewStub(channel);
-  return std::unique_ptr<CoordinatorLink>(new CoordinatorLink(std::move(options), std::move(stub),
-                                                              std::move(load), std::move(release)));
+  ASSIGN_OR_RETURN(std::unique_ptr<Coordinators> coordinators,
+                   Coordinators::Connect(options.coordinator_addresses, options.tls));
+  return std::unique_ptr<CoordinatorLink>(new CoordinatorLink(
+      std::move(options), std::move(coordinators), std::move(load), std::move(release)));
 }
 
 CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options,
-                                 std::unique_ptr<v1::Coordinator::Stub> stub,
+                                 std::unique_ptr<Coordinators> coordinators,
                                  std::function<v1::NodeLoad()> load,
                                  std::function<void(const std::string&)> release)
     : options_(std::move(options)),
       incarnation_(NewIncarnation()),
-      stub_(std::move(stub)),
+      coordinators_(std::move(coordinators)),
       load_(std::move(load)),
       release_(std::move(release)) {
   thread_ = std::thread([this] { Loop(); });
@@ -62,12 +63,11 @@ CoordinatorLink::~CoordinatorLink() {
   cv_.SignalAll();
   thread_.join();
   if (!registered()) return;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
   v1::DeregisterRequest req;
   req.set_node_id(options_.node_id);
   v1::DeregisterResponse resp;
-  grpc::Status s = stub_->Deregister(&ctx, req, &resp);
+  grpc::Status s = coordinators_->Call(
+      WithDeadline, [&](auto& stub, auto* ctx) { return stub.Deregister(ctx, req, &resp); });
   if (!s.ok()) log::Warning("deregister failed", {{"error", s.error_message()}});
 }
 
@@ -86,8 +86,6 @@ bool CoordinatorLink::Sleep(absl::Duration d) {
 }
 
 bool CoordinatorLink::Register(absl::Duration* interval) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
   v1::RegisterNodeRequest req;
   req.set_node_id(options_.node_id);
   req.set_role(options_.role);
@@ -97,30 +95,30 @@ bool CoordinatorLink::Register(absl::Duration* interval) {
   req.set_capacity_bytes(options_.capacity_bytes);
   req.set_incarnation(incarnation_);
   v1::RegisterNodeResponse resp;
-  grpc::Status s = stub_->RegisterNode(&ctx, req, &resp);
+  grpc::Status s = coordinators_->Call(
+      WithDeadline, [&](auto& stub, auto* ctx) { return stub.RegisterNode(ctx, req, &resp); });
   if (!s.ok()) {
     log::Warning("registering with the coordinator failed; retrying",
-                 {{"coordinator", options_.coordinator_address},
+                 {{"coordinator", coordinators_->addresses()},
                   {"code", static_cast<long long>(s.error_code())},
                   {"error", s.error_message()}});
     return false;
   }
   *interval = absl::Milliseconds(std::max<int64_t>(resp.heartbeat_interval_ms(), 10));
   log::Info("registered with the coordinator",
-            {{"coordinator", options_.coordinator_address},
+            {{"coordinator", coordinators_->addresses()},
              {"node_id", options_.node_id},
              {"heartbeat_ms", static_cast<long long>(resp.heartbeat_interval_ms())}});
   return true;
 }
 
 bool CoordinatorLink::Heartbeat() {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
   v1::HeartbeatRequest req;
   req.set_node_id(options_.node_id);
   *req.mutable_load() = load_();
   v1::HeartbeatResponse resp;
-  grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+  grpc::Status s = coordinators_->Call(
+      WithDeadline, [&](auto& stub, auto* ctx) { return stub.Heartbeat(ctx, req, &resp); });
   if (!s.ok()) {
     log::Warning("heartbeat failed; registering again",
                  {{"code", static_cast<long long>(s.error_code())}, {"error", s.error_message()}});
@@ -156,7 +154,7 @@ void CoordinatorLink::Loop() {
 std::unique_ptr<CoordinatorLink> RegisterWhenServing(
     CoordinatorLinkOptions o, int grpc_port, std::function<v1::NodeLoad()> load,
     std::function<void(const std::string&)> release) {
-  if (o.coordinator_address.empty()) return nullptr;
+  if (o.coordinator_addresses.empty()) return nullptr;
   o.grpc_address = absl::StrCat(o.grpc_address, ":", grpc_port);
   if (o.node_id.empty()) {
     char host[256] = {};

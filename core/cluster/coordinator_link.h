@@ -3,6 +3,7 @@
 // every session the coordinator releases (lease ended, demoted) to `release`. A coordinator that
 // cannot be reached is retried with backoff and logged; a heartbeat the coordinator refuses
 // (declared dead, forgotten after its restart) registers again. The destructor deregisters.
+// Given several coordinators' addresses, it calls whichever leads (coordinators.h).
 #pragma once
 
 #include <functional>
@@ -13,13 +14,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/cluster/coordinators.h"
 #include "core/common/grpc/server.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 
 namespace glimpse::cluster {
 
 struct CoordinatorLinkOptions {
-  std::string coordinator_address;
+  std::vector<std::string> coordinator_addresses;  // coordinators.h
   TlsFiles tls;
   std::string node_id;
   v1::NodeRole role = v1::NODE_ROLE_DECODE;
@@ -41,7 +43,7 @@ class CoordinatorLink {
   bool registered() const;
 
  private:
-  CoordinatorLink(CoordinatorLinkOptions options, std::unique_ptr<v1::Coordinator::Stub> stub,
+  CoordinatorLink(CoordinatorLinkOptions options, std::unique_ptr<Coordinators> coordinators,
                   std::function<v1::NodeLoad()> load,
                   std::function<void(const std::string&)> release);
   void Loop();
@@ -52,7 +54,7 @@ class CoordinatorLink {
 
   const CoordinatorLinkOptions options_;
   const std::string incarnation_;
-  const std::unique_ptr<v1::Coordinator::Stub> stub_;
+  const std::unique_ptr<Coordinators> coordinators_;
   const std::function<v1::NodeLoad()> load_;
   const std::function<void(const std::string&)> release_;
   mutable absl::Mutex mu_;
@@ -62,9 +64,9 @@ class CoordinatorLink {
   std::thread thread_;
 };
 
-// Starts the link once the node's gRPC port is known (nothing when `options.coordinator_address`
-// is empty): the gRPC address becomes host:port, an empty node id <role>-<host>-<port>. Logs and
-// returns null when the link cannot start.
+// Starts the link once the node's gRPC port is known (nothing when
+// `options.coordinator_addresses` is empty): the gRPC address becomes host:port, an empty node id
+// <role>-<host>-<port>. Logs and returns null when the link cannot start.
 std::unique_ptr<CoordinatorLink> RegisterWhenServing(
     CoordinatorLinkOptions options, int grpc_port, std::function<v1::NodeLoad()> load,
     std::function<void(const std::string&)> release);

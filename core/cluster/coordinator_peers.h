@@ -18,10 +18,12 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/cluster/coordinators.h"
 #include "core/common/grpc/server.h"
 #include "core/transport/peer_allowlist.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
@@ -29,7 +31,7 @@
 namespace glimpse::cluster {
 
 struct CoordinatorPeersOptions {
-  std::string coordinator_address;
+  std::vector<std::string> coordinator_addresses;  // coordinators.h
   TlsFiles tls;
   absl::Duration refresh = absl::Seconds(2);
   absl::Duration min_miss_gap = absl::Milliseconds(250);
@@ -48,14 +50,14 @@ class CoordinatorPeers final : public transport::PeerAllowlist {
   bool Belongs(std::string_view address, std::string_view role, std::string_view id) override;
 
  private:
-  CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<v1::Coordinator::Stub> stub);
+  CoordinatorPeers(CoordinatorPeersOptions options, std::unique_ptr<Coordinators> coordinators);
   bool Known(std::string_view address) const;
   // One ListNodes; replaces the list on success. Serialised by refresh_mu_.
   absl::Status Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(refresh_mu_);
   void Loop();
 
   const CoordinatorPeersOptions options_;
-  const std::unique_ptr<v1::Coordinator::Stub> stub_;
+  const std::unique_ptr<Coordinators> coordinators_;
   absl::Mutex refresh_mu_;  // one ListNodes at a time
   absl::Time last_refresh_ ABSL_GUARDED_BY(refresh_mu_) = absl::InfinitePast();  // attempts too
   std::atomic<bool> failing_ = false;  // the last refresh failed; written under refresh_mu_

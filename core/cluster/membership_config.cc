@@ -16,8 +16,9 @@ std::vector<ConfigKey> MembershipKeys(std::string_view role) {
                     "-<host>-<port>).")},
       {"advertise_host", ConfigType::kString, "127.0.0.1",
        "Host the coordinator hands out for this node's gRPC port."},
-      {"coordinator", ConfigType::kString, "",
-       "Coordinator host:port to register with and heartbeat (empty: standalone)."},
+      {"coordinator", ConfigType::kStringList, "",
+       "Coordinator host:port to register with and heartbeat (empty: standalone); several, "
+       "comma-separated, where coordinators are elected on etcd (the leader answers)."},
       {"transport.peer_allowlist", ConfigType::kBool, "true",
        "With a coordinator: UCX engines connect to, and accept batches from, only the transport "
        "addresses of nodes registered with it."},
@@ -41,7 +42,7 @@ void ApplyTransportKeys(const Config& c, transport::UcxOptions* o) {
 CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,
                                              const TlsFiles& tls) {
   CoordinatorLinkOptions o;
-  o.coordinator_address = c.GetString("coordinator");
+  o.coordinator_addresses = c.GetStringList("coordinator");
   o.tls = tls;
   o.node_id = c.GetString("node_id");
   o.role = role;
@@ -51,7 +52,7 @@ CoordinatorLinkOptions LinkOptionsFromConfig(const Config& c, v1::NodeRole role,
 
 absl::StatusOr<std::shared_ptr<transport::PeerAllowlist>> PeerAllowlistFromConfig(
     const Config& c, const TlsFiles& tls) {
-  const std::string coordinator = c.GetString("coordinator");
+  const std::vector<std::string>& coordinator = c.GetStringList("coordinator");
   if (coordinator.empty() || !c.GetBool("transport.peer_allowlist")) {
     log::Warning(
         "UCX engines accept any peer",
@@ -59,7 +60,7 @@ absl::StatusOr<std::shared_ptr<transport::PeerAllowlist>> PeerAllowlistFromConfi
     return nullptr;
   }
   CoordinatorPeersOptions o;
-  o.coordinator_address = coordinator;
+  o.coordinator_addresses = coordinator;
   o.tls = tls;
   ASSIGN_OR_RETURN(std::shared_ptr<CoordinatorPeers> peers, CoordinatorPeers::Start(o));
   return std::shared_ptr<transport::PeerAllowlist>(std::move(peers));

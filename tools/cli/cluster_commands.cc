@@ -47,8 +47,9 @@ std::vector<FlagSpec> UpFlags() {
        "128"},
       {"no-prefill-worker", "no prefill worker: decode workers prefill every turn", true, ""},
       {"etcd",
-       "keep the coordinator's state in a local etcd member (<dir>/etcd) instead of RocksDB", true,
-       ""},
+       "keep the coordinator's state in a local etcd member (<dir>/etcd) instead of RocksDB, and "
+       "run two coordinators on it (one leads; the other takes over if it dies)",
+       true, ""},
       {"lease-ttl", "a fixed lease for every session, e.g. 2s (predictable tiers for demos)", false,
        "the coordinator's estimator"},
       {"chat", "run a chat from stdin against the cluster, then stop it", true, ""},
@@ -143,7 +144,8 @@ std::atomic<bool> g_interrupted{false};
 void OnSignal(int) { g_interrupted = true; }
 
 absl::Status RunUp(const UpOptions& o) {
-  std::cerr << "starting coordinator, cache node, decode worker, "
+  std::cerr << "starting " << (o.cluster.etcd ? "two coordinators" : "coordinator")
+            << ", cache node, decode worker, "
             << (o.cluster.prefill_worker ? "prefill worker " : "") << "and frontend (logs in "
             << o.cluster.dir << "/logs) ...\n";
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o.cluster));

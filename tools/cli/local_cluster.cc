@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/cluster/coordinators.h"
 #include "core/common/grpc/certificates.h"
 #include "core/common/grpc/identity.h"
 #include "core/common/grpc/server.h"
@@ -73,19 +75,24 @@ const char* NodeId(const std::string& name) {
   return "";
 }
 
-// Waits until the coordinator lists a live node of `role`.
-absl::Status AwaitNode(const std::string& coordinator, const TlsFiles& tls, v1::NodeRole role,
-                       absl::Duration timeout) {
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(coordinator, tls));
-  auto stub = v1::Coordinator::NewStub(channel);
+// Waits until the (leading) coordinator lists a live node of `role`.
+absl::Status AwaitNode(const std::vector<std::string>& coordinators, const TlsFiles& tls,
+                       v1::NodeRole role, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::unique_ptr<cluster::Coordinators> stubs,
+                   cluster::Coordinators::Connect(coordinators, tls));
+  auto context = [] {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    return ctx;
+  };
   const absl::Time end = absl::Now() + timeout;
   while (absl::Now() < end) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     v1::ListNodesRequest req;
     req.set_role(role);
     v1::ListNodesResponse resp;
-    if (stub->ListNodes(&ctx, req, &resp).ok() && resp.nodes_size() > 0) return absl::OkStatus();
+    const grpc::Status st = stubs->Call(
+        context, [&](auto& stub, auto* ctx) { return stub.ListNodes(ctx, req, &resp); });
+    if (st.ok() && resp.nodes_size() > 0) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return absl::DeadlineExceededError(absl::StrCat("no ", v1::NodeRole_Name(role),
@@ -115,14 +122,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   const std::string tls_dir = (dir / "tls").string();
   RETURN_IF_ERROR(MakeClusterCertificates(tls_dir));
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
-  cluster->members_.reserve(5);  // start() hands out pointers into it
-  auto start = [&](const std::string& name,
-                   std::vector<std::string> args) -> absl::StatusOr<const ServiceProcess*> {
+  cluster->members_.reserve(6);  // start() hands out pointers into it
+  // `name` runs glimpse-<name>; a second instance of it is told apart by `instance` (its log).
+  auto start = [&](const std::string& name, std::vector<std::string> args,
+                   const std::string& instance = "") -> absl::StatusOr<const ServiceProcess*> {
     const std::string binary = ServiceBinary(o.bin_dir, "glimpse-" + name);
     if (!fs::exists(binary)) {
       return absl::NotFoundError(absl::StrCat(binary, " not found (build it, or pass --bin-dir)"));
     }
-    const std::string log = (dir / "logs" / (name + ".log")).string();
+    const std::string log = (dir / "logs" / (name + instance + ".log")).string();
     const std::vector<std::string> tls = TlsFlags(tls_dir, name);
     args.insert(args.end(), tls.begin(), tls.end());
     if (name != "coordinator" && name != "frontend") {  // the nodes that register
@@ -133,7 +141,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
       return absl::Status(p.status().code(), absl::StrCat(name, ": ", p.status().message(),
                                                           "\n--- ", log, " ---\n", Tail(log)));
     }
-    cluster->members_.push_back({name, *std::move(p)});
+    cluster->members_.push_back({name + instance, *std::move(p)});
     return &cluster->members_.back().process;
   };
   std::vector<std::string> coordinator_args;
@@ -146,32 +154,35 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   if (!o.lease_ttl.empty()) coordinator_args.push_back("--lease.fixed_ttl=" + o.lease_ttl);
   coordinator_args.push_back(
       absl::StrCat("--routing.prefill_on_decode_tokens=", o.prefill_on_decode_tokens));
-  ASSIGN_OR_RETURN(const ServiceProcess* coordinator, start("coordinator", coordinator_args));
-  const std::string coordinator_address = coordinator->grpc_address();
+  // On etcd, two coordinators: one leads, the other takes over if it dies.
+  std::vector<std::string> coordinators;
+  for (const std::string instance : {"", "-1"}) {
+    if (!o.etcd && !instance.empty()) break;
+    ASSIGN_OR_RETURN(const ServiceProcess* c, start("coordinator", coordinator_args, instance));
+    coordinators.push_back(c->grpc_address());
+  }
+  const std::string coordinator_flag = "--coordinator=" + absl::StrJoin(coordinators, ",");
   ASSIGN_OR_RETURN(const ServiceProcess* cache,
                    start("cache-node", {"--storage.path=" + (dir / "cache-node").string(),
-                                        "--storage.sync_every_put=false",
-                                        "--coordinator=" + coordinator_address}));
+                                        "--storage.sync_every_put=false", coordinator_flag}));
   const std::string cache_address = cache->grpc_address();
   // Both workers run the model: the same flags.
-  std::vector<std::string> worker = {"--coordinator=" + coordinator_address,
-                                     "--cache_node=" + cache_address,
+  std::vector<std::string> worker = {coordinator_flag, "--cache_node=" + cache_address,
                                      absl::StrCat("--threads=", o.threads)};
   if (!o.model.empty()) worker.push_back("--model=" + o.model);
   if (!o.lookahead_module.empty()) worker.push_back("--lookahead_module=" + o.lookahead_module);
   if (!o.eviction_profile.empty()) worker.push_back("--eviction_profile=" + o.eviction_profile);
   RETURN_IF_ERROR(start("decode-worker", worker).status());
   if (o.prefill_worker) RETURN_IF_ERROR(start("prefill-worker", worker).status());
-  std::vector<std::string> frontend = {
-      "--coordinator=" + coordinator_address, "--policy.method=" + o.policy_method,
-      absl::StrCat("--policy.budget_ratio=", o.budget_ratio), "--policy.codec=" + o.codec};
+  std::vector<std::string> frontend = {coordinator_flag, "--policy.method=" + o.policy_method,
+                                       absl::StrCat("--policy.budget_ratio=", o.budget_ratio),
+                                       "--policy.codec=" + o.codec};
   if (!o.model.empty()) frontend.push_back("--model=" + o.model);
   RETURN_IF_ERROR(start("frontend", frontend).status());
   const TlsFiles admin = CertificateFiles(tls_dir, "admin");
-  RETURN_IF_ERROR(AwaitNode(coordinator_address, admin, v1::NODE_ROLE_DECODE, absl::Seconds(30)));
+  RETURN_IF_ERROR(AwaitNode(coordinators, admin, v1::NODE_ROLE_DECODE, absl::Seconds(30)));
   if (o.prefill_worker) {
-    RETURN_IF_ERROR(
-        AwaitNode(coordinator_address, admin, v1::NODE_ROLE_PREFILL, absl::Seconds(30)));
+    RETURN_IF_ERROR(AwaitNode(coordinators, admin, v1::NODE_ROLE_PREFILL, absl::Seconds(30)));
   }
   return cluster;
 }

@@ -4,7 +4,9 @@
 // deployment: a throwaway CA and a certificate per member (and one for this process, role admin)
 // in <dir>/tls (core/common/grpc/certificates.h); the frontend's client API is plaintext. What
 // `glimpse up` starts and `make run` talks to. With `etcd`, a local etcd member (<dir>/etcd,
-// core/etcd/etcd_process.h) holds the coordinator's state instead of RocksDB in <dir>/coordinator.
+// core/etcd/etcd_process.h) holds the coordinator's state instead of RocksDB in <dir>/coordinator,
+// and two coordinators run on it (coordinator/leadership.h; the second's log is
+// coordinator-1.log): one leads, the other takes over when it dies; every client is given both.
 // Start waits until every service serves and the workers have registered with the coordinator;
 // Stop (and the destructor) terminates them in reverse order, etcd last.
 #pragma once
