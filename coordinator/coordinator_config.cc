@@ -45,11 +45,21 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
        "store.etcd_endpoints is required)."},
       {"store.etcd_endpoints", T::kStringList, "",
        "etcd members' client addresses (host:port,...): keep the state in that etcd cluster "
-       "instead of store.path, so it outlives this machine."},
+       "instead of store.path, so it outlives this machine; any number of coordinators may then "
+       "run on it, one leading (election.*)."},
       {"store.etcd_prefix", T::kString, "/glimpse/coordinator/",
        "Key prefix of this Glimpse cluster's records in etcd."},
       {"store.etcd_timeout", T::kDuration, "5s",
        "How long one etcd call may take on one member before the next member is tried."},
+      {"election.ttl", T::kDuration, "5s",
+       "With store.etcd_endpoints: the leader's etcd lease. A leader that cannot renew it for "
+       "this long stops leading, and another coordinator takes over within about this long of "
+       "a leader's death (at least 2s: etcd's minimum)."},
+      {"election.poll", T::kDuration, "500ms",
+       "With store.etcd_endpoints: how often a follower checks whether the leader is gone."},
+      {"advertise_host", T::kString, "127.0.0.1",
+       "With store.etcd_endpoints: the host other coordinators hand out, with this one's gRPC "
+       "port, as the leader's address while this one leads."},
       {"store.sync", T::kBool, "false",
        "fsync writes before a call is acknowledged (survives power loss; concurrent calls share "
        "one fsync, outside the service's lock); without it writes survive a process crash."},

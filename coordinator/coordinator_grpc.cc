@@ -44,6 +44,7 @@ grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext* ctx,
                                            v1::RegisterNodeResponse* resp) {
   GRPC_RETURN_IF_ERROR(
       AuthorizeNode(*ctx, "RegisterNode", {cluster::NodeRoleName(req->role())}, req->node_id()));
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
   NodeSpec spec{req->node_id(),
                 static_cast<NodeRole>(req->role()),
                 req->grpc_address(),
@@ -51,10 +52,10 @@ grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext* ctx,
                 req->capacity_bytes(),
                 req->incarnation(),
                 {req->client_ucx_addresses().begin(), req->client_ucx_addresses().end()}};
-  absl::StatusOr<CoordinatorService::Registered> again = service_->RegisterNode(spec);
+  absl::StatusOr<CoordinatorService::Registered> again = service->RegisterNode(spec);
   if (!again.ok()) return ToGrpcStatus(again.status());
-  resp->set_heartbeat_interval_ms(Ms(service_->options().membership.heartbeat_interval));
-  resp->set_missed_heartbeats(service_->options().membership.missed_heartbeats);
+  resp->set_heartbeat_interval_ms(Ms(service->options().membership.heartbeat_interval));
+  resp->set_missed_heartbeats(service->options().membership.missed_heartbeats);
   resp->set_reregistered(again->reregistered);
   resp->set_demoted_sessions(again->demoted);
   return grpc::Status::OK;
@@ -64,8 +65,9 @@ grpc::Status CoordinatorGrpc::Heartbeat(grpc::ServerContext* ctx, const v1::Hear
                                         v1::HeartbeatResponse* resp) {
   GRPC_RETURN_IF_ERROR(AuthorizeNode(
       *ctx, "Heartbeat", {roles::kDecode, roles::kPrefill, roles::kCache}, req->node_id()));
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
   NodeLoad load{req->load().queue_length(), req->load().used_bytes(), req->load().hot_sessions()};
-  absl::StatusOr<std::vector<std::string>> released = service_->Heartbeat(req->node_id(), load);
+  absl::StatusOr<std::vector<std::string>> released = service->Heartbeat(req->node_id(), load);
   if (!released.ok()) return ToGrpcStatus(released.status());
   for (const std::string& s : *released) resp->add_release_sessions(s);
   return grpc::Status::OK;
@@ -75,7 +77,8 @@ grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext* ctx, const v1::Der
                                          v1::DeregisterResponse* resp) {
   GRPC_RETURN_IF_ERROR(AuthorizeNode(
       *ctx, "Deregister", {roles::kDecode, roles::kPrefill, roles::kCache}, req->node_id()));
-  absl::StatusOr<int> demoted = service_->Deregister(req->node_id());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  absl::StatusOr<int> demoted = service->Deregister(req->node_id());
   if (!demoted.ok()) return ToGrpcStatus(demoted.status());
   resp->set_demoted_sessions(*demoted);
   return grpc::Status::OK;
@@ -84,6 +87,7 @@ grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext* ctx, const v1::Der
 grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::RouteTurnRequest* req,
                                         v1::RouteTurnResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "RouteTurn", {roles::kFrontend}));
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
   RouteRequest r;
   r.session = req->session_id();
   r.tenant = req->tenant();
@@ -96,13 +100,13 @@ grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::Rout
     // Never wait past the caller's deadline (leave 10 ms to answer).
     absl::Duration left = absl::FromChrono(ctx->deadline() - std::chrono::system_clock::now()) -
                           absl::Milliseconds(10);
-    if (r.max_wait == absl::ZeroDuration()) r.max_wait = service_->options().admission_default_wait;
+    if (r.max_wait == absl::ZeroDuration()) r.max_wait = service->options().admission_default_wait;
     if (left < r.max_wait) {
       r.max_wait = std::max(left, absl::ZeroDuration());
       r.no_wait = r.max_wait == absl::ZeroDuration();
     }
   }
-  absl::StatusOr<RouteResult> out = service_->RouteTurn(r);
+  absl::StatusOr<RouteResult> out = service->RouteTurn(r);
   if (!out.ok()) return ToGrpcStatus(out.status());
   resp->set_decode_worker_id(out->decode.id);
   resp->set_decode_grpc_address(out->decode.grpc_address);
@@ -123,6 +127,7 @@ grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::Rout
 grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext* ctx, const v1::EndTurnRequest* req,
                                       v1::EndTurnResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "EndTurn", {roles::kFrontend}));
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
   EndTurnRequest r{req->session_id(), req->kv_tokens(), req->tool_name(),
                    Hint(req->expected_duration_ms()), std::nullopt};
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
@@ -135,7 +140,7 @@ grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext* ctx, const v1::EndTur
     r.reload = std::isfinite(seconds) ? absl::Seconds(seconds) : absl::InfiniteDuration();
     r.reload_tokens = req->reload_tokens();
   }
-  absl::StatusOr<LeaseResult> l = service_->EndTurn(r);
+  absl::StatusOr<LeaseResult> l = service->EndTurn(r);
   if (!l.ok()) return ToGrpcStatus(l.status());
   resp->set_ttl_ms(Ms(l->ttl));
   resp->set_lease_expires_unix_ms(l->ttl > absl::ZeroDuration() ? UnixMs(l->expires) : 0);
@@ -149,8 +154,9 @@ grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext* ctx,
                                             const v1::ToolCallEndedRequest* req,
                                             v1::ToolCallEndedResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "ToolCallEnded", {roles::kFrontend}));
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
   absl::StatusOr<ToolEndResult> t =
-      service_->ToolCallEnded(req->session_id(), Hint(req->observed_duration_ms()));
+      service->ToolCallEnded(req->session_id(), Hint(req->observed_duration_ms()));
   if (!t.ok()) return ToGrpcStatus(t.status());
   resp->set_tool_name(t->tool);
   resp->set_recorded_duration_ms(Ms(t->recorded));
@@ -161,8 +167,9 @@ grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext* ctx,
 grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
                                          v1::EndSessionResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "EndSession", {roles::kFrontend}));
-  absl::StatusOr<SessionState> before = service_->GetSession(req->session_id());
-  absl::StatusOr<int> turns = service_->EndSession(req->session_id());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  absl::StatusOr<SessionState> before = service->GetSession(req->session_id());
+  absl::StatusOr<int> turns = service->EndSession(req->session_id());
   if (!turns.ok()) return ToGrpcStatus(turns.status());
   resp->set_turns(*turns);
   resp->set_released_bytes(before.ok() ? before->reserved_bytes : 0);
@@ -172,7 +179,8 @@ grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext* ctx, const v1::End
 grpc::Status CoordinatorGrpc::GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
                                          v1::GetSessionResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "GetSession", {roles::kFrontend, roles::kAdmin}));
-  absl::StatusOr<SessionState> s = service_->GetSession(req->session_id());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  absl::StatusOr<SessionState> s = service->GetSession(req->session_id());
   if (!s.ok()) return ToGrpcStatus(s.status());
   v1::SessionInfo* p = resp->mutable_session();
   p->set_session_id(s->id);
@@ -194,9 +202,10 @@ grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext* ctx, const v1::List
   GRPC_RETURN_IF_ERROR(
       Authorize(*ctx, "ListNodes",
                 {roles::kFrontend, roles::kDecode, roles::kPrefill, roles::kCache, roles::kAdmin}));
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
   std::optional<NodeRole> role;
   if (req->role() != v1::NODE_ROLE_UNSPECIFIED) role = static_cast<NodeRole>(req->role());
-  for (const NodeView& n : service_->ListNodes(role, req->include_dead())) {
+  for (const NodeView& n : service->ListNodes(role, req->include_dead())) {
     v1::NodeInfo* p = resp->add_nodes();
     p->set_node_id(n.state.spec.id);
     p->set_role(static_cast<v1::NodeRole>(n.state.spec.role));
@@ -216,7 +225,8 @@ grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext* ctx, const v1::List
 grpc::Status CoordinatorGrpc::Stats(grpc::ServerContext* ctx, const v1::StatsRequest*,
                                     v1::StatsResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Stats", {roles::kAdmin, roles::kFrontend}));
-  CoordinatorStats s = service_->Stats();
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  CoordinatorStats s = service->Stats();
   resp->set_nodes_alive(s.nodes_alive);
   resp->set_nodes_dead(s.nodes_dead);
   resp->set_sessions_active(s.sessions_active);

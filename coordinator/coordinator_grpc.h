@@ -2,9 +2,14 @@
 // Converts proto <-> domain types and absl::Status -> grpc::Status; no policy lives here.
 // Durations cross the wire as integer milliseconds; a 0 hint means "none", a negative one is
 // passed through so the service rejects it with INVALID_ARGUMENT. RouteTurn's admission wait is
-// bounded by the call's gRPC deadline too. Thread-safe (the service is).
+// bounded by the call's gRPC deadline too. Authorized calls reach the service the source names;
+// where it names none they are refused with its status. Thread-safe (the service is).
 #pragma once
 
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
 #include "coordinator/coordinator_service.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 
@@ -12,7 +17,14 @@ namespace glimpse::coordinator {
 
 class CoordinatorGrpc final : public glimpse::v1::Coordinator::Service {
  public:
-  explicit CoordinatorGrpc(CoordinatorService* service) : service_(service) {}  // not owned
+  // Where each call goes: the leading coordinator's service, or why none (leadership.h).
+  using ServiceSource = std::function<absl::StatusOr<std::shared_ptr<CoordinatorService>>()>;
+  explicit CoordinatorGrpc(ServiceSource source) : source_(std::move(source)) {}
+  // Always `service` (not owned): one coordinator, as in tests.
+  explicit CoordinatorGrpc(CoordinatorService* service)
+      : source_([service] {
+          return std::shared_ptr<CoordinatorService>(std::shared_ptr<void>(), service);
+        }) {}
 
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const v1::RegisterNodeRequest* req,
                             v1::RegisterNodeResponse* resp) override;
@@ -36,7 +48,7 @@ class CoordinatorGrpc final : public glimpse::v1::Coordinator::Service {
                      v1::StatsResponse* resp) override;
 
  private:
-  CoordinatorService* const service_;
+  const ServiceSource source_;
 };
 
 }  // namespace glimpse::coordinator

@@ -18,11 +18,16 @@ absl::StatusOr<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Create(
   if (options.prefix.empty()) return absl::InvalidArgumentError("etcd store: empty key prefix");
   ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client,
                    etcd::EtcdClient::Create(options.etcd));
-  return std::unique_ptr<EtcdStateStore>(new EtcdStateStore(options.prefix, std::move(client)));
+  return std::unique_ptr<EtcdStateStore>(
+      new EtcdStateStore(options.prefix, options.guard, std::move(client)));
 }
 
-EtcdStateStore::EtcdStateStore(std::string prefix, std::unique_ptr<etcd::EtcdClient> client)
-    : prefix_(std::move(prefix)), client_(std::move(client)), flusher_([this] { FlushLoop(); }) {}
+EtcdStateStore::EtcdStateStore(std::string prefix, std::optional<etcd::EtcdClient::Guard> guard,
+                               std::unique_ptr<etcd::EtcdClient> client)
+    : prefix_(std::move(prefix)),
+      guard_(std::move(guard)),
+      client_(std::move(client)),
+      flusher_([this] { FlushLoop(); }) {}
 
 EtcdStateStore::~EtcdStateStore() {
   {
@@ -111,7 +116,7 @@ absl::Status EtcdStateStore::Send(const Queued& batch) {
     const size_t size = key.size() + (value.has_value() ? value->size() : 0);
     if (!txn.empty() &&
         (txn.size() == etcd::EtcdClient::kMaxTxnOps || bytes + size > kMaxTxnBytes)) {
-      RETURN_IF_ERROR(client_->Apply(txn));
+      RETURN_IF_ERROR(client_->Apply(txn, guard_));
       {
         absl::MutexLock lock(&mu_);
         ++transactions_;
@@ -122,7 +127,7 @@ absl::Status EtcdStateStore::Send(const Queued& batch) {
     txn.emplace_back(key, value);
     bytes += size;
   }
-  RETURN_IF_ERROR(client_->Apply(txn));
+  RETURN_IF_ERROR(client_->Apply(txn, guard_));
   absl::MutexLock lock(&mu_);
   ++transactions_;
   return absl::OkStatus();

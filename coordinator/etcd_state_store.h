@@ -7,11 +7,12 @@
 // queued to etcd as transactions (the last write of each key, at most 128 keys and 1 MiB each),
 // and Durable() returns once every write made before it is committed by a majority of the etcd
 // cluster, or with the first failure: UNAVAILABLE when no etcd member answers, RESOURCE_EXHAUSTED
-// when etcd's space quota is full. A failure is sticky (the service then stops acknowledging
-// writes, as on a RocksDB write error); what was queued is then not all in etcd. Load is DataLoss
-// for a record that does not decode. Estimator samples over 1 MiB (one etcd value must fit one
-// request) are not saved, with a warning: the last saved samples stay, as they are a best-effort
-// record anyway (saved every few seconds). Thread-safe.
+// when etcd's space quota is full, FAILED_PRECONDITION once the guard's term is over. A failure
+// is sticky (the service then stops acknowledging writes, as on a RocksDB write error); what was
+// queued is then not all in etcd. Load is DataLoss for a record that does not decode. Estimator
+// samples over 1 MiB (one etcd value must fit one request) are not saved, with a warning: the
+// last saved samples stay, as they are a best-effort record anyway (saved every few seconds).
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ namespace glimpse::coordinator {
 struct EtcdStateStoreOptions {
   etcd::EtcdOptions etcd;
   std::string prefix = "/glimpse/coordinator/";  // not empty; one per Glimpse cluster
+  // With several coordinators, the leader's term (core/etcd/election.h): every transaction is
+  // made on condition that the term's leader key is unchanged, so a deposed leader writes nothing.
+  std::optional<etcd::EtcdClient::Guard> guard;
 };
 
 class EtcdStateStore : public StateStore {
@@ -53,12 +57,14 @@ class EtcdStateStore : public StateStore {
   using Queued =
       std::map<std::string, std::optional<std::string>>;  // key -> value; nullopt: delete
 
-  EtcdStateStore(std::string prefix, std::unique_ptr<etcd::EtcdClient> client);
+  EtcdStateStore(std::string prefix, std::optional<etcd::EtcdClient::Guard> guard,
+                 std::unique_ptr<etcd::EtcdClient> client);
   absl::Status Queue(std::string key, std::optional<std::string> value);
   void FlushLoop();
   absl::Status Send(const Queued& batch);  // as transactions of at most 128 keys and 1 MiB
 
   const std::string prefix_;
+  const std::optional<etcd::EtcdClient::Guard> guard_;
   const std::unique_ptr<etcd::EtcdClient> client_;
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // a write queued, a batch committed or failed, or stopping

@@ -3,13 +3,15 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_config.h"
 #include "coordinator/coordinator_grpc.h"
-#include "coordinator/etcd_state_store.h"
+#include "coordinator/leadership.h"
 #include "coordinator/rocks_state_store.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
+#include "core/common/log.h"
 #include "core/common/status_macros.h"
 
 namespace glimpse::coordinator {
@@ -17,26 +19,37 @@ namespace {
 
 class RunningCoordinator : public RunningService {
  public:
-  RunningCoordinator(std::unique_ptr<StateStore> store, std::unique_ptr<CoordinatorService> service,
+  RunningCoordinator(std::unique_ptr<Leadership> leadership, std::string advertise_host,
                      absl::Duration tick, std::shared_ptr<HealthLatch> health)
-      : store_(std::move(store)),
-        service_(std::move(service)),
-        grpc_(service_.get()),
+      : leadership_(std::move(leadership)),
+        advertise_host_(std::move(advertise_host)),
+        grpc_([this] { return leadership_->Current(); }),
         health_(std::move(health)) {
     ticker_ = std::thread([this, tick] {
       absl::MutexLock lock(&mu_);
       while (!stop_) {
         cv_.WaitWithTimeout(&mu_, tick);
-        if (!stop_) service_->Tick();
+        if (stop_) break;
+        if (auto service = leadership_->Current(); service.ok()) (*service)->Tick();
       }
     });
   }
   ~RunningCoordinator() override { Stop(); }
 
   std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
-  // A store write that failed makes the coordinator NOT_SERVING (it refuses every change).
+  // A RocksDB write that failed makes the coordinator NOT_SERVING (it refuses every change);
+  // an elected one resigns instead (leadership.h).
   void SetHealthReporter(std::function<void(bool)> report) override {
     health_->Attach(std::move(report));
+  }
+  // An elected coordinator campaigns once its address is known.
+  void OnServing(int grpc_port, int /*metrics_port*/) override {
+    if (advertise_host_.empty()) return;
+    const std::string address = absl::StrCat(advertise_host_, ":", grpc_port);
+    if (absl::Status st = leadership_->Campaign(address); !st.ok()) {
+      log::Error("cannot campaign; this coordinator will not lead", {{"error", st.ToString()}});
+      health_->Fail();
+    }
   }
   void Stop() override {
     health_->Detach();
@@ -47,13 +60,12 @@ class RunningCoordinator : public RunningService {
     }
     cv_.SignalAll();
     ticker_.join();
-    (void)service_->Flush();
+    leadership_->Stop();
   }
-  CoordinatorService* service() { return service_.get(); }
 
  private:
-  std::unique_ptr<StateStore> store_;
-  std::unique_ptr<CoordinatorService> service_;
+  const std::unique_ptr<Leadership> leadership_;
+  const std::string advertise_host_;  // empty: the sole coordinator, no election
   CoordinatorGrpc grpc_;
   const std::shared_ptr<HealthLatch> health_;
   absl::Mutex mu_;
@@ -62,9 +74,16 @@ class RunningCoordinator : public RunningService {
   std::thread ticker_;
 };
 
-void RegisterMetrics(CoordinatorService* service, metrics::MetricsRegistry& registry) {
-  registry.AddCollector([service](metrics::SampleWriter& w) {
-    CoordinatorStats s = service->Stats();
+void RegisterMetrics(const Leadership* leadership, metrics::MetricsRegistry& registry) {
+  registry.AddCollector([leadership](metrics::SampleWriter& w) {
+    absl::StatusOr<std::shared_ptr<CoordinatorService>> service = leadership->Current();
+    w.Gauge("glimpse_coordinator_leader",
+            "1 while this coordinator leads (always, without etcd), else 0.", {},
+            service.ok() ? 1 : 0);
+    w.Counter("glimpse_coordinator_terms_total", "Terms this coordinator won as leader.", {},
+              leadership->terms());
+    if (!service.ok()) return;  // a follower holds no state of its own
+    CoordinatorStats s = (*service)->Stats();
     w.Gauge("glimpse_coordinator_nodes", "Nodes by liveness.", {{"state", "alive"}}, s.nodes_alive);
     w.Gauge("glimpse_coordinator_nodes", "Nodes by liveness.", {{"state", "dead"}}, s.nodes_dead);
     const char* kSessions = "Sessions by tier.";
@@ -103,40 +122,44 @@ void RegisterMetrics(CoordinatorService* service, metrics::MetricsRegistry& regi
   });
 }
 
-// store.etcd_endpoints set: etcd; else RocksDB in store.path.
-absl::StatusOr<std::unique_ptr<StateStore>> OpenStore(const Config& config) {
+// store.etcd_endpoints set: elected among the coordinators on that etcd; else the sole one,
+// on RocksDB in store.path. `health` fails on a RocksDB write error.
+absl::StatusOr<std::unique_ptr<Leadership>> Lead(const Config& config, CoordinatorOptions options,
+                                                 std::shared_ptr<HealthLatch> health) {
   const std::vector<std::string>& endpoints = config.GetStringList("store.etcd_endpoints");
-  const std::string path = config.GetString("store.path");
   if (!endpoints.empty()) {  // OptionsFromConfig made sure that store.path is not set too
-    EtcdStateStoreOptions o;
-    o.etcd.endpoints = endpoints;
-    o.etcd.timeout = config.GetDuration("store.etcd_timeout");
-    o.prefix = config.GetString("store.etcd_prefix");
-    ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(o));
-    return store;
+    Leadership::ElectedOptions o;
+    o.coordinator = std::move(options);
+    o.store.etcd.endpoints = endpoints;
+    o.store.etcd.timeout = config.GetDuration("store.etcd_timeout");
+    o.store.prefix = config.GetString("store.etcd_prefix");
+    o.ttl = config.GetDuration("election.ttl");
+    o.poll = config.GetDuration("election.poll");
+    return Leadership::Elected(std::move(o), Clock::Real());
   }
+  options.on_store_failure = [health](const absl::Status&) { health->Fail(); };
   ASSIGN_OR_RETURN(
       std::unique_ptr<RocksStateStore> store,
-      RocksStateStore::Open({path, config.GetBool("store.sync"),
+      RocksStateStore::Open({config.GetString("store.path"), config.GetBool("store.sync"),
                              static_cast<uint64_t>(config.GetBytes("store.min_free_bytes"))}));
-  return store;
+  // A disk already too full to take writes refuses the start, as a cache node's does.
+  RETURN_IF_ERROR(store->CanWrite());
+  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
+                   CoordinatorService::Create(options, Clock::Real(), store.get()));
+  return Leadership::Sole(std::move(store), std::move(service));
 }
 
 absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& config,
                                                       metrics::MetricsRegistry& registry) {
-  absl::StatusOr<CoordinatorOptions> options = OptionsFromConfig(config);
-  if (!options.ok()) return options.status();
+  ASSIGN_OR_RETURN(CoordinatorOptions options, OptionsFromConfig(config));
   auto health = std::make_shared<HealthLatch>();
-  options->on_store_failure = [health](const absl::Status&) { health->Fail(); };
-  ASSIGN_OR_RETURN(std::unique_ptr<StateStore> store, OpenStore(config));
-  // A disk already too full to take writes refuses the start, as a cache node's does.
-  RETURN_IF_ERROR(store->CanWrite());
-  auto service = CoordinatorService::Create(*options, Clock::Real(), store.get());
-  if (!service.ok()) return service.status();
-  RegisterMetrics(service->get(), registry);
-  return std::make_unique<RunningCoordinator>(std::move(store), *std::move(service),
-                                              config.GetDuration("tick_interval"),
-                                              std::move(health));
+  ASSIGN_OR_RETURN(std::unique_ptr<Leadership> leadership,
+                   Lead(config, std::move(options), health));
+  RegisterMetrics(leadership.get(), registry);
+  const bool elected = !config.GetStringList("store.etcd_endpoints").empty();
+  return std::make_unique<RunningCoordinator>(
+      std::move(leadership), elected ? config.GetString("advertise_host") : "",
+      config.GetDuration("tick_interval"), std::move(health));
 }
 
 }  // namespace
@@ -148,7 +171,8 @@ int main(int argc, char** argv) {
   spec.summary =
       "The Glimpse coordinator: membership of prefill/decode workers and cache nodes, KV budgets "
       "per decode worker and tenant with admission control, Continuum-style TTL leases on hot "
-      "session KV, KV-aware routing; its state is kept in RocksDB (store.path) across restarts.";
+      "session KV, KV-aware routing; its state is kept in RocksDB (store.path) across restarts, or "
+      "in etcd (store.etcd_endpoints), where several coordinators elect one leader.";
   spec.keys = glimpse::coordinator::CoordinatorConfigKeys();
   spec.start = glimpse::coordinator::Start;
   return glimpse::RunServiceMain(spec, argc, argv);

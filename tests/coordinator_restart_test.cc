@@ -1,7 +1,8 @@
 // The real glimpse-coordinator binary: leases and members survive a SIGKILL and a restart, with
 // its state in a RocksDB directory or in etcd (where the new process has nothing local: as a
-// coordinator started on another machine); the worker re-registers and its leased session is a
-// hot hit again; a lease that ends while the coordinator is down is warm after the restart.
+// coordinator started on another machine, once the killed one's election lease expired); the worker
+// re-registers and its leased session is a hot hit again; a lease that ends while the coordinator
+// is down is warm after the restart.
 #include <signal.h>
 
 #include <filesystem>
@@ -35,18 +36,29 @@ class CoordinatorRestartTest : public ::testing::TestWithParam<std::string> {
     std::filesystem::remove_all(dir_);
   }
   ServiceProcess Start() {
-    absl::StatusOr<ServiceProcess> p =
-        ServiceProcess::Start(GLIMPSE_COORDINATOR_BINARY,
-                              {etcd_ != nullptr ? "--store.etcd_endpoints=" + etcd_->endpoint()
-                                                : "--store.path=" + (dir_ / "db").string(),
-                               "--lease.default_ttl=1h", "--lease.pin_cost=continuum",
-                               "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
-                               "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
-                              log_);
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(
+        GLIMPSE_COORDINATOR_BINARY,
+        {etcd_ != nullptr ? "--store.etcd_endpoints=" + etcd_->endpoint()
+                          : "--store.path=" + (dir_ / "db").string(),
+         "--lease.default_ttl=1h", "--lease.pin_cost=continuum", "--lease.max_ttl=2h",
+         "--lease.default_queue_delay=10s", "--membership.heartbeat_interval=30s",
+         "--shutdown_grace=500ms", "--election.ttl=2s", "--election.poll=100ms"},
+        log_);
     EXPECT_TRUE(p.ok()) << p.status();
     auto channel = ClientChannel(p->grpc_address());
     EXPECT_TRUE(channel.ok());
     stub_ = v1::Coordinator::NewStub(*channel);
+    // On etcd, a restarted coordinator leads once the killed one's election lease has expired.
+    const absl::Time end = absl::Now() + absl::Seconds(60);
+    grpc::Status st;
+    while (true) {
+      grpc::ClientContext ctx;
+      v1::StatsResponse stats;
+      st = stub_->Stats(&ctx, v1::StatsRequest(), &stats);
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() > end) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_TRUE(st.ok()) << st.error_message();
     return *std::move(p);
   }
   v1::RegisterNodeResponse Register() {

@@ -19,3 +19,14 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
       return ::glimpse::ToGrpcStatus(grpc_return_if_error_);                              \
     }                                                                                     \
   } while (0)
+
+// In a gRPC handler: assigns the value of `expr` (an absl::StatusOr) to `lhs`, or returns its
+// status as a grpc::Status.
+#define GRPC_ASSIGN_OR_RETURN(lhs, expr) \
+  GRPC_ASSIGN_OR_RETURN_IMPL_(GLIMPSE_GRPC_CONCAT_(grpc_statusor_, __LINE__), lhs, expr)
+#define GRPC_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                       \
+  auto tmp = (expr);                                                      \
+  if (!tmp.ok()) return ::glimpse::ToGrpcStatus(std::move(tmp).status()); \
+  lhs = std::move(tmp).value()
+#define GLIMPSE_GRPC_CONCAT_INNER_(a, b) a##b
+#define GLIMPSE_GRPC_CONCAT_(a, b) GLIMPSE_GRPC_CONCAT_INNER_(a, b)

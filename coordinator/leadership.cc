@@ -1,0 +1,123 @@
+#include "coordinator/leadership.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::coordinator {
+
+// Members in this order so that the service, which writes to the store, goes first.
+struct Leadership::Incumbent {
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<CoordinatorService> service;
+};
+
+std::unique_ptr<Leadership> Leadership::Sole(std::unique_ptr<StateStore> store,
+                                             std::unique_ptr<CoordinatorService> service) {
+  std::unique_ptr<Leadership> out(new Leadership());
+  out->incumbent_ = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Elected(ElectedOptions options,
+                                                                Clock* clock) {
+  if (options.store.guard.has_value()) {
+    return absl::InvalidArgumentError("leadership: each term sets the store's guard");
+  }
+  // Renewals every ttl/3 must not wait on one member longer than that.
+  etcd::EtcdOptions client = options.store.etcd;
+  client.timeout = std::min(client.timeout, options.ttl / 3);
+  std::unique_ptr<Leadership> out(new Leadership());
+  ASSIGN_OR_RETURN(out->election_client_, etcd::EtcdClient::Create(client));
+  out->options_ = std::move(options);
+  out->clock_ = clock;
+  return out;
+}
+
+Leadership::~Leadership() { Stop(); }
+
+absl::Status Leadership::Campaign(const std::string& address) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (election_client_ == nullptr || !address_.empty()) {
+      return absl::FailedPreconditionError("leadership: campaigns once, and only when elected");
+    }
+    address_ = address;
+  }
+  etcd::ElectionOptions o{options_.store.prefix + "leader", address, options_.ttl, options_.poll};
+  ASSIGN_OR_RETURN(std::unique_ptr<etcd::Election> election,
+                   etcd::Election::Start(
+                       election_client_.get(), std::move(o),
+                       [this](const etcd::Term& term) { return TakeUp(term); },
+                       [this](const etcd::Term&) { StepDown(); }));
+  absl::MutexLock lock(&mu_);
+  election_ = std::move(election);
+  return absl::OkStatus();
+}
+
+absl::Status Leadership::TakeUp(const etcd::Term& term) {
+  EtcdStateStoreOptions store_options = options_.store;
+  store_options.guard = etcd::EtcdClient::Guard{options_.store.prefix + "leader", term.revision};
+  ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(store_options));
+  CoordinatorOptions coordinator = options_.coordinator;
+  coordinator.on_store_failure = [this](const absl::Status& failure) {
+    log::Error("resigning: the coordinator's state cannot be written",
+               {{"error", failure.ToString()}});
+    absl::MutexLock lock(&mu_);
+    if (election_ != nullptr) election_->Resign();
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
+                   CoordinatorService::Create(coordinator, clock_, store.get()));
+  absl::MutexLock lock(&mu_);
+  log::Info("took up a term: state loaded from etcd",
+            {{"address", address_}, {"revision", std::to_string(term.revision)}});
+  incumbent_ = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
+  return absl::OkStatus();
+}
+
+void Leadership::StepDown() {
+  std::shared_ptr<Incumbent> was;  // dropped outside mu_
+  absl::MutexLock lock(&mu_);
+  was.swap(incumbent_);
+  // Calls in flight hold the service until they finish; their writes fail, fenced.
+  log::Warning("stepped down: calls are refused until a term is won again",
+               {{"address", address_}});
+}
+
+void Leadership::Stop() {
+  std::unique_ptr<etcd::Election> election;
+  {
+    absl::MutexLock lock(&mu_);
+    election.swap(election_);
+  }
+  if (election != nullptr) election->Stop();  // resigns; outside mu_: TakeUp may be waiting on it
+  std::shared_ptr<Incumbent> was;
+  {
+    absl::MutexLock lock(&mu_);
+    was.swap(incumbent_);
+  }
+  if (was != nullptr) (void)was->service->Flush();
+}
+
+absl::StatusOr<std::shared_ptr<CoordinatorService>> Leadership::Current() const {
+  absl::MutexLock lock(&mu_);
+  if (incumbent_ != nullptr && (election_ == nullptr || election_->leading())) {
+    return std::shared_ptr<CoordinatorService>(incumbent_, incumbent_->service.get());
+  }
+  const std::string leader = election_ != nullptr ? election_->leader() : "";
+  return absl::UnavailableError(absl::StrCat(
+      "coordinator ", address_, " is not the leader; ",
+      leader.empty() || leader == address_ ? "none is elected yet" : "the leader is " + leader));
+}
+
+bool Leadership::leading() const { return Current().ok(); }
+
+int64_t Leadership::terms() const {
+  absl::MutexLock lock(&mu_);
+  return election_ != nullptr ? election_->terms() : (incumbent_ != nullptr ? 1 : 0);
+}
+
+}  // namespace glimpse::coordinator

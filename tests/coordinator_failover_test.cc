@@ -1,0 +1,259 @@
+// Two real glimpse-coordinator processes on one etcd member: one leads, the other answers
+// UNAVAILABLE naming it; a client given both addresses (core/cluster/coordinators.h) reaches the
+// leader. SIGKILL the leader mid-session: the other leads within the election ttl with every
+// session, lease and member intact. Partition the leader from etcd (a TcpProxy between it and
+// etcd, cut): it stops leading before the other starts, and every lease either of them granted
+// is in the state the new leader holds, as granted: no lease is granted by two leaders.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/cluster/coordinators.h"
+#include "core/common/service_process.h"
+#include "core/common/tcp_proxy.h"
+#include "core/etcd/etcd_process.h"
+#include "glimpse/v1/coordinator.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace glimpse {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What the tests wait for happens within ttl + poll (2.1 s); a loaded machine may take longer.
+constexpr absl::Duration kPatience = absl::Seconds(60);
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  return ctx;
+}
+
+class CoordinatorFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("coordinator_failover_", ::getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto etcd = etcd::EtcdProcess::Start((dir_ / "etcd").string());
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const std::string& log : logs_) std::cerr << log << ":\n" << Tail(log) << "\n";
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A coordinator reaching etcd at `etcd` (the member, or a proxy in front of it).
+  ServiceProcess Start(const std::string& name, const std::string& etcd) {
+    logs_.push_back((dir_ / (name + ".log")).string());
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(
+        GLIMPSE_COORDINATOR_BINARY,
+        {"--store.etcd_endpoints=" + etcd, "--store.etcd_timeout=500ms", "--election.ttl=2s",
+         "--election.poll=100ms", "--lease.default_ttl=1h", "--lease.pin_cost=continuum",
+         "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
+         "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
+        logs_.back());
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *std::move(p);
+  }
+
+  static std::unique_ptr<cluster::Coordinators> Connect(std::vector<std::string> addresses) {
+    return cluster::Coordinators::Connect(addresses, {}).value();
+  }
+
+  static grpc::Status Stats(cluster::Coordinators& c) {
+    v1::StatsResponse resp;
+    return c.Call(
+        Context, [&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
+  }
+  static bool Leads(const ServiceProcess& p) { return Stats(*Connect({p.grpc_address()})).ok(); }
+  // Waits until `p` leads; false after kPatience.
+  static bool AwaitLeading(const ServiceProcess& p) {
+    const absl::Time end = absl::Now() + kPatience;
+    while (absl::Now() < end) {
+      if (Leads(p)) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  static grpc::Status Register(cluster::Coordinators& c) {
+    v1::RegisterNodeRequest req;
+    req.set_node_id("d1");
+    req.set_role(v1::NODE_ROLE_DECODE);
+    req.set_grpc_address("127.0.0.1:7001");
+    req.set_capacity_bytes(int64_t{1} << 40);
+    req.set_incarnation("i1");
+    v1::RegisterNodeResponse resp;
+    return c.Call(Context,
+                  [&](auto& stub, auto* ctx) { return stub.RegisterNode(ctx, req, &resp); });
+  }
+  // Routes a turn of `session` and ends it: the lease granted, or the first failure.
+  static absl::StatusOr<v1::EndTurnResponse> Turn(cluster::Coordinators& c,
+                                                  const std::string& session, int64_t history) {
+    v1::RouteTurnRequest route;
+    route.set_session_id(session);
+    route.set_tenant("acme");
+    route.set_history_tokens(history);
+    route.set_new_tokens(200);
+    route.set_max_output_tokens(50);
+    v1::RouteTurnResponse routed;
+    grpc::Status st =
+        c.Call(Context, [&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, route, &routed); });
+    if (!st.ok()) return absl::UnavailableError(absl::StrCat("RouteTurn: ", st.error_message()));
+    v1::EndTurnRequest end;
+    end.set_session_id(session);
+    end.set_kv_tokens(250);
+    end.set_tool_name("run_tests");
+    v1::EndTurnResponse lease;
+    st = c.Call(Context, [&](auto& stub, auto* ctx) { return stub.EndTurn(ctx, end, &lease); });
+    if (!st.ok()) return absl::UnavailableError(absl::StrCat("EndTurn: ", st.error_message()));
+    return lease;
+  }
+  static absl::StatusOr<v1::SessionInfo> Get(cluster::Coordinators& c, const std::string& session) {
+    v1::GetSessionRequest req;
+    req.set_session_id(session);
+    v1::GetSessionResponse resp;
+    grpc::Status st =
+        c.Call(Context, [&](auto& stub, auto* ctx) { return stub.GetSession(ctx, req, &resp); });
+    if (!st.ok()) return absl::UnavailableError(st.error_message());
+    return resp.session();
+  }
+
+  std::filesystem::path dir_;
+  std::vector<std::string> logs_;
+  std::unique_ptr<etcd::EtcdProcess> etcd_;
+};
+
+TEST_F(CoordinatorFailoverTest, AFollowerNamesTheLeaderAndTakesOverWhenItIsKilled) {
+  ServiceProcess a = Start("a", etcd_->endpoint());
+  ASSERT_TRUE(AwaitLeading(a));
+  ServiceProcess b = Start("b", etcd_->endpoint());
+  // The follower refuses, naming the leader; a client given both reaches the leader.
+  v1::StatsResponse unused;
+  grpc::Status refused = Connect({b.grpc_address()})->Call(Context, [&](auto& stub, auto* ctx) {
+    return stub.Stats(ctx, v1::StatsRequest(), &unused);
+  });
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("the leader is 127.0.0.1:" + std::to_string(a.grpc_port())));
+  std::unique_ptr<cluster::Coordinators> both = Connect({b.grpc_address(), a.grpc_address()});
+  ASSERT_TRUE(Register(*both).ok());
+  absl::StatusOr<v1::EndTurnResponse> lease = Turn(*both, "s1", 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_EQ(lease->ttl_ms(), 3'600'000);
+  const v1::SessionInfo before = Get(*both, "s1").value();
+
+  a.Kill();
+  const absl::Time died = absl::Now();
+  ASSERT_TRUE(AwaitLeading(b));
+  RecordProperty("takeover_ms", absl::ToInt64Milliseconds(absl::Now() - died));
+  const v1::SessionInfo after = Get(*both, "s1").value();
+  EXPECT_EQ(after.tier(), v1::SESSION_TIER_LEASED);
+  EXPECT_EQ(after.lease_expires_unix_ms(), before.lease_expires_unix_ms());
+  EXPECT_EQ(after.reserved_bytes(), before.reserved_bytes());
+  EXPECT_EQ(after.decode_worker_id(), "d1");
+  // The worker's heartbeat finds the new leader; the session's next turn is a hot hit there.
+  ASSERT_TRUE(Register(*both).ok());
+  v1::RouteTurnRequest next;
+  next.set_session_id("s1");
+  next.set_tenant("acme");
+  next.set_history_tokens(250);
+  next.set_new_tokens(10);
+  next.set_max_output_tokens(10);
+  v1::RouteTurnResponse routed;
+  ASSERT_TRUE(
+      both->Call(Context, [&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, next, &routed); })
+          .ok());
+  EXPECT_TRUE(routed.hot_hit());
+  EXPECT_EQ(routed.turn_index(), 2);
+
+  // The old leader, back, follows.
+  ServiceProcess a2 = Start("a2", etcd_->endpoint());
+  EXPECT_FALSE(Leads(a2));
+  EXPECT_TRUE(Leads(b));
+}
+
+TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAnyLease) {
+  std::unique_ptr<TcpProxy> link = TcpProxy::Start(etcd_->endpoint()).value();
+  ServiceProcess a = Start("a", link->address());
+  ASSERT_TRUE(AwaitLeading(a));
+  ServiceProcess b = Start("b", etcd_->endpoint());
+  std::unique_ptr<cluster::Coordinators> to_a = Connect({a.grpc_address()});
+  std::unique_ptr<cluster::Coordinators> to_b = Connect({b.grpc_address()});
+  ASSERT_TRUE(Register(*to_a).ok());
+
+  // Two clients grant leases, each through one coordinator only, before, during and after the
+  // partition; every lease acknowledged is recorded with who granted it and when.
+  struct Grant {
+    std::string by;
+    absl::Time sent, acknowledged;
+    int64_t expires_unix_ms = -1;  // -1: acknowledged, but the coordinator stepped down before
+                                   // the read that follows
+  };
+  absl::Mutex mu;
+  std::map<std::string, Grant> granted;  // by session
+  std::atomic<bool> stop{false};
+  auto grant = [&](cluster::Coordinators* c, const std::string& by) {
+    for (int i = 0; !stop; ++i) {
+      const std::string session = absl::StrCat(by, "-", i);
+      Grant g{by, absl::Now()};
+      if (!Turn(*c, session, 0).ok()) {
+        absl::SleepFor(absl::Milliseconds(10));
+        continue;
+      }
+      g.acknowledged = absl::Now();
+      if (absl::StatusOr<v1::SessionInfo> info = Get(*c, session); info.ok()) {
+        g.expires_unix_ms = info->lease_expires_unix_ms();
+      }
+      absl::MutexLock lock(&mu);
+      granted[session] = g;
+    }
+  };
+  auto count = [&](const std::string& by) {
+    absl::MutexLock lock(&mu);
+    return std::count_if(granted.begin(), granted.end(),
+                         [&](const auto& g) { return g.second.by == by; });
+  };
+  std::thread via_a(grant, to_a.get(), "a");
+  std::thread via_b(grant, to_b.get(), "b");
+  const absl::Time end = absl::Now() + kPatience;
+  while (count("a") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  link->Cut();
+  ASSERT_TRUE(AwaitLeading(b));
+  while (count("b") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  stop = true;
+  via_a.join();
+  via_b.join();
+  EXPECT_FALSE(Leads(a));
+  EXPECT_GE(count("a"), 5);
+  EXPECT_GE(count("b"), 5);
+  absl::MutexLock lock(&mu);
+  absl::Time first_by_b = absl::InfiniteFuture();
+  for (const auto& [session, g] : granted) {
+    if (g.by == "b") first_by_b = std::min(first_by_b, g.acknowledged);
+  }
+  for (const auto& [session, g] : granted) {
+    // No lease asked of a after b had granted one was granted by a: never two leaders at once.
+    if (g.by == "a") EXPECT_LT(g.sent, first_by_b) << session;
+    // Every lease either granted is in b's state, as it was granted.
+    absl::StatusOr<v1::SessionInfo> info = Get(*to_b, session);
+    ASSERT_TRUE(info.ok()) << session << ": " << info.status();
+    EXPECT_EQ(info->tier(), v1::SESSION_TIER_LEASED) << session;
+    if (g.expires_unix_ms >= 0) EXPECT_EQ(info->lease_expires_unix_ms(), g.expires_unix_ms);
+  }
+}
+
+}  // namespace
+}  // namespace glimpse
