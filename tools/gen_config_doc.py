@@ -35,7 +35,7 @@ NOTES = {
                 "[openai_api.md](openai_api.md).",
     "cache-node": "UCX_TLS picks the UCX transports ([transport.md](transport.md)).",
 }
-KEY_LINE = re.compile(r"^  --(\S+) \((\w+)(?:, (required)|, default \"(.*)\")?\)$")
+KEY_LINE = re.compile(r"^  --(\S+) \(([a-z ]+?)(?:, (required)|, default \"(.*)\")?\)$")
 
 Key = Tuple[str, str, str, str]  # name, type, default ("(required)" when required), meaning
 
