@@ -18,7 +18,10 @@ struct Leadership::Incumbent {
 std::unique_ptr<Leadership> Leadership::Sole(std::unique_ptr<StateStore> store,
                                              std::unique_ptr<CoordinatorService> service) {
   std::unique_ptr<Leadership> out(new Leadership());
-  out->incumbent_ = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
+  {
+    absl::MutexLock lock(&out->mu_);  // no other thread sees it yet; the analysis cannot know
+    out->incumbent_ = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
+  }
   return out;
 }
 
