@@ -9,6 +9,9 @@
 // CA file (and presenting a client certificate for mutual TLS). Its channels ping the server every
 // kKeepaliveInterval while calls are in flight, so a peer that vanishes without closing the
 // connection fails those calls (UNAVAILABLE) within about two intervals; servers accept the pings.
+// A channel that lost its peer tries to reconnect at most kMaxReconnectBackoff apart (gRPC's
+// default grows to 2 minutes), so a restarted peer (a coordinator, an etcd member) is reached
+// again within seconds; until then calls on it fail at once, as UNAVAILABLE.
 #pragma once
 
 #include <atomic>
@@ -26,6 +29,8 @@
 namespace glimpse {
 
 inline constexpr absl::Duration kKeepaliveInterval = absl::Seconds(2);
+inline constexpr absl::Duration kInitialReconnectBackoff = absl::Milliseconds(250);
+inline constexpr absl::Duration kMaxReconnectBackoff = absl::Seconds(2);
 
 struct TlsFiles {
   std::string cert_file;  // PEM; empty: plaintext
