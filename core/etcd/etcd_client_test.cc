@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/grpc/certificates.h"
 #include "core/etcd/etcd_process.h"
 #include "gtest/gtest.h"
 
@@ -115,6 +116,31 @@ TEST_F(EtcdClientTest, ADeadEndpointIsSkippedAndNoneAliveIsUnavailable) {
   absl::StatusOr<KeyValues> got = c->GetPrefix("/k");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, (KeyValues{{"/k", "before"}}));
+}
+
+TEST(EtcdTlsTest, ClientsNeedTheClustersCaAndACertificateItSigned) {
+  const std::string dir = TestDir("tls");
+  ASSERT_TRUE(MakeCertificates(dir + "/tls", {{"etcd"}, {"coordinator"}}).ok());
+  MakeCertificates(dir + "/other-ca", {{"stranger"}}).IgnoreError();
+  absl::StatusOr<std::unique_ptr<EtcdProcess>> etcd =
+      EtcdProcess::Start(dir + "/etcd", CertificateFiles(dir + "/tls", "etcd"));
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  auto client = [&](const TlsFiles& tls) {
+    EtcdOptions o;
+    o.endpoints = {(*etcd)->endpoint()};
+    o.timeout = absl::Seconds(2);
+    o.tls = tls;
+    return EtcdClient::Create(o).value();
+  };
+  const TlsFiles mine = CertificateFiles(dir + "/tls", "coordinator");
+  ASSERT_TRUE(client(mine)->Put("/k", "v").ok());
+  EXPECT_EQ(client(mine)->Get("/k").value()->value, "v");
+  EXPECT_EQ(client({})->Put("/k", "plaintext").code(), absl::StatusCode::kUnavailable);
+  TlsFiles no_certificate;
+  no_certificate.ca_file = mine.ca_file;
+  EXPECT_FALSE(client(no_certificate)->Put("/k", "anonymous").ok());
+  EXPECT_FALSE(client(CertificateFiles(dir + "/other-ca", "stranger"))->Put("/k", "x").ok());
+  EXPECT_EQ(client(mine)->Get("/k").value()->value, "v");
 }
 
 }  // namespace

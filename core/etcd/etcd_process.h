@@ -4,21 +4,32 @@
 // leader by then). A directory that already holds a member's data and ports starts that member
 // again, with its data (a port taken meanwhile fails the start, naming it); otherwise a fresh
 // member on free ports. Kill and Restart (same data, same ports) let a test lose and bring back
-// the control plane's store. Start fails, saying what to install, when there is no etcd binary.
+// the control plane's store. StartCluster runs several members, for tests of losing one. Start
+// fails, saying what to install, when there is no etcd binary.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
 
 namespace glimpse::etcd {
 
 class EtcdProcess {
  public:
-  // `dir` is created when missing; the member's data and log go under it.
-  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(const std::string& dir);
+  // `dir` is created when missing; the member's data and log go under it. With `tls` (cert, key
+  // and CA), clients must connect over TLS with a certificate that CA signed (etcd's
+  // --client-cert-auth); peers stay plaintext on loopback.
+  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(const std::string& dir,
+                                                            const TlsFiles& tls = {});
+  // A cluster of `members` (odd, at least 1), member i under <dir>/member-<i>, started together
+  // (none serves before a majority runs); fresh each time.
+  static absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> StartCluster(
+      const std::string& dir, int members);
 
   std::string endpoint() const;  // 127.0.0.1:<client port>
   void Kill();                   // SIGKILL, as a machine dying
@@ -26,13 +37,23 @@ class EtcdProcess {
   absl::Status Restart();        // after Kill or Stop: the same member, data and ports
 
  private:
-  EtcdProcess(std::string dir, int client_port, int peer_port)
-      : dir_(std::move(dir)), client_port_(client_port), peer_port_(peer_port) {}
-  absl::Status Launch();
+  EtcdProcess(std::string dir, std::string name, int client_port, int peer_port, TlsFiles tls = {})
+      : dir_(std::move(dir)),
+        name_(std::move(name)),
+        client_port_(client_port),
+        peer_port_(peer_port),
+        tls_(std::move(tls)) {}
+  std::string peer_url() const;
+  // `initial_cluster`: name=peer_url,... of every member (read only when the data is new);
+  // returns once the member logs a line with `ready`.
+  absl::Status Launch(const std::string& initial_cluster, std::string_view ready);
 
   const std::string dir_;
+  const std::string name_;
   const int client_port_;
   const int peer_port_;
+  const TlsFiles tls_;
+  std::string initial_cluster_;  // as last launched
   std::unique_ptr<ServiceProcess> process_;
 };
 
