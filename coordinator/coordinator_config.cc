@@ -49,6 +49,13 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
        "run on it, one leading (election.*)."},
       {"store.etcd_prefix", T::kString, "/glimpse/coordinator/",
        "Key prefix of this Glimpse cluster's records in etcd."},
+      {"store.etcd_ca", T::kString, "",
+       "CA file that signed the etcd members' certificates: talk to etcd over TLS (https client "
+       "URLs); empty: plaintext."},
+      {"store.etcd_cert", T::kString, "",
+       "This coordinator's client certificate for etcd (its --client-cert-auth), with "
+       "store.etcd_key."},
+      {"store.etcd_key", T::kString, "", "The private key of store.etcd_cert."},
       {"store.etcd_timeout", T::kDuration, "5s",
        "How long one etcd call may take on one member before the next member is tried."},
       {"election.ttl", T::kDuration, "5s",

@@ -86,11 +86,10 @@ absl::Status CoordinatorService::Restore() {
 absl::Status CoordinatorService::NoteWriteLocked(absl::Status written) {
   if (written.ok() || !store_failed_.ok()) return store_failed_;
   store_failed_ = absl::UnavailableError(
-      absl::StrCat("the coordinator's store failed a write; it changes nothing more until it is "
-                   "restarted: ",
+      absl::StrCat("the coordinator's store failed a write; it changes nothing more until "
+                   "restarted (or, elected on etcd, until it leads again): ",
                    written.ToString()));
-  log::Error("coordinator store write failed; refusing changes until restart",
-             {{"error", written.ToString()}});
+  log::Error("coordinator store write failed; refusing changes", {{"error", written.ToString()}});
   if (options_.on_store_failure) options_.on_store_failure(store_failed_);
   return store_failed_;
 }

@@ -1,5 +1,6 @@
 #include "coordinator/etcd_state_store.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,14 +19,14 @@ absl::StatusOr<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Create(
   if (options.prefix.empty()) return absl::InvalidArgumentError("etcd store: empty key prefix");
   ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client,
                    etcd::EtcdClient::Create(options.etcd));
-  return std::unique_ptr<EtcdStateStore>(
-      new EtcdStateStore(options.prefix, options.guard, std::move(client)));
+  return std::unique_ptr<EtcdStateStore>(new EtcdStateStore(options, std::move(client)));
 }
 
-EtcdStateStore::EtcdStateStore(std::string prefix, std::optional<etcd::EtcdClient::Guard> guard,
+EtcdStateStore::EtcdStateStore(const EtcdStateStoreOptions& options,
                                std::unique_ptr<etcd::EtcdClient> client)
-    : prefix_(std::move(prefix)),
-      guard_(std::move(guard)),
+    : prefix_(options.prefix),
+      guard_(options.guard),
+      retry_for_(options.retry_for),
       client_(std::move(client)),
       flusher_([this] { FlushLoop(); }) {}
 
@@ -116,7 +117,7 @@ absl::Status EtcdStateStore::Send(const Queued& batch) {
     const size_t size = key.size() + (value.has_value() ? value->size() : 0);
     if (!txn.empty() &&
         (txn.size() == etcd::EtcdClient::kMaxTxnOps || bytes + size > kMaxTxnBytes)) {
-      RETURN_IF_ERROR(client_->Apply(txn, guard_));
+      RETURN_IF_ERROR(Commit(txn));
       {
         absl::MutexLock lock(&mu_);
         ++transactions_;
@@ -127,10 +128,24 @@ absl::Status EtcdStateStore::Send(const Queued& batch) {
     txn.emplace_back(key, value);
     bytes += size;
   }
-  RETURN_IF_ERROR(client_->Apply(txn, guard_));
+  RETURN_IF_ERROR(Commit(txn));
   absl::MutexLock lock(&mu_);
   ++transactions_;
   return absl::OkStatus();
+}
+
+absl::Status EtcdStateStore::Commit(const std::vector<etcd::EtcdClient::Write>& txn) {
+  // Sending a batch again is safe: it puts the same values, after every earlier batch, and the
+  // guard still holds it to this term.
+  const absl::Time give_up = absl::Now() + retry_for_;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    absl::Status st = client_->Apply(txn, guard_);
+    if (!absl::IsUnavailable(st) || absl::Now() + backoff > give_up) return st;
+    log::Warning("etcd: no member took a transaction; retrying", {{"error", st.ToString()}});
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
 }
 
 absl::StatusOr<StoredState> EtcdStateStore::Load() {

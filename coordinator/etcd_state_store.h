@@ -6,7 +6,8 @@
 // and return at once (the coordinator calls them under its lock), a flusher thread sends what is
 // queued to etcd as transactions (the last write of each key, at most 128 keys and 1 MiB each),
 // and Durable() returns once every write made before it is committed by a majority of the etcd
-// cluster, or with the first failure: UNAVAILABLE when no etcd member answers, RESOURCE_EXHAUSTED
+// cluster, or with the first failure: UNAVAILABLE when no etcd member answers (for retry_for),
+// RESOURCE_EXHAUSTED
 // when etcd's space quota is full, FAILED_PRECONDITION once the guard's term is over. A failure
 // is sticky (the service then stops acknowledging writes, as on a RocksDB write error); what was
 // queued is then not all in etcd. Load is DataLoss for a record that does not decode. Estimator
@@ -35,6 +36,9 @@ struct EtcdStateStoreOptions {
   // With several coordinators, the leader's term (core/etcd/election.h): every transaction is
   // made on condition that the term's leader key is unchanged, so a deposed leader writes nothing.
   std::optional<etcd::EtcdClient::Guard> guard;
+  // A transaction no etcd member answered (one dead, the others electing a new raft leader,
+  // which takes about a second) is sent again until this long after its first try.
+  absl::Duration retry_for = absl::Seconds(5);
 };
 
 class EtcdStateStore : public StateStore {
@@ -57,14 +61,15 @@ class EtcdStateStore : public StateStore {
   using Queued =
       std::map<std::string, std::optional<std::string>>;  // key -> value; nullopt: delete
 
-  EtcdStateStore(std::string prefix, std::optional<etcd::EtcdClient::Guard> guard,
-                 std::unique_ptr<etcd::EtcdClient> client);
+  EtcdStateStore(const EtcdStateStoreOptions& options, std::unique_ptr<etcd::EtcdClient> client);
   absl::Status Queue(std::string key, std::optional<std::string> value);
   void FlushLoop();
   absl::Status Send(const Queued& batch);  // as transactions of at most 128 keys and 1 MiB
+  absl::Status Commit(const std::vector<etcd::EtcdClient::Write>& txn);  // one, with retries
 
   const std::string prefix_;
   const std::optional<etcd::EtcdClient::Guard> guard_;
+  const absl::Duration retry_for_;
   const std::unique_ptr<etcd::EtcdClient> client_;
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // a write queued, a batch committed or failed, or stopping

@@ -64,6 +64,7 @@ absl::Status Leadership::Campaign(const std::string& address) {
 absl::Status Leadership::TakeUp(const etcd::Term& term) {
   EtcdStateStoreOptions store_options = options_.store;
   store_options.guard = etcd::EtcdClient::Guard{options_.store.prefix + "leader", term.revision};
+  store_options.retry_for = options_.ttl;  // past that, the term is likely over anyway
   ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(store_options));
   CoordinatorOptions coordinator = options_.coordinator;
   coordinator.on_store_failure = [this](const absl::Status& failure) {

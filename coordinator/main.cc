@@ -132,6 +132,9 @@ absl::StatusOr<std::unique_ptr<Leadership>> Lead(const Config& config, Coordinat
     o.coordinator = std::move(options);
     o.store.etcd.endpoints = endpoints;
     o.store.etcd.timeout = config.GetDuration("store.etcd_timeout");
+    o.store.etcd.tls.ca_file = config.GetString("store.etcd_ca");
+    o.store.etcd.tls.cert_file = config.GetString("store.etcd_cert");
+    o.store.etcd.tls.key_file = config.GetString("store.etcd_key");
     o.store.prefix = config.GetString("store.etcd_prefix");
     o.ttl = config.GetDuration("election.ttl");
     o.poll = config.GetDuration("election.poll");

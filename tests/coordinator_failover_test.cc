@@ -3,7 +3,8 @@
 // leader. SIGKILL the leader mid-session: the other leads within the election ttl with every
 // session, lease and member intact. Partition the leader from etcd (a TcpProxy between it and
 // etcd, cut): it stops leading before the other starts, and every lease either of them granted
-// is in the state the new leader holds, as granted: no lease is granted by two leaders.
+// is in the state the new leader holds, as granted: no lease is granted by two leaders. Kill one
+// of three etcd members: the leader goes on leading and granting.
 #include <signal.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cluster/coordinators.h"
 #include "core/common/service_process.h"
@@ -54,12 +56,13 @@ class CoordinatorFailoverTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // A coordinator reaching etcd at `etcd` (the member, or a proxy in front of it).
-  ServiceProcess Start(const std::string& name, const std::string& etcd) {
+  // A coordinator reaching etcd at `etcd` (members' addresses, or a proxy in front of one).
+  ServiceProcess Start(const std::string& name, const std::string& etcd,
+                       const std::string& ttl = "2s") {
     logs_.push_back((dir_ / (name + ".log")).string());
     absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(
         GLIMPSE_COORDINATOR_BINARY,
-        {"--store.etcd_endpoints=" + etcd, "--store.etcd_timeout=500ms", "--election.ttl=2s",
+        {"--store.etcd_endpoints=" + etcd, "--store.etcd_timeout=500ms", "--election.ttl=" + ttl,
          "--election.poll=100ms", "--lease.default_ttl=1h", "--lease.pin_cost=continuum",
          "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
          "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
@@ -208,7 +211,7 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
   auto grant = [&](cluster::Coordinators* c, const std::string& by) {
     for (int i = 0; !stop; ++i) {
       const std::string session = absl::StrCat(by, "-", i);
-      Grant g{by, absl::Now()};
+      Grant g{by, absl::Now(), absl::InfinitePast()};
       if (!Turn(*c, session, 0).ok()) {
         absl::SleepFor(absl::Milliseconds(10));
         continue;
@@ -246,13 +249,40 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
   }
   for (const auto& [session, g] : granted) {
     // No lease asked of a after b had granted one was granted by a: never two leaders at once.
-    if (g.by == "a") EXPECT_LT(g.sent, first_by_b) << session;
+    if (g.by == "a") {
+      EXPECT_LT(g.sent, first_by_b) << session;
+    }
     // Every lease either granted is in b's state, as it was granted.
     absl::StatusOr<v1::SessionInfo> info = Get(*to_b, session);
     ASSERT_TRUE(info.ok()) << session << ": " << info.status();
     EXPECT_EQ(info->tier(), v1::SESSION_TIER_LEASED) << session;
-    if (g.expires_unix_ms >= 0) EXPECT_EQ(info->lease_expires_unix_ms(), g.expires_unix_ms);
+    if (g.expires_unix_ms >= 0) {
+      EXPECT_EQ(info->lease_expires_unix_ms(), g.expires_unix_ms);
+    }
   }
+}
+
+TEST_F(CoordinatorFailoverTest, AnEtcdMemberKilledOfThreeChangesNothing) {
+  auto members = etcd::EtcdProcess::StartCluster((dir_ / "etcd3").string(), 3);
+  ASSERT_TRUE(members.ok()) << members.status();
+  std::vector<std::string> endpoints;
+  for (const auto& m : *members) endpoints.push_back(m->endpoint());
+  // A ttl well past etcd's own election (about 1 s), which stalls renewals when its leader dies.
+  ServiceProcess a = Start("a", absl::StrJoin(endpoints, ","), "5s");
+  ASSERT_TRUE(AwaitLeading(a));
+  ServiceProcess b = Start("b", absl::StrJoin(endpoints, ","), "5s");
+  std::unique_ptr<cluster::Coordinators> both = Connect({a.grpc_address(), b.grpc_address()});
+  ASSERT_TRUE(Register(*both).ok());
+  ASSERT_TRUE(Turn(*both, "before", 0).ok());
+  for (int kill : {0, 1}) {  // the member each client tries first, then another (one at a time)
+    (*members)[kill]->Kill();
+    absl::StatusOr<v1::EndTurnResponse> lease = Turn(*both, absl::StrCat("after-", kill), 0);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(Leads(a));
+    ASSERT_TRUE((*members)[kill]->Restart().ok());
+  }
+  EXPECT_EQ(Get(*both, "before").value().tier(), v1::SESSION_TIER_LEASED);
+  EXPECT_FALSE(Leads(b));
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ constexpr Member kMembers[] = {{"coordinator", roles::kCoordinator, "coordinator
                                {"decode-worker", roles::kDecode, "decode-0"},
                                {"prefill-worker", roles::kPrefill, "prefill-0"},
                                {"frontend", roles::kFrontend, "frontend-0"},
-                               {"admin", roles::kAdmin, "glimpse-up"}};
+                               {"admin", roles::kAdmin, "glimpse-up"},
+                               {"etcd", "", ""}};  // serves the coordinators (no identity)
 
 absl::Status MakeClusterCertificates(const std::string& tls_dir) {
   std::vector<CertificateSpec> specs;
@@ -146,8 +147,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   };
   std::vector<std::string> coordinator_args;
   if (o.etcd) {
-    ASSIGN_OR_RETURN(cluster->etcd_, etcd::EtcdProcess::Start((dir / "etcd").string()));
-    coordinator_args.push_back("--store.etcd_endpoints=" + cluster->etcd_->endpoint());
+    // Over mutual TLS, as the coordinators' own calls are.
+    ASSIGN_OR_RETURN(cluster->etcd_, etcd::EtcdProcess::Start((dir / "etcd").string(),
+                                                              CertificateFiles(tls_dir, "etcd")));
+    const TlsFiles coordinator = CertificateFiles(tls_dir, "coordinator");
+    coordinator_args.insert(
+        coordinator_args.end(),
+        {"--store.etcd_endpoints=" + cluster->etcd_->endpoint(),
+         "--store.etcd_ca=" + coordinator.ca_file, "--store.etcd_cert=" + coordinator.cert_file,
+         "--store.etcd_key=" + coordinator.key_file});
   } else {
     coordinator_args.push_back("--store.path=" + (dir / "coordinator").string());
   }
