@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/cluster/coordinators.h"
 #include "core/cluster/node_role.h"
 #include "core/common/grpc/identity.h"
 #include "core/common/grpc/status.h"
@@ -39,12 +40,23 @@ std::optional<absl::Duration> Hint(int64_t ms) {
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<CoordinatorService>> CoordinatorGrpc::Service(
+    grpc::ServerContext& ctx) const {
+  absl::StatusOr<std::shared_ptr<CoordinatorService>> service = source_();
+  if (!service.ok()) {
+    if (auto leader = service.status().GetPayload(kLeaderPayload); leader.has_value()) {
+      ctx.AddTrailingMetadata(cluster::kLeaderMetadata, std::string(*leader));
+    }
+  }
+  return service;
+}
+
 grpc::Status CoordinatorGrpc::RegisterNode(grpc::ServerContext* ctx,
                                            const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeResponse* resp) {
   GRPC_RETURN_IF_ERROR(
       AuthorizeNode(*ctx, "RegisterNode", {cluster::NodeRoleName(req->role())}, req->node_id()));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   NodeSpec spec{req->node_id(),
                 static_cast<NodeRole>(req->role()),
                 req->grpc_address(),
@@ -65,7 +77,7 @@ grpc::Status CoordinatorGrpc::Heartbeat(grpc::ServerContext* ctx, const v1::Hear
                                         v1::HeartbeatResponse* resp) {
   GRPC_RETURN_IF_ERROR(AuthorizeNode(
       *ctx, "Heartbeat", {roles::kDecode, roles::kPrefill, roles::kCache}, req->node_id()));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   NodeLoad load{req->load().queue_length(), req->load().used_bytes(), req->load().hot_sessions()};
   absl::StatusOr<std::vector<std::string>> released = service->Heartbeat(req->node_id(), load);
   if (!released.ok()) return ToGrpcStatus(released.status());
@@ -77,7 +89,7 @@ grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext* ctx, const v1::Der
                                          v1::DeregisterResponse* resp) {
   GRPC_RETURN_IF_ERROR(AuthorizeNode(
       *ctx, "Deregister", {roles::kDecode, roles::kPrefill, roles::kCache}, req->node_id()));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   absl::StatusOr<int> demoted = service->Deregister(req->node_id());
   if (!demoted.ok()) return ToGrpcStatus(demoted.status());
   resp->set_demoted_sessions(*demoted);
@@ -87,7 +99,7 @@ grpc::Status CoordinatorGrpc::Deregister(grpc::ServerContext* ctx, const v1::Der
 grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::RouteTurnRequest* req,
                                         v1::RouteTurnResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "RouteTurn", {roles::kFrontend}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   RouteRequest r;
   r.session = req->session_id();
   r.tenant = req->tenant();
@@ -127,7 +139,7 @@ grpc::Status CoordinatorGrpc::RouteTurn(grpc::ServerContext* ctx, const v1::Rout
 grpc::Status CoordinatorGrpc::EndTurn(grpc::ServerContext* ctx, const v1::EndTurnRequest* req,
                                       v1::EndTurnResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "EndTurn", {roles::kFrontend}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   EndTurnRequest r{req->session_id(), req->kv_tokens(), req->tool_name(),
                    Hint(req->expected_duration_ms()), std::nullopt};
   if (req->has_prefill_queue_ms()) r.prefill_wait = absl::Milliseconds(req->prefill_queue_ms());
@@ -154,7 +166,7 @@ grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext* ctx,
                                             const v1::ToolCallEndedRequest* req,
                                             v1::ToolCallEndedResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "ToolCallEnded", {roles::kFrontend}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   absl::StatusOr<ToolEndResult> t =
       service->ToolCallEnded(req->session_id(), Hint(req->observed_duration_ms()));
   if (!t.ok()) return ToGrpcStatus(t.status());
@@ -167,7 +179,7 @@ grpc::Status CoordinatorGrpc::ToolCallEnded(grpc::ServerContext* ctx,
 grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext* ctx, const v1::EndSessionRequest* req,
                                          v1::EndSessionResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "EndSession", {roles::kFrontend}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   absl::StatusOr<SessionState> before = service->GetSession(req->session_id());
   absl::StatusOr<int> turns = service->EndSession(req->session_id());
   if (!turns.ok()) return ToGrpcStatus(turns.status());
@@ -179,7 +191,7 @@ grpc::Status CoordinatorGrpc::EndSession(grpc::ServerContext* ctx, const v1::End
 grpc::Status CoordinatorGrpc::GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* req,
                                          v1::GetSessionResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "GetSession", {roles::kFrontend, roles::kAdmin}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   absl::StatusOr<SessionState> s = service->GetSession(req->session_id());
   if (!s.ok()) return ToGrpcStatus(s.status());
   v1::SessionInfo* p = resp->mutable_session();
@@ -202,7 +214,7 @@ grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext* ctx, const v1::List
   GRPC_RETURN_IF_ERROR(
       Authorize(*ctx, "ListNodes",
                 {roles::kFrontend, roles::kDecode, roles::kPrefill, roles::kCache, roles::kAdmin}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   std::optional<NodeRole> role;
   if (req->role() != v1::NODE_ROLE_UNSPECIFIED) role = static_cast<NodeRole>(req->role());
   for (const NodeView& n : service->ListNodes(role, req->include_dead())) {
@@ -225,7 +237,7 @@ grpc::Status CoordinatorGrpc::ListNodes(grpc::ServerContext* ctx, const v1::List
 grpc::Status CoordinatorGrpc::Stats(grpc::ServerContext* ctx, const v1::StatsRequest*,
                                     v1::StatsResponse* resp) {
   GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Stats", {roles::kAdmin, roles::kFrontend}));
-  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, source_());
+  GRPC_ASSIGN_OR_RETURN(const std::shared_ptr<CoordinatorService> service, Service(*ctx));
   CoordinatorStats s = service->Stats();
   resp->set_nodes_alive(s.nodes_alive);
   resp->set_nodes_dead(s.nodes_dead);

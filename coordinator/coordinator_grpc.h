@@ -48,6 +48,9 @@ class CoordinatorGrpc final : public glimpse::v1::Coordinator::Service {
                      v1::StatsResponse* resp) override;
 
  private:
+  // The source's answer; a refusal naming the leader names it to the caller too.
+  absl::StatusOr<std::shared_ptr<CoordinatorService>> Service(grpc::ServerContext& ctx) const;
+
   const ServiceSource source_;
 };
 

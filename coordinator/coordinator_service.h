@@ -50,6 +50,11 @@
 
 namespace glimpse::coordinator {
 
+// The payload under which an UNAVAILABLE from a coordinator that does not lead names the
+// leader's address (leadership.h); the gRPC adapter hands it to the caller as trailing metadata
+// (core/cluster/coordinators.h).
+inline constexpr char kLeaderPayload[] = "glimpse.coordinator.leader";
+
 struct CoordinatorOptions {
   // Called once, with mu_ held (do not call back into the service), when the store first fails.
   std::function<void(const absl::Status&)> on_store_failure;

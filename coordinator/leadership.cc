@@ -112,9 +112,12 @@ absl::StatusOr<std::shared_ptr<CoordinatorService>> Leadership::Current() const 
     return std::shared_ptr<CoordinatorService>(incumbent_, incumbent_->service.get());
   }
   const std::string leader = election_ != nullptr ? election_->leader() : "";
-  return absl::UnavailableError(absl::StrCat(
-      "coordinator ", address_, " is not the leader; ",
-      leader.empty() || leader == address_ ? "none is elected yet" : "the leader is " + leader));
+  const bool named = !leader.empty() && leader != address_;
+  absl::Status out = absl::UnavailableError(
+      absl::StrCat("coordinator ", address_, " is not the leader; ",
+                   named ? "the leader is " + leader : "none is elected yet"));
+  if (named) out.SetPayload(kLeaderPayload, absl::Cord(leader));
+  return out;
 }
 
 bool Leadership::leading() const { return Current().ok(); }

@@ -1,10 +1,10 @@
 // Two real glimpse-coordinator processes on one etcd member: one leads, the other answers
-// UNAVAILABLE naming it; a client given both addresses (core/cluster/coordinators.h) reaches the
-// leader. SIGKILL the leader mid-session: the other leads within the election ttl with every
-// session, lease and member intact. Partition the leader from etcd (a TcpProxy between it and
-// etcd, cut): it stops leading before the other starts, and every lease either of them granted
-// is in the state the new leader holds, as granted: no lease is granted by two leaders. Kill one
-// of three etcd members: the leader goes on leading and granting.
+// UNAVAILABLE naming it; a client given both addresses, or only the follower's
+// (core/cluster/coordinators.h), reaches the leader. SIGKILL the leader mid-session: the other
+// leads within the election ttl with every session, lease and member intact. Partition the leader
+// from etcd (a TcpProxy between it and etcd, cut): it stops leading before the other starts, and
+// every lease either of them granted is in the state the new leader holds, as granted: no lease is
+// granted by two leaders. Kill one of three etcd members: the leader goes on leading and granting.
 #include <signal.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cluster/coordinators.h"
+#include "core/common/grpc/server.h"
 #include "core/common/service_process.h"
 #include "core/common/tcp_proxy.h"
 #include "core/etcd/etcd_process.h"
@@ -75,12 +76,26 @@ class CoordinatorFailoverTest : public ::testing::Test {
     return cluster::Coordinators::Connect(addresses, {}).value();
   }
 
-  static grpc::Status Stats(cluster::Coordinators& c) {
-    v1::StatsResponse resp;
-    return c.Call(
-        Context, [&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
+  // How a test reaches coordinators: through Coordinators (which follows a follower to the
+  // leader), or one process only.
+  using Client = std::function<grpc::Status(const cluster::Coordinators::Rpc&)>;
+  static Client Via(cluster::Coordinators& c) {
+    return [&c](const cluster::Coordinators::Rpc& rpc) { return c.Call(Context, rpc); };
   }
-  static bool Leads(const ServiceProcess& p) { return Stats(*Connect({p.grpc_address()})).ok(); }
+  static Client Only(const ServiceProcess& p) {
+    std::shared_ptr<v1::Coordinator::Stub> stub =
+        v1::Coordinator::NewStub(ClientChannel(p.grpc_address()).value());
+    return [stub](const cluster::Coordinators::Rpc& rpc) {
+      std::unique_ptr<grpc::ClientContext> ctx = Context();
+      return rpc(*stub, ctx.get());
+    };
+  }
+
+  static grpc::Status Stats(const Client& c) {
+    v1::StatsResponse resp;
+    return c([&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
+  }
+  static bool Leads(const ServiceProcess& p) { return Stats(Only(p)).ok(); }
   // Waits until `p` leads; false after kPatience.
   static bool AwaitLeading(const ServiceProcess& p) {
     const absl::Time end = absl::Now() + kPatience;
@@ -91,7 +106,7 @@ class CoordinatorFailoverTest : public ::testing::Test {
     return false;
   }
 
-  static grpc::Status Register(cluster::Coordinators& c) {
+  static grpc::Status Register(const Client& c) {
     v1::RegisterNodeRequest req;
     req.set_node_id("d1");
     req.set_role(v1::NODE_ROLE_DECODE);
@@ -99,12 +114,11 @@ class CoordinatorFailoverTest : public ::testing::Test {
     req.set_capacity_bytes(int64_t{1} << 40);
     req.set_incarnation("i1");
     v1::RegisterNodeResponse resp;
-    return c.Call(Context,
-                  [&](auto& stub, auto* ctx) { return stub.RegisterNode(ctx, req, &resp); });
+    return c([&](auto& stub, auto* ctx) { return stub.RegisterNode(ctx, req, &resp); });
   }
   // Routes a turn of `session` and ends it: the lease granted, or the first failure.
-  static absl::StatusOr<v1::EndTurnResponse> Turn(cluster::Coordinators& c,
-                                                  const std::string& session, int64_t history) {
+  static absl::StatusOr<v1::EndTurnResponse> Turn(const Client& c, const std::string& session,
+                                                  int64_t history) {
     v1::RouteTurnRequest route;
     route.set_session_id(session);
     route.set_tenant("acme");
@@ -112,24 +126,22 @@ class CoordinatorFailoverTest : public ::testing::Test {
     route.set_new_tokens(200);
     route.set_max_output_tokens(50);
     v1::RouteTurnResponse routed;
-    grpc::Status st =
-        c.Call(Context, [&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, route, &routed); });
+    grpc::Status st = c([&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, route, &routed); });
     if (!st.ok()) return absl::UnavailableError(absl::StrCat("RouteTurn: ", st.error_message()));
     v1::EndTurnRequest end;
     end.set_session_id(session);
     end.set_kv_tokens(250);
     end.set_tool_name("run_tests");
     v1::EndTurnResponse lease;
-    st = c.Call(Context, [&](auto& stub, auto* ctx) { return stub.EndTurn(ctx, end, &lease); });
+    st = c([&](auto& stub, auto* ctx) { return stub.EndTurn(ctx, end, &lease); });
     if (!st.ok()) return absl::UnavailableError(absl::StrCat("EndTurn: ", st.error_message()));
     return lease;
   }
-  static absl::StatusOr<v1::SessionInfo> Get(cluster::Coordinators& c, const std::string& session) {
+  static absl::StatusOr<v1::SessionInfo> Get(const Client& c, const std::string& session) {
     v1::GetSessionRequest req;
     req.set_session_id(session);
     v1::GetSessionResponse resp;
-    grpc::Status st =
-        c.Call(Context, [&](auto& stub, auto* ctx) { return stub.GetSession(ctx, req, &resp); });
+    grpc::Status st = c([&](auto& stub, auto* ctx) { return stub.GetSession(ctx, req, &resp); });
     if (!st.ok()) return absl::UnavailableError(st.error_message());
     return resp.session();
   }
@@ -143,32 +155,38 @@ TEST_F(CoordinatorFailoverTest, AFollowerNamesTheLeaderAndTakesOverWhenItIsKille
   ServiceProcess a = Start("a", etcd_->endpoint());
   ASSERT_TRUE(AwaitLeading(a));
   ServiceProcess b = Start("b", etcd_->endpoint());
-  // The follower refuses, naming the leader; a client given both reaches the leader.
+  // The follower refuses, naming the leader in its message and its trailing metadata.
+  const std::string leader = "127.0.0.1:" + std::to_string(a.grpc_port());
+  auto follower = v1::Coordinator::NewStub(ClientChannel(b.grpc_address()).value());
+  grpc::ClientContext ctx;
   v1::StatsResponse unused;
-  grpc::Status refused = Connect({b.grpc_address()})->Call(Context, [&](auto& stub, auto* ctx) {
-    return stub.Stats(ctx, v1::StatsRequest(), &unused);
-  });
+  grpc::Status refused = follower->Stats(&ctx, v1::StatsRequest(), &unused);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(refused.error_message(),
-              HasSubstr("the leader is 127.0.0.1:" + std::to_string(a.grpc_port())));
+  EXPECT_THAT(refused.error_message(), HasSubstr("the leader is " + leader));
+  const auto named = ctx.GetServerTrailingMetadata().find(cluster::kLeaderMetadata);
+  ASSERT_NE(named, ctx.GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(named->second.data(), named->second.size()), leader);
+  // A client given only the follower (as one given a Service in front of both) is led to the
+  // leader; one given both reaches it too.
+  EXPECT_TRUE(Stats(Via(*Connect({b.grpc_address()}))).ok());
   std::unique_ptr<cluster::Coordinators> both = Connect({b.grpc_address(), a.grpc_address()});
-  ASSERT_TRUE(Register(*both).ok());
-  absl::StatusOr<v1::EndTurnResponse> lease = Turn(*both, "s1", 0);
+  ASSERT_TRUE(Register(Via(*both)).ok());
+  absl::StatusOr<v1::EndTurnResponse> lease = Turn(Via(*both), "s1", 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   ASSERT_EQ(lease->ttl_ms(), 3'600'000);
-  const v1::SessionInfo before = Get(*both, "s1").value();
+  const v1::SessionInfo before = Get(Via(*both), "s1").value();
 
   a.Kill();
   const absl::Time died = absl::Now();
   ASSERT_TRUE(AwaitLeading(b));
   RecordProperty("takeover_ms", absl::ToInt64Milliseconds(absl::Now() - died));
-  const v1::SessionInfo after = Get(*both, "s1").value();
+  const v1::SessionInfo after = Get(Via(*both), "s1").value();
   EXPECT_EQ(after.tier(), v1::SESSION_TIER_LEASED);
   EXPECT_EQ(after.lease_expires_unix_ms(), before.lease_expires_unix_ms());
   EXPECT_EQ(after.reserved_bytes(), before.reserved_bytes());
   EXPECT_EQ(after.decode_worker_id(), "d1");
   // The worker's heartbeat finds the new leader; the session's next turn is a hot hit there.
-  ASSERT_TRUE(Register(*both).ok());
+  ASSERT_TRUE(Register(Via(*both)).ok());
   v1::RouteTurnRequest next;
   next.set_session_id("s1");
   next.set_tenant("acme");
@@ -177,8 +195,7 @@ TEST_F(CoordinatorFailoverTest, AFollowerNamesTheLeaderAndTakesOverWhenItIsKille
   next.set_max_output_tokens(10);
   v1::RouteTurnResponse routed;
   ASSERT_TRUE(
-      both->Call(Context, [&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, next, &routed); })
-          .ok());
+      Via(*both)([&](auto& stub, auto* ctx) { return stub.RouteTurn(ctx, next, &routed); }).ok());
   EXPECT_TRUE(routed.hot_hit());
   EXPECT_EQ(routed.turn_index(), 2);
 
@@ -193,9 +210,9 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
   ServiceProcess a = Start("a", link->address());
   ASSERT_TRUE(AwaitLeading(a));
   ServiceProcess b = Start("b", etcd_->endpoint());
-  std::unique_ptr<cluster::Coordinators> to_a = Connect({a.grpc_address()});
-  std::unique_ptr<cluster::Coordinators> to_b = Connect({b.grpc_address()});
-  ASSERT_TRUE(Register(*to_a).ok());
+  const Client to_a = Only(a);
+  const Client to_b = Only(b);
+  ASSERT_TRUE(Register(to_a).ok());
 
   // Two clients grant leases, each through one coordinator only, before, during and after the
   // partition; every lease acknowledged is recorded with who granted it and when.
@@ -208,7 +225,7 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
   absl::Mutex mu;
   std::map<std::string, Grant> granted;  // by session
   std::atomic<bool> stop{false};
-  auto grant = [&](cluster::Coordinators* c, const std::string& by) {
+  auto grant = [&](const Client* c, const std::string& by) {
     for (int i = 0; !stop; ++i) {
       const std::string session = absl::StrCat(by, "-", i);
       Grant g{by, absl::Now(), absl::InfinitePast()};
@@ -229,8 +246,8 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
     return std::count_if(granted.begin(), granted.end(),
                          [&](const auto& g) { return g.second.by == by; });
   };
-  std::thread via_a(grant, to_a.get(), "a");
-  std::thread via_b(grant, to_b.get(), "b");
+  std::thread via_a(grant, &to_a, "a");
+  std::thread via_b(grant, &to_b, "b");
   const absl::Time end = absl::Now() + kPatience;
   while (count("a") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
   link->Cut();
@@ -253,7 +270,7 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
       EXPECT_LT(g.sent, first_by_b) << session;
     }
     // Every lease either granted is in b's state, as it was granted.
-    absl::StatusOr<v1::SessionInfo> info = Get(*to_b, session);
+    absl::StatusOr<v1::SessionInfo> info = Get(to_b, session);
     ASSERT_TRUE(info.ok()) << session << ": " << info.status();
     EXPECT_EQ(info->tier(), v1::SESSION_TIER_LEASED) << session;
     if (g.expires_unix_ms >= 0) {
@@ -272,16 +289,16 @@ TEST_F(CoordinatorFailoverTest, AnEtcdMemberKilledOfThreeChangesNothing) {
   ASSERT_TRUE(AwaitLeading(a));
   ServiceProcess b = Start("b", absl::StrJoin(endpoints, ","), "5s");
   std::unique_ptr<cluster::Coordinators> both = Connect({a.grpc_address(), b.grpc_address()});
-  ASSERT_TRUE(Register(*both).ok());
-  ASSERT_TRUE(Turn(*both, "before", 0).ok());
+  ASSERT_TRUE(Register(Via(*both)).ok());
+  ASSERT_TRUE(Turn(Via(*both), "before", 0).ok());
   for (int kill : {0, 1}) {  // the member each client tries first, then another (one at a time)
     (*members)[kill]->Kill();
-    absl::StatusOr<v1::EndTurnResponse> lease = Turn(*both, absl::StrCat("after-", kill), 0);
+    absl::StatusOr<v1::EndTurnResponse> lease = Turn(Via(*both), absl::StrCat("after-", kill), 0);
     EXPECT_TRUE(lease.ok()) << lease.status();
     EXPECT_TRUE(Leads(a));
     ASSERT_TRUE((*members)[kill]->Restart().ok());
   }
-  EXPECT_EQ(Get(*both, "before").value().tier(), v1::SESSION_TIER_LEASED);
+  EXPECT_EQ(Get(Via(*both), "before").value().tier(), v1::SESSION_TIER_LEASED);
   EXPECT_FALSE(Leads(b));
 }
 
