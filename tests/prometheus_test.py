@@ -7,9 +7,11 @@
    Prometheus without Kubernetes service discovery, so when promtool rejects prometheus.yml for
    exactly that reason, a copy with `kubernetes_sd_configs` swapped for an empty static list is
    checked instead (relabelling and everything else) and the substitution is printed.
-3. The four service binaries start with the ConfigMap's configs (flags override addresses and
+3. The five service binaries start with the ConfigMap's configs (flags override addresses and
    paths: loopback, free ports, a temporary directory), so a key or value the binaries reject
-   fails here. One chat turn runs through the frontend (`glimpse chat`).
+   fails here; the coordinator's state goes to an etcd member over mutual TLS, as in
+   deploy/k8s/etcd.yaml (whose members the coordinator's config must name). One chat turn runs
+   through the frontend (`glimpse chat`).
 4. Every `glimpse_` metric family the five services export after the turn is listed in
    docs/metrics.md with its type and help text; `--write-metrics-doc` (target glimpse_metrics_doc)
    regenerates that file. A family in the file that no service exported is kept: some are made
@@ -100,8 +102,7 @@ def check_manifests(source):
             kinds.setdefault(doc["kind"], []).append(doc["metadata"]["name"])
             if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "glimpse-config":
                 configs = doc["data"]
-    for kind in ("ConfigMap", "Deployment", "StatefulSet", "Service", "PersistentVolumeClaim",
-                 "NetworkPolicy"):
+    for kind in ("ConfigMap", "Deployment", "StatefulSet", "Service", "NetworkPolicy"):
         if kind not in kinds:
             fail(f"deploy/k8s has no {kind} (kinds: {kinds})")
     if configs is None:
@@ -122,9 +123,28 @@ def check_manifests(source):
             fail(f"{key}: an internal service needs tls.cert, tls.key and tls.client_ca")
         if service != "coordinator" and not parsed[service].get("client_tls", {}).get("cert"):
             fail(f"{key}: needs client_tls (a certificate for the internal services it calls)")
+    check_etcd_members(k8s, parsed["coordinator"])
     log(f"deploy/k8s: {sum(len(v) for v in kinds.values())} objects parse: "
         + ", ".join(f"{k} {sorted(v)}" for k, v in sorted(kinds.items())))
     return configs
+
+
+def check_etcd_members(k8s, coordinator):
+    """The coordinators' etcd endpoints are exactly the etcd StatefulSet's members, which the
+    members' --initial-cluster lists too."""
+    etcd = next(d for d in yaml.safe_load_all((k8s / "etcd.yaml").read_text())
+                if d and d["kind"] == "StatefulSet")
+    name, replicas = etcd["metadata"]["name"], etcd["spec"]["replicas"]
+    service = etcd["spec"]["serviceName"]
+    members = [f"{name}-{i}.{service}" for i in range(replicas)]
+    endpoints = coordinator.get("store", {}).get("etcd_endpoints", [])
+    if endpoints != [f"{m}:2379" for m in members]:
+        fail(f"coordinator.yaml: store.etcd_endpoints {endpoints} are not the members {members}")
+    args = etcd["spec"]["template"]["spec"]["containers"][0]["args"]
+    initial = next(a for a in args if a.startswith("--initial-cluster="))
+    expected = ",".join(f"{name}-{i}=https://{m}:2380" for i, m in enumerate(members))
+    if initial != f"--initial-cluster={expected}":
+        fail(f"etcd.yaml: {initial} is not the {replicas} members ({expected})")
 
 
 # ---- 2. promtool --------------------------------------------------------------------------------
@@ -280,7 +300,53 @@ def tls_flags(config_text, role, tls):
     return flags
 
 
-def start_cluster(args, configs, tmp, services):
+class Etcd:
+    """One etcd member (Debian's etcd-server) over mutual TLS with a CA of its own, as
+    deploy/k8s/etcd.yaml runs three; its certificates and the coordinator's are in `tls`."""
+
+    def __init__(self, tmp, tls):
+        self.port = free_port()
+        peer = free_port()
+        self.log_path = tmp / "logs" / "etcd.log"
+        self.log_file = open(self.log_path, "ab")
+        client, peer_url = f"https://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
+        self.proc = subprocess.Popen(
+            ["etcd", "--name=etcd-0", f"--data-dir={tmp / 'etcd'}", "--logger=zap",
+             f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+             f"--initial-cluster=etcd-0={peer_url}", f"--cert-file={tls / 'etcd.pem'}",
+             f"--key-file={tls / 'etcd.key'}", f"--trusted-ca-file={tls / 'ca.pem'}",
+             "--client-cert-auth"],
+            stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for("etcd to serve clients",
+                 lambda: "serving client traffic" in self.log_path.read_text(errors="replace"),
+                 60)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_file.close()
+
+
+def start_etcd(args, tmp):
+    tls = tmp / "etcd-tls"
+    r = subprocess.run([str(args.glimpse), "certs", "--dir", str(tls), "--members",
+                        "etcd/*,coordinator/*"], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        fail(f"glimpse certs (etcd) failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
+    etcd = Etcd(tmp, tls)
+    flags = [f"--store.etcd_endpoints=127.0.0.1:{etcd.port}",
+             f"--store.etcd_ca={tls / 'ca.pem'}", f"--store.etcd_cert={tls / 'coordinator.pem'}",
+             f"--store.etcd_key={tls / 'coordinator.key'}", "--advertise_host=127.0.0.1"]
+    return etcd, flags
+
+
+def start_cluster(args, configs, tmp, services, helpers):
     tls = make_certificates(args, tmp)
 
     def start(name, flags):
@@ -290,8 +356,13 @@ def start_cluster(args, configs, tmp, services):
         service.wait_serving(90)
         return service
 
-    coordinator = start("coordinator",
-                        [f"--store.path={tmp / 'coordinator'}", "--store.sync=false"])
+    etcd, etcd_flags = start_etcd(args, tmp)
+    helpers.append(etcd)
+    coordinator = start("coordinator", etcd_flags)
+    # Serving is not leading: it leads once it won the election on the fresh etcd.
+    wait_for("the coordinator to lead",
+             lambda: metric_value(http_get(f"http://127.0.0.1:{coordinator.metrics_port}/metrics"),
+                                  "glimpse_coordinator_leader", {}) == 1, 60)
     cache = start("cache-node", [f"--storage.path={tmp / 'cache-node'}",
                                  "--storage.sync_every_put=false", "--warm.bytes=64MiB",
                                  "--storage.block_cache=16MiB", "--storage.write_buffer=8MiB",
@@ -490,6 +561,7 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="glimpse-prometheus-test-"))
     (tmp / "logs").mkdir()
     services = []
+    helpers = []  # etcd
     prometheus = None
     ok = False
     try:
@@ -497,7 +569,7 @@ def main():
         args.promtool = find_tool("promtool", args.promtool)
         configs = check_manifests(args.source)
         check_prometheus_configs(args.source, args.promtool, tmp)
-        frontend = start_cluster(args, configs, tmp, services)
+        frontend = start_cluster(args, configs, tmp, services, helpers)
         run_chat_turn(args, frontend)
         check_metrics_doc(args, services)
         if args.write_metrics_doc:
@@ -508,7 +580,7 @@ def main():
         ok = True
     except Failure as e:
         print(f"FAIL: {e}", file=sys.stderr)
-        for s in services:
+        for s in services + helpers:
             print(f"--- {s.log_path} ---\n{tail(s.log_path, 1500)}", file=sys.stderr)
     finally:
         if prometheus is not None:
@@ -520,7 +592,7 @@ def main():
                 proc.kill()
                 proc.wait()
             log_file.close()
-        for s in reversed(services):
+        for s in reversed(services + helpers):
             s.stop()
         if ok and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -141,6 +141,13 @@ TEST(EtcdTlsTest, ClientsNeedTheClustersCaAndACertificateItSigned) {
   EXPECT_FALSE(client(no_certificate)->Put("/k", "anonymous").ok());
   EXPECT_FALSE(client(CertificateFiles(dir + "/other-ca", "stranger"))->Put("/k", "x").ok());
   EXPECT_EQ(client(mine)->Get("/k").value()->value, "v");
+  // Members' certificates name them all with a wildcard, as a whole first label only.
+  EXPECT_TRUE(MakeCertificates(dir + "/wild", {{"etcd", "", "", {"*.glimpse-etcd"}}}).ok());
+  for (const char* bad : {"a.*", "*", "*x.y", "*.*.y"}) {
+    EXPECT_EQ(MakeCertificates(dir + "/wild", {{"etcd", "", "", {bad}}}).code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
 }
 
 }  // namespace

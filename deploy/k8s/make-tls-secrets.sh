@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes the Secrets the manifests mount for mutual TLS between the services (docs/security.md):
 # one CA and one certificate per role (spiffe://glimpse/<role>/*, DNS glimpse.internal), each
-# Secret glimpse-tls-<role> holding tls.pem, tls.key and ca.pem. DIR keeps the CA (reused on the
+# Secret glimpse-tls-<role> holding tls.pem, tls.key and ca.pem; and etcd's (glimpse-tls-etcd,
+# and glimpse-etcd-client for the coordinators). DIR keeps the CA (reused on the
 # next run, so certificates can be renewed without restarting every pod at once) and an operator
 # certificate (admin-operator.pem) for tools that call internal services; keep it private.
 #
@@ -11,8 +12,18 @@ set -euo pipefail
 dir="${1:?usage: make-tls-secrets.sh DIR [kubectl flags]}"
 shift
 "${GLIMPSE:-glimpse}" certs --dir "$dir" --dns glimpse.internal
+# etcd has a CA of its own (DIR/etcd): only its members and the coordinators hold certificates
+# it signed, so no other pod can reach the coordinators' state or join as a member.
+"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*,coordinator/*' --dns '*.glimpse-etcd'
+secret() {  # NAME PEM KEY CA
+  kubectl create secret generic "$1" "${kubectl_flags[@]}" \
+    --from-file=tls.pem="$2" --from-file=tls.key="$3" --from-file=ca.pem="$4" \
+    --dry-run=client -o yaml | kubectl apply "${kubectl_flags[@]}" -f -
+}
+kubectl_flags=("$@")
 for role in coordinator cache decode prefill frontend; do
-  kubectl create secret generic "glimpse-tls-$role" "$@" \
-    --from-file=tls.pem="$dir/$role.pem" --from-file=tls.key="$dir/$role.key" \
-    --from-file=ca.pem="$dir/ca.pem" --dry-run=client -o yaml | kubectl apply "$@" -f -
+  secret "glimpse-tls-$role" "$dir/$role.pem" "$dir/$role.key" "$dir/ca.pem"
 done
+secret glimpse-tls-etcd "$dir/etcd/etcd.pem" "$dir/etcd/etcd.key" "$dir/etcd/ca.pem"
+secret glimpse-etcd-client "$dir/etcd/coordinator.pem" "$dir/etcd/coordinator.key" \
+  "$dir/etcd/ca.pem"

@@ -51,7 +51,11 @@ absl::Status MakeCertificates(const std::string& dir, const std::vector<Certific
     }
     std::vector<std::string> san = {"DNS:localhost", "IP:127.0.0.1"};
     for (const std::string& d : s.dns_names) {
-      if (!Safe(d)) return absl::InvalidArgumentError(absl::StrCat("DNS name '", d, "'"));
+      // A wildcard only as the whole first label (*.glimpse-etcd: every member of a service).
+      const bool wildcard = d.starts_with("*.") && Safe(d.substr(2));
+      if (!Safe(d) && !wildcard) {
+        return absl::InvalidArgumentError(absl::StrCat("DNS name '", d, "'"));
+      }
       san.push_back(absl::StrCat("DNS:", d));
     }
     if (!s.role.empty()) san.push_back(absl::StrCat("URI:", IdentityUri(s.role, s.id)));

@@ -17,7 +17,7 @@ struct CertificateSpec {
   std::string name;  // files <name>.pem and <name>.key
   std::string role;  // with `id`: the identity URI spiffe://glimpse/<role>/<id>; empty: none
   std::string id;
-  std::vector<std::string> dns_names;  // beyond localhost
+  std::vector<std::string> dns_names;  // beyond localhost; "*.<name>" for a wildcard
 };
 
 // Writes <dir>/ca.pem and ca.key (made once: an existing CA is reused) and <name>.pem and
