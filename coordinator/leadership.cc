@@ -92,18 +92,22 @@ void Leadership::StepDown() {
 }
 
 void Leadership::Stop() {
-  std::unique_ptr<etcd::Election> election;
-  {
-    absl::MutexLock lock(&mu_);
-    election.swap(election_);
-  }
-  if (election != nullptr) election->Stop();  // resigns; outside mu_: TakeUp may be waiting on it
+  // The term's last writes first, while it is held (they are guarded by it); calls meanwhile are
+  // refused as by a follower. Then resign, outside mu_ (TakeUp may be waiting on it).
   std::shared_ptr<Incumbent> was;
   {
     absl::MutexLock lock(&mu_);
     was.swap(incumbent_);
   }
   if (was != nullptr) (void)was->service->Flush();
+  std::unique_ptr<etcd::Election> election;
+  {
+    absl::MutexLock lock(&mu_);
+    election.swap(election_);
+  }
+  if (election != nullptr) election->Stop();
+  absl::MutexLock lock(&mu_);
+  incumbent_.reset();  // a term won meanwhile, resigned by Stop
 }
 
 absl::StatusOr<std::shared_ptr<CoordinatorService>> Leadership::Current() const {

@@ -43,7 +43,8 @@ class Leadership {
   // Starts campaigning with `address` (host:port) as the value followers hand out. Only for
   // Elected; once.
   absl::Status Campaign(const std::string& address);
-  // Resigns a term held, stops campaigning; then flushes and drops the service.
+  // Flushes and drops the service of a term held, resigns it and stops campaigning. Once only
+  // (later calls do nothing).
   void Stop();
 
   // The service of this process's term; UNAVAILABLE while another coordinator leads (or none).

@@ -51,6 +51,10 @@ class RunningCoordinator : public RunningService {
       health_->Fail();
     }
   }
+  // An elected leader resigns before draining, so the other coordinator leads at once.
+  void OnShutdown() override {
+    if (!advertise_host_.empty()) leadership_->Stop();
+  }
   void Stop() override {
     health_->Detach();
     {

@@ -238,6 +238,7 @@ int Serve(const ServiceSpec& spec, const Config& config, SignalWaiter& signals) 
   const absl::Duration grace = config.GetDuration("shutdown_grace");
   log::Info("shutting down",
             {{"program", spec.program}, {"grace_seconds", absl::ToDoubleSeconds(grace)}});
+  (*service)->OnShutdown();
   healthy.store(false);
   (*grpc_server)->Shutdown(absl::Now() + grace);
   (*service)->Stop();

@@ -8,8 +8,9 @@
 //      starts the service's HTTP API if it has one (RunningService::StartHttpApi), logs one
 //      "serving" line with the bound ports (structured log fields grpc_port, metrics_port and,
 //      with an HTTP API, api_port: tests read them), then waits for SIGINT/SIGTERM.
-//   4. On a signal: health NOT_SERVING, gRPC shutdown with `shutdown_grace`, then the service's
-//      Stop(), exit 0. A start failure logs the error and exits 1.
+//   4. On a signal: the service's OnShutdown(), health NOT_SERVING, gRPC shutdown with
+//      `shutdown_grace`, then the service's Stop(), exit 0. A start failure logs the error and
+//      exits 1.
 //
 // Common keys: listen (string, "127.0.0.1:0"), metrics_listen (string, "127.0.0.1:0"),
 // tls.cert, tls.key, tls.client_ca (strings, ""), log_level (string, "info"),
@@ -42,6 +43,9 @@ class RunningService {
   // Called once both servers listen, with their bound ports (after the "serving" log line, before
   // waiting for a signal): e.g. register with the coordinator, which needs the gRPC port.
   virtual void OnServing(int /*grpc_port*/, int /*metrics_port*/) {}
+  // Called when a signal arrives, before the gRPC server drains its calls: hand over what another
+  // process can take over at once (an elected coordinator resigns).
+  virtual void OnShutdown() {}
   // Called after the gRPC server stopped; flush and close (e.g. RocksDB).
   virtual void Stop() {}
   // Called once both servers listen, before OnServing: `report(false)` marks the gRPC health
