@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<Coordinators>> Coordinators::Connect(
           absl::StrCat("coordinator: an empty address in \"", absl::StrJoin(addresses, ","), "\""));
     }
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, tls));
-    targets.push_back({address, v1::Coordinator::NewStub(std::move(channel))});
+    std::shared_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(channel);
+    targets.push_back({address, std::move(channel), std::move(stub)});
   }
   return std::unique_ptr<Coordinators>(new Coordinators(std::move(targets), tls));
 }
@@ -69,7 +70,8 @@ std::optional<Coordinators::Target> Coordinators::Leader(const std::string& addr
   if (!redirect_.has_value() || redirect_->address != address) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ClientChannel(address, tls_);
     if (!channel.ok()) return std::nullopt;
-    redirect_ = Target{address, v1::Coordinator::NewStub(*std::move(channel))};
+    std::shared_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(*channel);
+    redirect_ = Target{address, *std::move(channel), std::move(stub)};
   }
   return redirect_;
 }
@@ -90,6 +92,7 @@ void Coordinators::Answered(const Target& target, bool move_on) {
 
 grpc::Status Coordinators::Call(const Context& context, const Rpc& rpc) {
   std::vector<Target> order = Order();
+  std::vector<Target> tried_targets;
   std::vector<std::string> tried;
   std::vector<std::string> refusals;
   grpc::Status st;
@@ -98,6 +101,7 @@ grpc::Status Coordinators::Call(const Context& context, const Rpc& rpc) {
     const Target target = order[i];
     if (std::find(tried.begin(), tried.end(), target.address) != tried.end()) continue;
     tried.push_back(target.address);
+    tried_targets.push_back(target);
     std::unique_ptr<grpc::ClientContext> ctx = context();
     st = rpc(*target.stub, ctx.get());
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE) {
@@ -116,6 +120,10 @@ grpc::Status Coordinators::Call(const Context& context, const Rpc& rpc) {
       order.insert(order.begin() + static_cast<std::ptrdiff_t>(i) + 1, *leader);
     }
   }
+  // A coordinator that is back (restarted, or the new leader after a restart) is dialled at the
+  // next call, not after the channel's backoff.
+  for (const Target& t : tried_targets)
+    grpc::experimental::ChannelResetConnectionBackoff(t.channel.get());
   if (tried.size() == 1) return st;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       absl::StrCat("no coordinator leads: ", absl::StrJoin(refusals, "; ")));
