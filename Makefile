@@ -163,8 +163,10 @@ bench-cache-node: deps
 .PHONY: bench-coordinator
 bench-coordinator: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_coordinator
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_coordinator \
+		glimpse_bench_coordinator_failover
 	@GLIMPSE_LOG_LEVEL=warning $(BUILD_DIR)/bench/glimpse_bench_coordinator $(BENCH_ARGS)
+	@GLIMPSE_LOG_LEVEL=warning $(BUILD_DIR)/bench/glimpse_bench_coordinator_failover
 
 # Sessions of a ~2K-token conversation a 256 MiB KV pool keeps hot per policy and codec, and the
 # RSS the pools add; a table on stdout and $(BUILD_DIR)/capacity_bench.json; about 1 min.
