@@ -143,7 +143,7 @@ std::unique_ptr<cache_client::CacheClient> NewClient(const ServiceProcess& node,
     }
     transports.push_back(*std::move(t));
   }
-  auto c = cache_client::CacheClient::Create({node.grpc_address(), {}, absl::Seconds(60)},
+  auto c = cache_client::CacheClient::Create({{node.grpc_address()}, {}, absl::Seconds(60)},
                                              std::move(transports));
   if (!c.ok()) return nullptr;
   return *std::move(c);

@@ -80,7 +80,7 @@ TEST(CacheClientTransportsTest, AGetTakesTheTransportWithFewerCallsInFlight) {
   transports.push_back(*std::move(second));
   // A short timeout: a Get sent to the held transport would fail here instead of hanging.
   auto client =
-      CacheClient::Create({(*node)->address(), {}, absl::Seconds(5)}, std::move(transports));
+      CacheClient::Create({{(*node)->address()}, {}, absl::Seconds(5)}, std::move(transports));
   ASSERT_TRUE(client.ok()) << client.status();
 
   const TestState a = State(1), b = State(2);
@@ -110,10 +110,10 @@ TEST(CacheClientTransportsTest, AGetTakesTheTransportWithFewerCallsInFlight) {
 }
 
 TEST(CacheClientTransportsTest, NeedsAtLeastOneTransport) {
-  auto none = CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(1)}, {});
+  auto none = CacheClient::Create({{"127.0.0.1:1"}, {}, absl::Seconds(1)}, {});
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << none.status();
   std::vector<std::unique_ptr<transport::Transport>> null_one(1);
-  auto null = CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(1)}, std::move(null_one));
+  auto null = CacheClient::Create({{"127.0.0.1:1"}, {}, absl::Seconds(1)}, std::move(null_one));
   EXPECT_EQ(null.status().code(), absl::StatusCode::kInvalidArgument) << null.status();
 }
 

@@ -57,7 +57,7 @@ class CacheNodeGrpcTest : public ::testing::Test {
     address_ = "127.0.0.1:" + std::to_string(server_->port());
     std::vector<std::unique_ptr<transport::Transport>> transports;
     transports.push_back(*transport::CreateLoopbackTransport(fabric_));
-    auto client = CacheClient::Create({address_, {}, absl::Seconds(10)}, std::move(transports));
+    auto client = CacheClient::Create({{address_}, {}, absl::Seconds(10)}, std::move(transports));
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     auto channel = ClientChannel(address_);

@@ -39,7 +39,7 @@ TestCacheNode::~TestCacheNode() {
 absl::StatusOr<std::unique_ptr<cache_client::CacheClient>> TestCacheNode::NewClient() const {
   std::vector<std::unique_ptr<transport::Transport>> transports;
   ASSIGN_OR_RETURN(transports.emplace_back(), transport::CreateLoopbackTransport(fabric_));
-  return cache_client::CacheClient::Create({address(), {}, absl::Seconds(30)},
+  return cache_client::CacheClient::Create({{address()}, {}, absl::Seconds(30)},
                                            std::move(transports));
 }
 

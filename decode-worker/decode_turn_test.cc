@@ -326,7 +326,7 @@ TEST_F(DecodeTurnTest, BadInputIsRefusedAndTheHotCopyStays) {
 TEST_F(DecodeTurnTest, AnUnreachableCacheNodeMeansRecomputeNotFailure) {
   std::vector<std::unique_ptr<transport::Transport>> transports;
   transports.push_back(*transport::CreateLoopbackTransport(node_->fabric()));
-  auto dead = cache_client::CacheClient::Create({"127.0.0.1:1", {}, absl::Seconds(2)},
+  auto dead = cache_client::CacheClient::Create({{"127.0.0.1:1"}, {}, absl::Seconds(2)},
                                                 std::move(transports));
   ASSERT_TRUE(dead.ok());
   worker::HotSessions hot(int64_t{1} << 30, /*reencode_idle=*/true);

@@ -83,7 +83,7 @@ class CacheNodeCrashTest : public ::testing::Test {
     std::vector<std::unique_ptr<transport::Transport>> transports;
     transports.push_back(*std::move(t));
     auto c =
-        CacheClient::Create({node.grpc_address(), {}, absl::Seconds(5)}, std::move(transports));
+        CacheClient::Create({{node.grpc_address()}, {}, absl::Seconds(5)}, std::move(transports));
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }

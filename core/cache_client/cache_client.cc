@@ -1,10 +1,15 @@
 #include "core/cache_client/cache_client.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cache_client/proto_convert.h"
 #include "core/common/grpc/status.h"
@@ -14,9 +19,15 @@
 
 namespace glimpse::cache_client {
 
-CacheClient::CacheClient(const CacheClientOptions& options,
-                         std::unique_ptr<v1::CacheNode::Stub> stub)
-    : options_(options), stub_(std::move(stub)) {
+namespace {
+
+bool Down(const absl::Status& st) {
+  return absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st);
+}
+
+}  // namespace
+
+CacheClient::CacheClient(const CacheClientOptions& options) : options_(options) {
   // Random first request id: replies meant for an earlier client on the same address are ignored.
   next_request_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
 }
@@ -28,9 +39,17 @@ absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(
   for (const auto& t : transports) {
     if (t == nullptr) return absl::InvalidArgumentError("cache client given a null transport");
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                   ClientChannel(options.address, options.tls));
-  std::unique_ptr<CacheClient> c(new CacheClient(options, v1::CacheNode::NewStub(channel)));
+  if (options.addresses.empty()) return absl::InvalidArgumentError("cache client: no node address");
+  if (options.replicas < 1 || options.write_quorum < 0 || options.write_quorum > options.replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache client: replicas ", options.replicas, " and write quorum ", options.write_quorum,
+        " (need replicas >= 1 and 0 <= write quorum <= replicas)"));
+  }
+  std::unique_ptr<CacheClient> c(new CacheClient(options));
+  for (const std::string& address : options.addresses) {
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, options.tls));
+    c->nodes_.push_back({address, v1::CacheNode::NewStub(std::move(channel))});
+  }
   for (auto& t : transports) {
     c->lanes_.push_back(std::make_unique<Lane>(c->lanes_.size(), std::move(t)));
   }
@@ -108,6 +127,33 @@ void CacheClient::ReceiveLoop(Lane* lane) {
   }
 }
 
+std::vector<const CacheClient::Node*> CacheClient::Placement(const kvstate::StateKey& key) const {
+  std::vector<std::pair<uint64_t, const Node*>> ranked;
+  for (const Node& n : nodes_) {
+    std::string seed(reinterpret_cast<const char*>(key.data()), key.size());
+    seed += n.address;
+    ranked.emplace_back(XXH64(seed.data(), seed.size(), 0), &n);
+  }
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<const Node*> healthy, suspects;
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&suspects_mu_);
+  for (const auto& [score, n] : ranked) {
+    auto it = suspect_until_.find(n->address);
+    (it != suspect_until_.end() && it->second > now ? suspects : healthy).push_back(n);
+  }
+  healthy.insert(healthy.end(), suspects.begin(), suspects.end());
+  return healthy;
+}
+
+bool CacheClient::Suspect(const Node& node, const absl::Status& failure) {
+  if (!Down(failure)) return false;
+  absl::MutexLock lock(&suspects_mu_);
+  suspect_until_[node.address] = absl::Now() + kSuspectFor;
+  return true;
+}
+
 absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
                                            std::span<const int32_t> tokens,
                                            std::span<const std::span<const uint8_t>> pages) {
@@ -115,6 +161,46 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
     return absl::InvalidArgumentError(
         absl::StrCat("put of ", pages.size(), " pages for a manifest of ", manifest.pages.size()));
   }
+  if (nodes_.size() == 1) return PutOn(nodes_[0], manifest, tokens, pages);
+  const std::vector<const Node*> order = Placement(manifest.state_key);
+  const size_t r = std::min<size_t>(options_.replicas, order.size());
+  const size_t w = options_.write_quorum > 0 ? options_.write_quorum : r;
+  // The R highest-ranked at once: a replicated put costs about one put's time, not R.
+  std::vector<absl::StatusOr<PutResult>> results(r, absl::UnknownError("not sent"));
+  {
+    std::vector<std::thread> others;
+    for (size_t i = 1; i < r; ++i) {
+      others.emplace_back([&, i] { results[i] = PutOn(*order[i], manifest, tokens, pages); });
+    }
+    results[0] = PutOn(*order[0], manifest, tokens, pages);
+    for (std::thread& t : others) t.join();
+  }
+  std::optional<PutResult> stored;
+  size_t copies = 0;
+  std::vector<std::string> failures;
+  auto tally = [&](const Node& node, const absl::StatusOr<PutResult>& result) {
+    if (result.ok()) {
+      ++copies;
+      if (!stored.has_value()) stored = *result;
+      return;
+    }
+    Suspect(node, result.status());
+    failures.push_back(absl::StrCat(node.address, ": ", result.status().ToString()));
+  };
+  for (size_t i = 0; i < r; ++i) tally(*order[i], results[i]);
+  // A replica that failed is replaced by the next node in the ranking, so that R copies exist
+  // while a node is down.
+  for (size_t next = r; copies < r && next < order.size(); ++next) {
+    tally(*order[next], PutOn(*order[next], manifest, tokens, pages));
+  }
+  if (copies >= w) return *stored;
+  return absl::UnavailableError(absl::StrCat("cache put stored ", copies, " of the ", w,
+                                             " copies required: ", absl::StrJoin(failures, "; ")));
+}
+
+absl::StatusOr<PutResult> CacheClient::PutOn(const Node& node, const kvstate::Manifest& manifest,
+                                             std::span<const int32_t> tokens,
+                                             std::span<const std::span<const uint8_t>> pages) {
   Lane& lane = AcquireLane();
   absl::Cleanup release = [&] { ReleaseLane(lane); };
   v1::CacheBeginPutRequest begin;
@@ -125,7 +211,7 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    RETURN_IF_ERROR(FromGrpcStatus(stub_->BeginPut(&ctx, begin, &ticket)));
+    RETURN_IF_ERROR(FromGrpcStatus(node.stub->BeginPut(&ctx, begin, &ticket)));
   }
   // One packed buffer: one memcpy here saves the transport a rendezvous per page.
   const auto header = kvstate::EncodeBatchHeader({kvstate::BatchKind::kPut, ticket.ticket(),
@@ -157,7 +243,7 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   v1::CacheCommitPutResponse done;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  RETURN_IF_ERROR(FromGrpcStatus(stub_->CommitPut(&ctx, commit, &done)));
+  RETURN_IF_ERROR(FromGrpcStatus(node.stub->CommitPut(&ctx, commit, &done)));
   return PutResult{done.already_stored(), done.created_unix_micros()};
 }
 
@@ -237,6 +323,28 @@ absl::StatusOr<State> CacheClient::Get(const kvstate::NamespaceKey& ns,
                                        const kvstate::StateKey& key,
                                        const kvstate::Fingerprint& model,
                                        const std::vector<kvstate::PageId>& pages) {
+  if (nodes_.size() == 1) return GetOn(nodes_[0], ns, key, model, pages);
+  absl::Status last;
+  bool missing_only = true;
+  for (const Node* node : Placement(key)) {
+    absl::StatusOr<State> got = GetOn(*node, ns, key, model, pages);
+    if (got.ok()) return got;
+    // Past a node that lacks it, is down, or holds a copy that fails its checksum: the next.
+    const absl::Status& st = got.status();
+    if (!absl::IsNotFound(st) && !Suspect(*node, st) && !absl::IsDataLoss(st)) return st;
+    if (!absl::IsNotFound(st)) {
+      missing_only = false;
+      last = absl::Status(st.code(), absl::StrCat(node->address, ": ", st.message()));
+    }
+  }
+  if (missing_only) return absl::NotFoundError("no cache node holds the state");
+  return last;
+}
+
+absl::StatusOr<State> CacheClient::GetOn(const Node& node, const kvstate::NamespaceKey& ns,
+                                         const kvstate::StateKey& key,
+                                         const kvstate::Fingerprint& model,
+                                         const std::vector<kvstate::PageId>& pages) {
   v1::CacheGetRequest req;
   req.set_state_key(BytesOf(key));
   req.set_namespace_key(BytesOf(ns));
@@ -251,7 +359,7 @@ absl::StatusOr<State> CacheClient::Get(const kvstate::NamespaceKey& ns,
   grpc::ClientContext ctx;
   const absl::Time deadline = absl::Now() + options_.timeout;
   ctx.set_deadline(absl::ToChronoTime(deadline));
-  absl::Status s = FromGrpcStatus(stub_->Get(&ctx, req, &resp));
+  absl::Status s = FromGrpcStatus(node.stub->Get(&ctx, req, &resp));
   if (!s.ok()) {
     DropRequest(id);
     return s;
@@ -262,6 +370,17 @@ absl::StatusOr<State> CacheClient::Get(const kvstate::NamespaceKey& ns,
 }
 
 absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec> states) {
+  if (nodes_.size() == 1) return GetManyOn(nodes_[0], states);
+  std::vector<State> out;
+  for (const GetSpec& spec : states) {
+    ASSIGN_OR_RETURN(State s, Get(spec.ns, spec.key, spec.model, spec.pages));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<State>> CacheClient::GetManyOn(const Node& node,
+                                                          std::span<const GetSpec> states) {
   v1::CacheGetManyRequest req;
   for (const GetSpec& spec : states) {
     v1::CacheGetItem* item = req.add_items();
@@ -279,7 +398,7 @@ absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec>
   grpc::ClientContext ctx;
   const absl::Time deadline = absl::Now() + options_.timeout;
   ctx.set_deadline(absl::ToChronoTime(deadline));
-  absl::Status s = FromGrpcStatus(stub_->GetMany(&ctx, req, &resp));
+  absl::Status s = FromGrpcStatus(node.stub->GetMany(&ctx, req, &resp));
   if (s.ok() && static_cast<size_t>(resp.states_size()) != states.size()) {
     s = absl::InternalError(absl::StrCat("batched get of ", states.size(), " states answered with ",
                                          resp.states_size()));
@@ -295,13 +414,33 @@ absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec>
 
 absl::StatusOr<LookupMatch> CacheClient::Lookup(const kvstate::NamespaceKey& ns,
                                                 std::span<const int32_t> tokens) {
+  if (nodes_.size() == 1) return LookupOn(nodes_[0], ns, tokens);
+  std::optional<LookupMatch> best;
+  absl::Status last;
+  for (const Node& node : nodes_) {
+    absl::StatusOr<LookupMatch> m = LookupOn(node, ns, tokens);
+    if (!m.ok()) {
+      if (!Suspect(node, m.status())) return m.status();
+      last = m.status();
+      continue;
+    }
+    if (!best.has_value() || (m->found && (!best->found || m->token_count > best->token_count))) {
+      best = *m;
+    }
+  }
+  if (!best.has_value()) return last;  // none answered
+  return *best;
+}
+
+absl::StatusOr<LookupMatch> CacheClient::LookupOn(const Node& node, const kvstate::NamespaceKey& ns,
+                                                  std::span<const int32_t> tokens) {
   v1::CacheLookupRequest req;
   req.set_namespace_key(BytesOf(ns));
   req.mutable_tokens()->Add(tokens.begin(), tokens.end());
   v1::CacheLookupResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  RETURN_IF_ERROR(FromGrpcStatus(stub_->Lookup(&ctx, req, &resp)));
+  RETURN_IF_ERROR(FromGrpcStatus(node.stub->Lookup(&ctx, req, &resp)));
   LookupMatch m;
   m.found = resp.found();
   if (m.found) {
@@ -314,27 +453,37 @@ absl::StatusOr<LookupMatch> CacheClient::Lookup(const kvstate::NamespaceKey& ns,
   return m;
 }
 
-absl::Status CacheClient::KeyCall(
-    grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
-                                                const v1::CacheStateKeyRequest&, v1::CacheEmpty*),
-    const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
+absl::Status CacheClient::KeyCall(KeyMethod method, const kvstate::NamespaceKey& ns,
+                                  const kvstate::StateKey& key, bool down_ok) {
   v1::CacheStateKeyRequest req;
   req.set_state_key(BytesOf(key));
   req.set_namespace_key(BytesOf(ns));
-  v1::CacheEmpty resp;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
-  return FromGrpcStatus((stub_.get()->*method)(&ctx, req, &resp));
+  bool done = false;
+  absl::Status failed;
+  for (const Node& node : nodes_) {
+    v1::CacheEmpty resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    const absl::Status st = FromGrpcStatus((node.stub.get()->*method)(&ctx, req, &resp));
+    if (nodes_.size() == 1) return st;
+    if (st.ok()) {
+      done = true;
+    } else if (!absl::IsNotFound(st) && !(Suspect(node, st) && down_ok) && failed.ok()) {
+      failed = absl::Status(st.code(), absl::StrCat(node.address, ": ", st.message()));
+    }
+  }
+  if (!failed.ok()) return failed;
+  return done ? absl::OkStatus() : absl::NotFoundError("no cache node holds the state");
 }
 
 absl::Status CacheClient::Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Pin, ns, key);
+  return KeyCall(&v1::CacheNode::Stub::Pin, ns, key, /*down_ok=*/false);
 }
 absl::Status CacheClient::Unpin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Unpin, ns, key);
+  return KeyCall(&v1::CacheNode::Stub::Unpin, ns, key, /*down_ok=*/false);
 }
 absl::Status CacheClient::Delete(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Delete, ns, key);
+  return KeyCall(&v1::CacheNode::Stub::Delete, ns, key, /*down_ok=*/true);
 }
 
 absl::StatusOr<v1::CacheStatsResponse> CacheClient::Stats() {
@@ -342,7 +491,7 @@ absl::StatusOr<v1::CacheStatsResponse> CacheClient::Stats() {
   v1::CacheStatsResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  RETURN_IF_ERROR(FromGrpcStatus(stub_->Stats(&ctx, req, &resp)));
+  RETURN_IF_ERROR(FromGrpcStatus(nodes_.front().stub->Stats(&ctx, req, &resp)));
   return resp;
 }
 

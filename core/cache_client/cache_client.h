@@ -25,6 +25,19 @@
 // through one transport queue behind each other's copies while other cores idle; N transports let
 // N Gets copy at once (docs/cache_node.md). All methods are thread-safe; concurrent Gets are
 // matched to their replies by request id. Every call has a deadline (Options::timeout).
+//
+// Several cache nodes (Options::addresses): each state is kept on R of them (Options::replicas),
+// the R that rank highest for its key by rendezvous hashing (XXH64 of key and node address), so
+// every client computes the same placement from the same node list and a node's going or coming
+// moves only the states it ranks for. A node that failed a call (UNAVAILABLE, DEADLINE_EXCEEDED)
+// is tried last for kSuspectFor. Put stores on the R highest-ranked nodes at once; a replica that
+// fails is replaced by the next node in the ranking, and the put succeeds once W
+// (Options::write_quorum, default R) have the state durably (a smaller W acknowledges a state that
+// fewer nodes hold: losing those loses it). Get tries the nodes in ranking order and moves on past
+// one that lacks the state, failed, or sent a page that fails its checksum. GetMany asks one node
+// per state (no batching across nodes); Lookup asks every node and keeps the longest prefix; Pin
+// and Unpin act on every node that holds the state, Delete on every node that answers. Stats is
+// the first node's. One address: exactly the single-node client.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +60,11 @@
 namespace glimpse::cache_client {
 
 struct CacheClientOptions {
-  std::string address;  // the node's gRPC host:port
-  TlsFiles tls;         // ca_file set: TLS (cert_file too: mutual TLS)
+  std::vector<std::string> addresses;  // the nodes' gRPC host:port; at least one
+  TlsFiles tls;                        // ca_file set: TLS (cert_file too: mutual TLS)
   absl::Duration timeout = absl::Seconds(30);
+  int replicas = 2;      // R: copies of each state, at most the number of nodes
+  int write_quorum = 0;  // W: replicas that must have a put before it succeeds; 0: R
 };
 
 struct PutResult {
@@ -120,7 +135,26 @@ class CacheClient {
     std::thread receiver;
   };
 
-  CacheClient(const CacheClientOptions& options, std::unique_ptr<v1::CacheNode::Stub> stub);
+  struct Node {
+    std::string address;
+    std::unique_ptr<v1::CacheNode::Stub> stub;
+  };
+  static constexpr absl::Duration kSuspectFor = absl::Seconds(2);
+
+  explicit CacheClient(const CacheClientOptions& options);
+  // The nodes in the order to try for `key`: rendezvous rank, suspects last.
+  std::vector<const Node*> Placement(const kvstate::StateKey& key) const;
+  // Marks `node` suspect when `failure` says it is down or slow; true when it did.
+  bool Suspect(const Node& node, const absl::Status& failure);
+  absl::StatusOr<PutResult> PutOn(const Node& node, const kvstate::Manifest& manifest,
+                                  std::span<const int32_t> tokens,
+                                  std::span<const std::span<const uint8_t>> pages);
+  absl::StatusOr<State> GetOn(const Node& node, const kvstate::NamespaceKey& ns,
+                              const kvstate::StateKey& key, const kvstate::Fingerprint& model,
+                              const std::vector<kvstate::PageId>& pages);
+  absl::StatusOr<std::vector<State>> GetManyOn(const Node& node, std::span<const GetSpec> states);
+  absl::StatusOr<LookupMatch> LookupOn(const Node& node, const kvstate::NamespaceKey& ns,
+                                       std::span<const int32_t> tokens);
   void ReceiveLoop(Lane* lane);
   // The lane with the fewest calls in flight, counted as used until ReleaseLane.
   Lane& AcquireLane();
@@ -132,14 +166,17 @@ class CacheClient {
   // every page.
   absl::StatusOr<std::vector<State>> FinishGet(
       uint64_t id, absl::Time deadline, std::span<const v1::CacheGetResponse* const> responses);
-  absl::Status KeyCall(grpc::Status (v1::CacheNode::Stub::*method)(grpc::ClientContext*,
-                                                                   const v1::CacheStateKeyRequest&,
-                                                                   v1::CacheEmpty*),
-                       const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
+  using KeyMethod = grpc::Status (v1::CacheNode::Stub::*)(grpc::ClientContext*,
+                                                          const v1::CacheStateKeyRequest&,
+                                                          v1::CacheEmpty*);
+  // `method` on every node: OK when one did it and none failed otherwise than NOT_FOUND (or, with
+  // `down_ok`, than being down); NOT_FOUND when no node holds the state.
+  absl::Status KeyCall(KeyMethod method, const kvstate::NamespaceKey& ns,
+                       const kvstate::StateKey& key, bool down_ok);
   void SetDeadline(grpc::ClientContext* ctx) const;
 
-  const CacheClientOptions options_;  // Constant after construction.
-  const std::unique_ptr<v1::CacheNode::Stub> stub_;
+  const CacheClientOptions options_;          // Constant after construction.
+  std::vector<Node> nodes_;                   // fixed after Create
   std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Create
 
   absl::Mutex replies_mu_;
@@ -151,6 +188,9 @@ class CacheClient {
       ABSL_GUARDED_BY(replies_mu_);
   uint64_t next_request_ ABSL_GUARDED_BY(replies_mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(replies_mu_) = false;
+
+  mutable absl::Mutex suspects_mu_;
+  std::map<std::string, absl::Time> suspect_until_ ABSL_GUARDED_BY(suspects_mu_);  // by address
 };
 
 }  // namespace glimpse::cache_client

@@ -20,8 +20,14 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
       {"kv_memory", ConfigType::kBytes, "1GiB",
        "Memory for the KV of every sequence this worker holds (running turns and hot sessions), "
        "as pages in each session's codec; the coordinator learns it at registration."},
-      {"cache_node", ConfigType::kString, "",
-       "Cache node host:port for session states (empty: nothing loaded or stored)."},
+      {"cache_node", ConfigType::kStringList, "",
+       "Cache node host:port for session states (empty: nothing loaded or stored); several, "
+       "comma-separated: each state on cache_replicas of them, placed by rendezvous hashing."},
+      {"cache_replicas", ConfigType::kInt, "2",
+       "With several cache nodes: copies of each state (at most the number of nodes)."},
+      {"cache_write_quorum", ConfigType::kInt, "0",
+       "With several cache nodes: copies a store needs before it counts as stored (0: "
+       "cache_replicas). Fewer acknowledge states that fewer nodes hold: losing those loses them."},
       {"cache_timeout", ConfigType::kDuration, "10s",
        "Deadline of each cache node call; an unreachable node costs a turn at most this before "
        "it recomputes (lookups), or before its state goes unstored (stores)."},
@@ -100,7 +106,7 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   cluster::ApplyTransportKeys(c, &w.transport);
   ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
-  if (!c.GetString("cache_node").empty()) {
+  if (!c.GetStringList("cache_node").empty()) {
     std::vector<std::unique_ptr<transport::Transport>> transports;
     for (int64_t i = 0; i < cache_engines; ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
@@ -108,7 +114,9 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
       transports.push_back(std::move(transport));
     }
     cache_client::CacheClientOptions o;
-    o.address = c.GetString("cache_node");
+    o.addresses = c.GetStringList("cache_node");
+    o.replicas = static_cast<int>(c.GetInt("cache_replicas"));
+    o.write_quorum = static_cast<int>(c.GetInt("cache_write_quorum"));
     o.timeout = c.GetDuration("cache_timeout");
     o.tls = tls;
     ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transports)));

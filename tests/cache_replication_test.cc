@@ -1,0 +1,205 @@
+// Replicated cache nodes (core/cache_client/cache_client.h): three real glimpse-cache-node
+// processes, a client with R = 2 over all three (UCX over TCP on loopback, which detects a peer's
+// death). Every state put is on exactly two nodes; SIGKILL one node and every acknowledged state
+// is still readable, byte for byte, and puts go on, each still on two (live) nodes; the node,
+// restarted on its directory, serves its states again; the longest stored prefix is found across
+// nodes, pins and deletes reach every copy; a put that reaches fewer than W nodes fails, saying so.
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "core/cache_client/cache_client.h"
+#include "core/common/service_process.h"
+#include "core/kvstate/test_state.h"
+#include "core/transport/ucx/ucx_transport.h"
+#include "gtest/gtest.h"
+
+namespace glimpse::cache_node {
+namespace {
+
+using cache_client::CacheClient;
+using kvstate::testing::MakeTestState;
+using kvstate::testing::TestModel;
+using kvstate::testing::TestNamespace;
+using kvstate::testing::TestState;
+
+constexpr char kNode[] = GLIMPSE_CACHE_NODE_BINARY;
+constexpr int kNodes = 3;
+
+TestState StateFor(uint64_t seed) {
+  kvstate::testing::TestStateShape shape;
+  shape.tokens_per_page = 32;
+  auto s = MakeTestState(TestNamespace(), TestModel(), shape, seed);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *std::move(s);
+}
+
+class CacheReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("UCX_TLS", "tcp,self", 1);
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("cache_replication_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    for (int i = 0; i < kNodes; ++i) {
+      absl::StatusOr<int> port = FreeLoopbackPort();
+      ASSERT_TRUE(port.ok()) << port.status();
+      ports_.push_back(*port);
+      nodes_.push_back(StartNode(i));
+      ASSERT_TRUE(nodes_.back().has_value());
+    }
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      for (int i = 0; i < kNodes; ++i) std::cerr << "node " << i << ":\n" << Tail(Log(i)) << "\n";
+    }
+    nodes_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Log(int i) const { return (dir_ / absl::StrCat("node-", i, ".log")).string(); }
+  std::string Address(int i) const { return absl::StrCat("127.0.0.1:", ports_[i]); }
+
+  // On a fixed port, so that a restarted node keeps its address.
+  std::optional<ServiceProcess> StartNode(int i) {
+    absl::StatusOr<ServiceProcess> p =
+        ServiceProcess::Start(kNode,
+                              {absl::StrCat("--listen=", Address(i)),
+                               "--storage.path=" + (dir_ / absl::StrCat("node-", i)).string(),
+                               "--storage.sync_every_put=false", "--warm.bytes=4MiB"},
+                              Log(i));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return std::nullopt;
+    return *std::move(p);
+  }
+
+  static std::unique_ptr<CacheClient> Client(std::vector<std::string> addresses) {
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    transports.push_back(transport::CreateUcxTransport().value());
+    cache_client::CacheClientOptions o;
+    o.addresses = std::move(addresses);
+    o.timeout = absl::Seconds(5);
+    o.replicas = 2;
+    return CacheClient::Create(o, std::move(transports)).value();
+  }
+  std::unique_ptr<CacheClient> All() { return Client({Address(0), Address(1), Address(2)}); }
+
+  // How many of the nodes `alive` hold `s`, each asked through a client of its own (made once
+  // per node; Forget drops a restarted node's).
+  int Copies(const TestState& s, const std::vector<int>& alive) {
+    int copies = 0;
+    for (int i : alive) {
+      std::unique_ptr<CacheClient>& one = single_[i];
+      if (one == nullptr) one = Client({Address(i)});
+      auto got = one->Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model);
+      if (got.ok()) ++copies;
+    }
+    return copies;
+  }
+  void Forget(int i) { single_.erase(i); }
+
+  static void ExpectReadable(CacheClient& c, const TestState& s) {
+    auto got = c.Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(got->manifest.SameContent(s.manifest));
+    ASSERT_EQ(got->pages.size(), s.pages.size());
+    for (size_t i = 0; i < s.pages.size(); ++i) {
+      ASSERT_TRUE(std::equal(got->pages[i].begin(), got->pages[i].end(), s.pages[i].begin(),
+                             s.pages[i].end()));
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::vector<int> ports_;
+  std::vector<std::optional<ServiceProcess>> nodes_;
+  std::map<int, std::unique_ptr<CacheClient>> single_;
+};
+
+TEST_F(CacheReplicationTest, EveryStateIsOnTwoNodesAndOutlivesOneNodesDeath) {
+  std::unique_ptr<CacheClient> client = All();
+  std::vector<TestState> states;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    states.push_back(StateFor(seed));
+    ASSERT_TRUE(
+        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
+  }
+  std::map<int, int> per_node;  // rendezvous spreads the states over the nodes
+  for (const TestState& s : states) {
+    EXPECT_EQ(Copies(s, {0, 1, 2}), 2);
+    for (int i = 0; i < kNodes; ++i) {
+      if (Copies(s, {i}) == 1) ++per_node[i];
+    }
+  }
+  for (int i = 0; i < kNodes; ++i) EXPECT_GT(per_node[i], 0) << "node " << i << " holds nothing";
+
+  nodes_[1]->Kill();
+  for (const TestState& s : states) ExpectReadable(*client, s);
+  // Stores go on while it is down, each on two of the live nodes.
+  for (uint64_t seed = 100; seed < 110; ++seed) {
+    states.push_back(StateFor(seed));
+    auto put = client->Put(states.back().manifest, states.back().tokens, states.back().spans());
+    ASSERT_TRUE(put.ok()) << put.status();
+    EXPECT_EQ(Copies(states.back(), {0, 2}), 2);
+  }
+
+  // Back on its directory: it serves what it held, and nothing is lost or doubled.
+  nodes_[1] = StartNode(1);
+  ASSERT_TRUE(nodes_[1].has_value());
+  Forget(1);
+  std::unique_ptr<CacheClient> fresh = All();
+  for (const TestState& s : states) {
+    ExpectReadable(*fresh, s);
+    EXPECT_GE(Copies(s, {0, 1, 2}), 2);
+  }
+}
+
+TEST_F(CacheReplicationTest, LookupFindsTheLongestPrefixOnAnyNodeAndDeleteReachesAll) {
+  std::unique_ptr<CacheClient> client = All();
+  std::vector<TestState> states;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    states.push_back(StateFor(seed));
+    ASSERT_TRUE(
+        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
+  }
+  for (const TestState& s : states) {
+    auto m = client->Lookup(s.manifest.namespace_key, s.tokens);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_TRUE(m->found);
+    EXPECT_EQ(m->key, s.manifest.state_key);
+    EXPECT_EQ(m->token_count, s.tokens.size());
+  }
+  // Pins and deletes reach every node that holds the state.
+  const kvstate::NamespaceKey& ns = states[0].manifest.namespace_key;
+  const kvstate::StateKey& key = states[0].manifest.state_key;
+  ASSERT_TRUE(client->Pin(ns, key).ok());
+  EXPECT_EQ(client->Delete(ns, key).code(), absl::StatusCode::kFailedPrecondition);  // pinned
+  ASSERT_TRUE(client->Unpin(ns, key).ok());
+  absl::Status deleted = client->Delete(ns, key);
+  ASSERT_TRUE(deleted.ok()) << deleted;
+  EXPECT_EQ(Copies(states[0], {0, 1, 2}), 0);
+  EXPECT_EQ(client
+                ->Get(states[0].manifest.namespace_key, states[0].manifest.state_key,
+                      states[0].manifest.model)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client->Pin(ns, key).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CacheReplicationTest, APutThatCannotReachTwoNodesFailsAndSaysSo) {
+  nodes_[0]->Kill();
+  nodes_[2]->Kill();
+  std::unique_ptr<CacheClient> client = All();
+  TestState s = StateFor(7);
+  auto put = client->Put(s.manifest, s.tokens, s.spans());
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(put.status().message().find("stored 1 of the 2 copies"), std::string::npos)
+      << put.status();
+  // It is readable from the one copy there is.
+  ExpectReadable(*client, s);
+}
+
+}  // namespace
+}  // namespace glimpse::cache_node
