@@ -153,8 +153,10 @@ bench-transport: deps
 .PHONY: bench-cache-node
 bench-cache-node: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_cache_node glimpse-cache-node
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_cache_node glimpse-cache-node \
+		glimpse_bench_cache_replication
 	@$(BUILD_DIR)/bench/glimpse_bench_cache_node $(BENCH_ARGS)
+	@$(BUILD_DIR)/bench/glimpse_bench_cache_replication
 
 # Coordinator: the agent-trace simulator (evict at turn end vs fixed TTLs vs the lease estimator,
 # service times from bench/coordinator_figures.json) and RouteTurn/EndTurn ops/s and p99 under 32

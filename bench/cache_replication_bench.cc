@@ -1,0 +1,251 @@
+// glimpse_bench_cache_replication: what keeping each state on R cache nodes costs a worker. For
+// each (nodes, R) of (1, 1), (2, 1), (2, 2), (3, 1), (3, 2): fresh glimpse-cache-node processes
+// on this host (UCX over TCP on loopback, as between hosts), one CacheClient over all of them
+// (2 UCX engines, as a worker's cache_engines) shared by --clients threads, which put distinct
+// states of 16 pages of ~64 KiB (63 tokens × head_dim 256, fp16) until --put_mib MiB are
+// stored, then get each once (shuffled; the nodes' warm tier is 4 MiB, so gets read RocksDB).
+// GB/s = state page bytes / wall time (a put of R copies counts once); put and get latency
+// p50 / p99 per state; the last column is a put's p50 over the same node count's R = 1 p50.
+//
+//   glimpse_bench_cache_replication [--put_mib=128] [--clients=4]
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/cache_client/cache_client.h"
+#include "core/common/progress.h"
+#include "core/common/service_process.h"
+#include "core/common/status_macros.h"
+#include "core/kvstate/test_state.h"
+#include "core/transport/ucx/ucx_transport.h"
+
+namespace glimpse::cache_node {
+namespace {
+
+using kvstate::testing::TestState;
+
+struct Flags {
+  size_t put_mib = 128;
+  int clients = 4;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name, std::string* out) {
+      const std::string prefix = absl::StrCat("--", name, "=");
+      if (a.rfind(prefix, 0) != 0) return false;
+      *out = a.substr(prefix.size());
+      return true;
+    };
+    std::string v;
+    if (value("put_mib", &v)) {
+      if (!absl::SimpleAtoi(v, &f->put_mib) || f->put_mib < 1) return false;
+    } else if (value("clients", &v)) {
+      if (!absl::SimpleAtoi(v, &f->clients) || f->clients < 1) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+kvstate::testing::TestStateShape Shape() {
+  kvstate::testing::TestStateShape shape;  // 65,852-byte pages, 16 per state
+  shape.layers = 8;
+  shape.kv_heads = 2;
+  shape.pages_per_head = 1;
+  shape.tokens_per_page = 63;
+  shape.head_dim = 256;
+  return shape;
+}
+
+// States apart from the measured ones (other seeds).
+const std::vector<TestState>& Warmup(int n) {
+  static const std::vector<TestState> states = [n] {
+    std::vector<TestState> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(*kvstate::testing::MakeTestState(kvstate::testing::TestNamespace(),
+                                                     kvstate::testing::TestModel(), Shape(),
+                                                     1'000'000 + i));
+    }
+    return out;
+  }();
+  return states;
+}
+
+std::vector<TestState> MakeStates(size_t put_mib) {
+  const kvstate::testing::TestStateShape shape = Shape();
+  const auto ns = kvstate::testing::TestNamespace();
+  const auto model = kvstate::testing::TestModel();
+  const size_t per_state =
+      kvstate::testing::MakeTestState(ns, model, shape, 1)->manifest.total_page_bytes();
+  const size_t n = std::max<size_t>(1, (put_mib << 20) / per_state);
+  std::vector<TestState> out;
+  ProgressBar bar("generating states", static_cast<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(*kvstate::testing::MakeTestState(ns, model, shape, i + 1));
+    bar.Update(static_cast<int64_t>(i + 1));
+  }
+  bar.Done();
+  return out;
+}
+
+struct Row {
+  int nodes = 0, replicas = 0;
+  double put_gbps = 0, get_gbps = 0;
+  double put_p50_ms = 0, put_p99_ms = 0, get_p50_ms = 0, get_p99_ms = 0;
+};
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+// `threads` threads run `op(i)` for every i in [0, n); returns the wall seconds and each op's ms.
+template <typename Op>
+absl::StatusOr<std::pair<double, std::vector<double>>> Phase(const std::string& label, int threads,
+                                                             size_t n, Op op) {
+  std::atomic<size_t> next{0};
+  std::vector<double> ms(n);
+  std::mutex mu;
+  absl::Status failed;
+  ProgressBar bar(label, static_cast<int64_t>(n));
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
+        const absl::Time t0 = absl::Now();
+        absl::Status st = op(i);
+        ms[i] = absl::ToDoubleMilliseconds(absl::Now() - t0);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (failed.ok()) failed = st;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  bar.Update(static_cast<int64_t>(n));
+  bar.Done();
+  RETURN_IF_ERROR(failed);
+  return std::make_pair(seconds, std::move(ms));
+}
+
+absl::StatusOr<Row> Measure(const Flags& f, const std::vector<TestState>& states, int nodes,
+                            int replicas, const std::filesystem::path& dir) {
+  std::vector<ServiceProcess> procs;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < nodes; ++i) {
+    const std::filesystem::path db = dir / absl::StrCat("n", nodes, "r", replicas, "-", i);
+    ASSIGN_OR_RETURN(ServiceProcess p,
+                     ServiceProcess::Start(GLIMPSE_CACHE_NODE_BINARY,
+                                           {"--storage.path=" + db.string(), "--warm.bytes=4MiB",
+                                            "--storage.sync_every_put=false"},
+                                           db.string() + ".log"));
+    addresses.push_back(p.grpc_address());
+    procs.push_back(std::move(p));
+  }
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  for (int i = 0; i < 2; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> t, transport::CreateUcxTransport());
+    transports.push_back(std::move(t));
+  }
+  cache_client::CacheClientOptions o;
+  o.addresses = addresses;
+  o.timeout = absl::Seconds(60);
+  o.replicas = replicas;
+  ASSIGN_OR_RETURN(std::unique_ptr<cache_client::CacheClient> client,
+                   cache_client::CacheClient::Create(o, std::move(transports)));
+  // Untimed: one put and get per thread at once, so that every connection (each node, each
+  // engine) exists before the clock starts.
+  const std::vector<TestState>& warmup = Warmup(f.clients);
+  RETURN_IF_ERROR(Phase("connecting", f.clients, warmup.size(), [&](size_t i) {
+                    const TestState& s = warmup[i];
+                    RETURN_IF_ERROR(client->Put(s.manifest, s.tokens, s.spans()).status());
+                    return client
+                        ->Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model)
+                        .status();
+                  }).status());
+  size_t bytes = 0;
+  for (const TestState& s : states) bytes += s.manifest.total_page_bytes();
+  const std::string config = absl::StrCat(nodes, " node(s), R=", replicas);
+  ASSIGN_OR_RETURN(
+      auto put, Phase("put, " + config, f.clients, states.size(), [&](size_t i) {
+        return client->Put(states[i].manifest, states[i].tokens, states[i].spans()).status();
+      }));
+  std::vector<size_t> order(states.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  ASSIGN_OR_RETURN(auto get, Phase("get, " + config, f.clients, states.size(), [&](size_t i) {
+                     const kvstate::Manifest& m = states[order[i]].manifest;
+                     return client->Get(m.namespace_key, m.state_key, m.model).status();
+                   }));
+  Row r{nodes, replicas};
+  r.put_gbps = bytes / put.first / 1e9;
+  r.get_gbps = bytes / get.first / 1e9;
+  r.put_p50_ms = Percentile(put.second, 0.5);
+  r.put_p99_ms = Percentile(put.second, 0.99);
+  r.get_p50_ms = Percentile(get.second, 0.5);
+  r.get_p99_ms = Percentile(get.second, 0.99);
+  return r;
+}
+
+int Run(const Flags& f) {
+  setenv("UCX_TLS", "tcp,self", 1);  // as between hosts (and a node's death is detected)
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("glimpse-replication-bench-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<TestState> states = MakeStates(f.put_mib);
+  std::vector<Row> rows;
+  for (const auto& [nodes, replicas] :
+       std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {2, 2}, {3, 1}, {3, 2}}) {
+    absl::StatusOr<Row> r = Measure(f, states, nodes, replicas, dir);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%d nodes, R=%d: %s (logs in %s)\n", nodes, replicas,
+                   r.status().ToString().c_str(), dir.c_str());
+      return 1;
+    }
+    rows.push_back(*r);
+  }
+  std::map<int, double> r1_put_p50;
+  for (const Row& r : rows) {
+    if (r.replicas == 1) r1_put_p50[r.nodes] = r.put_p50_ms;
+  }
+  std::printf("cache replication: %zu states of %.2f MB, %d client threads, UCX tcp on loopback\n",
+              states.size(), states[0].manifest.total_page_bytes() / 1e6, f.clients);
+  std::printf("%5s %2s %9s %9s %12s %12s %12s %12s %14s\n", "nodes", "R", "put GB/s", "get GB/s",
+              "put p50 ms", "put p99 ms", "get p50 ms", "get p99 ms", "put p50 / R=1");
+  for (const Row& r : rows) {
+    std::printf("%5d %2d %9.3f %9.3f %12.2f %12.2f %12.2f %12.2f %14.2f\n", r.nodes, r.replicas,
+                r.put_gbps, r.get_gbps, r.put_p50_ms, r.put_p99_ms, r.get_p50_ms, r.get_p99_ms,
+                r.put_p50_ms / r1_put_p50[r.nodes]);
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace glimpse::cache_node
+
+int main(int argc, char** argv) {
+  glimpse::cache_node::Flags flags;
+  if (!glimpse::cache_node::ParseFlags(argc, argv, &flags)) {
+    std::fprintf(stderr, "usage: %s [--put_mib=128] [--clients=4]\n", argv[0]);
+    return 2;
+  }
+  return glimpse::cache_node::Run(flags);
+}
