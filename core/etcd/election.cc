@@ -1,12 +1,22 @@
 #include "core/etcd/election.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <utility>
 
 #include "core/common/log.h"
 
 namespace glimpse::etcd {
+namespace {
+
+// Terms are reckoned on the monotonic clock, as etcd reckons leases: a step of the wall clock
+// (NTP) must not stretch a term past the lease etcd sees.
+absl::Time Monotonic() {
+  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Election>> Election::Start(
     EtcdClient* client, ElectionOptions options,
@@ -42,16 +52,16 @@ void Election::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Election::Resign() {
+void Election::Resign(int64_t revision) {
   absl::MutexLock lock(&mu_);
-  if (!in_term_) return;
+  if (!in_term_ || term_revision_ != revision) return;  // that term is over already
   resigning_ = true;
   stop_cv_.SignalAll();
 }
 
 bool Election::leading() const {
   absl::MutexLock lock(&mu_);
-  return in_term_ && absl::Now() < valid_until_;
+  return in_term_ && Monotonic() < valid_until_;
 }
 
 std::string Election::leader() const {
@@ -76,8 +86,9 @@ bool Election::Stopping() const {
 
 bool Election::SleepUntil(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  while (!stopping_ && !resigning_ && absl::Now() < deadline) {
-    stop_cv_.WaitWithDeadline(&mu_, deadline);
+  for (absl::Time now = Monotonic(); !stopping_ && !resigning_ && now < deadline;
+       now = Monotonic()) {
+    stop_cv_.WaitWithTimeout(&mu_, deadline - now);
   }
   return !stopping_;
 }
@@ -86,23 +97,23 @@ void Election::Loop() {
   while (!Stopping()) {
     std::optional<Term> term = Campaign();
     if (!term.has_value()) {
-      SleepUntil(absl::Now() + options_.poll);
+      SleepUntil(Monotonic() + options_.poll);
       continue;
     }
     if (absl::Status st = on_elected_(*term); !st.ok()) {
       log::Error("resigning a won term: could not take it up",
                  {{"key", options_.key}, {"error", st.ToString()}});
       (void)client_->RevokeLease(term->lease);
-      SleepUntil(absl::Now() + options_.poll);
+      SleepUntil(Monotonic() + options_.poll);
       continue;
     }
-    if (Lead(*term)) {
-      // Resigning lets a follower take over at once rather than after the lease's ttl.
-      if (absl::Status st = client_->RevokeLease(term->lease); !st.ok()) {
-        log::Warning("could not resign; the lease will expire", {{"error", st.ToString()}});
-      }
-      return;
+    const bool stopped = Lead(*term);
+    // However the term ended, revoking its lease lets a follower take over at once rather than
+    // after the lease's ttl (a lease that expired already is no error).
+    if (absl::Status st = client_->RevokeLease(term->lease); !st.ok()) {
+      log::Warning("could not revoke the term's lease; it will expire", {{"error", st.ToString()}});
     }
+    if (stopped) return;
     log::Warning("no longer the leader", {{"key", options_.key}, {"value", options_.value}});
     on_deposed_(*term);
   }
@@ -115,11 +126,19 @@ std::optional<Term> Election::Campaign() {
     return std::nullopt;
   }
   if (current->has_value()) {
+    if ((*current)->value == options_.value) {
+      // This candidate's value under a lease it does not hold: an earlier incarnation's, dead
+      // (values are unique per candidate). Its lease would keep everyone waiting for a ttl.
+      log::Warning("election: revoking an earlier incarnation's leader key",
+                   {{"key", options_.key}, {"value", options_.value}});
+      (void)client_->RevokeLease((*current)->lease);
+      return std::nullopt;
+    }
     absl::MutexLock lock(&mu_);
     leader_ = (*current)->value;
     return std::nullopt;
   }
-  const absl::Time sent = absl::Now();
+  const absl::Time sent = Monotonic();
   absl::StatusOr<EtcdClient::Lease> lease = client_->GrantLease(options_.ttl);
   if (!lease.ok()) {
     log::Warning("election: cannot take a lease", {{"error", lease.status().ToString()}});
@@ -141,16 +160,19 @@ std::optional<Term> Election::Campaign() {
 }
 
 bool Election::Lead(const Term& term) {
+  const absl::Duration renew_every = options_.ttl / 3;
+  absl::Time next_renewal;
   {
     absl::MutexLock lock(&mu_);
     in_term_ = true;
+    term_revision_ = term.revision;
     ++terms_;
+    // Counted from the grant, not from now: taking the term up (loading the state) took a while.
+    next_renewal = valid_until_ - 2 * renew_every;
   }
   log::Info("leading", {{"key", options_.key},
                         {"value", options_.value},
                         {"revision", std::to_string(term.revision)}});
-  const absl::Duration renew_every = options_.ttl / 3;
-  absl::Time next_renewal = absl::Now() + renew_every;
   bool stopped = false;
   while (true) {
     absl::Time valid_until;
@@ -162,22 +184,19 @@ bool Election::Lead(const Term& term) {
       stopped = true;
       break;
     }
-    if (TakeResignation()) {
-      (void)client_->RevokeLease(term.lease);  // best effort: else it expires after its ttl
-      break;
-    }
-    if (absl::Now() >= valid_until) break;  // no renewal answered for a whole ttl
-    const absl::Time sent = absl::Now();
+    if (TakeResignation()) break;
+    if (Monotonic() >= valid_until) break;  // no renewal answered for a whole ttl
+    const absl::Time sent = Monotonic();
     absl::StatusOr<absl::Duration> left = client_->KeepAlive(term.lease);
     if (absl::IsNotFound(left.status())) break;  // expired: etcd deleted the key
     if (!left.ok()) {
       log::Warning("election: cannot renew the lease", {{"error", left.status().ToString()}});
-      next_renewal = absl::Now() + std::min(options_.poll, renew_every);
+      next_renewal = Monotonic() + std::min(options_.poll, renew_every);
       continue;
     }
     absl::MutexLock lock(&mu_);
     valid_until_ = sent + *left;
-    next_renewal = absl::Now() + renew_every;
+    next_renewal = Monotonic() + renew_every;
   }
   absl::MutexLock lock(&mu_);
   in_term_ = false;

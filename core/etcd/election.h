@@ -3,12 +3,16 @@
 // under the key, attached to the lease, if the key is still absent; the one whose put went in
 // leads until its lease ends: it resigns (revokes it), or it stops renewing it for a TTL (it
 // died, hung or lost etcd) and etcd deletes the key. The others read the key every `poll` and
-// campaign again once it is gone, so a dead leader is replaced within ttl + poll.
+// campaign again once it is gone, so a dead leader is replaced within ttl + poll (plus up to
+// 500 ms: etcd looks for expired leases twice a second). Values must be unique per candidate: a
+// candidate that finds its own value under a lease it does not hold revokes it, as an earlier
+// incarnation's.
 //
-// The leader renews its lease every ttl/3, and stops considering itself leader (leading() is
-// false) one ttl after sending the last renewal etcd answered: etcd counts that ttl from when it
-// received the renewal, later, so a deposed leader knows before anyone can have replaced it, as
-// long as the clocks of the two machines run at the same rate. Whatever a clock says, a leader's
+// The leader renews its lease every ttl/3 from the grant (taking the term up must take less than
+// the ttl), and stops considering itself leader (leading() is false) one ttl after sending the
+// last renewal etcd answered, on the monotonic clock: etcd counts that ttl from when it received
+// the renewal, later, so a deposed leader knows before anyone can have replaced it, as long as
+// the clocks of the two machines run at the same rate. Whatever a clock says, a leader's
 // writes are fenced: made with EtcdClient::Guard{key, term.revision}, they fail once its key is
 // gone (a successor's key has another create revision).
 //
@@ -56,9 +60,10 @@ class Election {
   // Resigns when leading (revokes the lease: the key goes at once, and a follower takes over
   // within its poll), and stops campaigning.
   void Stop();
-  // Ends a term held now, as a deposition does (on_deposed runs, the lease is revoked so another
-  // candidate can take over at once), and campaigns again; nothing outside a term.
-  void Resign();
+  // Ends the term of `revision` if it is held now, as a deposition does (on_deposed runs, the
+  // lease is revoked so another candidate can take over at once), and campaigns again; nothing
+  // for another term (one already over: its leftovers cannot end a later term).
+  void Resign(int64_t revision);
   bool leading() const;
   std::string leader() const;  // the leader's value as last read; empty while there is none
   int64_t terms() const;       // terms won so far
@@ -86,7 +91,9 @@ class Election {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool in_term_ ABSL_GUARDED_BY(mu_) = false;
   bool resigning_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time valid_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // of the term's lease
+  int64_t term_revision_ ABSL_GUARDED_BY(mu_) = 0;  // of the term held, while in_term_
+  // Of the term's lease, on the monotonic clock (election.cc's Monotonic()).
+  absl::Time valid_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string leader_ ABSL_GUARDED_BY(mu_);
   int64_t terms_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: starts once the rest is constructed

@@ -73,6 +73,20 @@ absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> EtcdProcess::StartClus
   if (members < 1 || members % 2 == 0) {
     return absl::InvalidArgumentError("etcd: a cluster of an odd number of members");
   }
+  // A port picked free may be taken before a member binds it (a member that cannot bind exits,
+  // failing its launch): pick them all again.
+  absl::Status last;
+  for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+    absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> cluster =
+        StartClusterOnce(dir, members);
+    if (cluster.ok()) return cluster;
+    last = cluster.status();
+  }
+  return last;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> EtcdProcess::StartClusterOnce(
+    const std::string& dir, int members) {
   std::vector<std::unique_ptr<EtcdProcess>> out;
   std::vector<std::string> cluster;
   for (int i = 0; i < members; ++i) {

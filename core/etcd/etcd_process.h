@@ -43,6 +43,8 @@ class EtcdProcess {
         client_port_(client_port),
         peer_port_(peer_port),
         tls_(std::move(tls)) {}
+  static absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> StartClusterOnce(
+      const std::string& dir, int members);  // on ports picked free now
   std::string peer_url() const;
   // `initial_cluster`: name=peer_url,... of every member (read only when the data is new);
   // returns once the member logs a line with `ready`.
