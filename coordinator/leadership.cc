@@ -67,18 +67,22 @@ absl::Status Leadership::TakeUp(const etcd::Term& term) {
   store_options.retry_for = options_.ttl;  // past that, the term is likely over anyway
   ASSIGN_OR_RETURN(std::unique_ptr<EtcdStateStore> store, EtcdStateStore::Create(store_options));
   CoordinatorOptions coordinator = options_.coordinator;
-  coordinator.on_store_failure = [this](const absl::Status& failure) {
+  // This term's only: a failure of an earlier term's service (still finishing a call) must not
+  // end a later term.
+  coordinator.on_store_failure = [this, revision = term.revision](const absl::Status& failure) {
     log::Error("resigning: the coordinator's state cannot be written",
-               {{"error", failure.ToString()}});
+               {{"error", failure.ToString()}, {"revision", std::to_string(revision)}});
     absl::MutexLock lock(&mu_);
-    if (election_ != nullptr) election_->Resign();
+    if (election_ != nullptr) election_->Resign(revision);
   };
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
                    CoordinatorService::Create(coordinator, clock_, store.get()));
+  auto incumbent = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
   absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::CancelledError("the coordinator is stopping");
   log::Info("took up a term: state loaded from etcd",
             {{"address", address_}, {"revision", std::to_string(term.revision)}});
-  incumbent_ = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
+  incumbent.swap(incumbent_);  // the earlier one (none: StepDown took it) is dropped outside mu_
   return absl::OkStatus();
 }
 
@@ -92,31 +96,35 @@ void Leadership::StepDown() {
 }
 
 void Leadership::Stop() {
-  // The term's last writes first, while it is held (they are guarded by it); calls meanwhile are
-  // refused as by a follower. Then resign, outside mu_ (TakeUp may be waiting on it).
+  // The term's last writes first, committed while it is held (they are guarded by it); calls
+  // meanwhile are refused as by a follower, and no term is taken up any more. Then resign,
+  // outside mu_ (TakeUp may be waiting on it). Incumbents are dropped outside mu_ too: a
+  // service's destructor may report a store failure, which takes mu_.
   std::shared_ptr<Incumbent> was;
   {
     absl::MutexLock lock(&mu_);
+    stopping_ = true;
     was.swap(incumbent_);
   }
-  if (was != nullptr) (void)was->service->Flush();
+  if (was != nullptr) {
+    (void)was->service->Flush();
+    (void)was->store->Durable();  // bounded: the store retries for at most the ttl
+  }
   std::unique_ptr<etcd::Election> election;
   {
     absl::MutexLock lock(&mu_);
     election.swap(election_);
   }
   if (election != nullptr) election->Stop();
-  absl::MutexLock lock(&mu_);
-  incumbent_.reset();  // a term won meanwhile, resigned by Stop
 }
 
 absl::StatusOr<std::shared_ptr<CoordinatorService>> Leadership::Current() const {
   absl::MutexLock lock(&mu_);
-  if (incumbent_ != nullptr && (election_ == nullptr || election_->leading())) {
+  if (!stopping_ && incumbent_ != nullptr && (election_ == nullptr || election_->leading())) {
     return std::shared_ptr<CoordinatorService>(incumbent_, incumbent_->service.get());
   }
   const std::string leader = election_ != nullptr ? election_->leader() : "";
-  const bool named = !leader.empty() && leader != address_;
+  const bool named = !stopping_ && !leader.empty() && leader != address_;
   absl::Status out = absl::UnavailableError(
       absl::StrCat("coordinator ", address_, " is not the leader; ",
                    named ? "the leader is " + leader : "none is elected yet"));

@@ -65,6 +65,7 @@ class Leadership {
   std::unique_ptr<etcd::Election> election_ ABSL_GUARDED_BY(mu_);  // null: Sole, before Campaign
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Incumbent> incumbent_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop began: nothing is served or taken up
 };
 
 }  // namespace glimpse::coordinator

@@ -45,7 +45,10 @@ class RunningCoordinator : public RunningService {
   // An elected coordinator campaigns once its address is known.
   void OnServing(int grpc_port, int /*metrics_port*/) override {
     if (advertise_host_.empty()) return;
-    const std::string address = absl::StrCat(advertise_host_, ":", grpc_port);
+    // An IPv6 host goes in brackets, as in any host:port.
+    const bool v6 = advertise_host_.find(':') != std::string::npos;
+    const std::string address = v6 ? absl::StrCat("[", advertise_host_, "]:", grpc_port)
+                                   : absl::StrCat(advertise_host_, ":", grpc_port);
     if (absl::Status st = leadership_->Campaign(address); !st.ok()) {
       log::Error("cannot campaign; this coordinator will not lead", {{"error", st.ToString()}});
       health_->Fail();
