@@ -164,7 +164,8 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   if (nodes_.size() == 1) return PutOn(nodes_[0], manifest, tokens, pages);
   const std::vector<const Node*> order = Placement(manifest.state_key);
   const size_t r = std::min<size_t>(options_.replicas, order.size());
-  const size_t w = options_.write_quorum > 0 ? options_.write_quorum : r;
+  // R and W as configured, at most the nodes there are.
+  const size_t w = std::min<size_t>(options_.write_quorum > 0 ? options_.write_quorum : r, r);
   // The R highest-ranked at once: a replicated put costs about one put's time, not R.
   std::vector<absl::StatusOr<PutResult>> results(r, absl::UnknownError("not sent"));
   {
@@ -477,10 +478,10 @@ absl::Status CacheClient::KeyCall(KeyMethod method, const kvstate::NamespaceKey&
 }
 
 absl::Status CacheClient::Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Pin, ns, key, /*down_ok=*/false);
+  return KeyCall(&v1::CacheNode::Stub::Pin, ns, key, /*down_ok=*/true);
 }
 absl::Status CacheClient::Unpin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
-  return KeyCall(&v1::CacheNode::Stub::Unpin, ns, key, /*down_ok=*/false);
+  return KeyCall(&v1::CacheNode::Stub::Unpin, ns, key, /*down_ok=*/true);
 }
 absl::Status CacheClient::Delete(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
   return KeyCall(&v1::CacheNode::Stub::Delete, ns, key, /*down_ok=*/true);

@@ -63,8 +63,8 @@ struct CacheClientOptions {
   std::vector<std::string> addresses;  // the nodes' gRPC host:port; at least one
   TlsFiles tls;                        // ca_file set: TLS (cert_file too: mutual TLS)
   absl::Duration timeout = absl::Seconds(30);
-  int replicas = 2;      // R: copies of each state, at most the number of nodes
-  int write_quorum = 0;  // W: replicas that must have a put before it succeeds; 0: R
+  int replicas = 2;      // R: copies of each state (capped at the number of nodes)
+  int write_quorum = 0;  // W: replicas that must have a put before it succeeds; 0: R (capped too)
 };
 
 struct PutResult {
@@ -169,8 +169,8 @@ class CacheClient {
   using KeyMethod = grpc::Status (v1::CacheNode::Stub::*)(grpc::ClientContext*,
                                                           const v1::CacheStateKeyRequest&,
                                                           v1::CacheEmpty*);
-  // `method` on every node: OK when one did it and none failed otherwise than NOT_FOUND (or, with
-  // `down_ok`, than being down); NOT_FOUND when no node holds the state.
+  // `method` on every node: OK when one did it and none failed otherwise than NOT_FOUND or, with
+  // `down_ok`, than being down; NOT_FOUND when no node answering holds the state.
   absl::Status KeyCall(KeyMethod method, const kvstate::NamespaceKey& ns,
                        const kvstate::StateKey& key, bool down_ok);
   void SetDeadline(grpc::ClientContext* ctx) const;
