@@ -96,6 +96,25 @@ class CoordinatorFailoverTest : public ::testing::Test {
     return c([&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
   }
   static bool Leads(const ServiceProcess& p) { return Stats(Only(p)).ok(); }
+  // The leader `p` names in its refusal's metadata; "" while it names none (or leads).
+  static std::string Named(const ServiceProcess& p) {
+    auto stub = v1::Coordinator::NewStub(ClientChannel(p.grpc_address()).value());
+    grpc::ClientContext ctx;
+    v1::StatsResponse unused;
+    if (stub->Stats(&ctx, v1::StatsRequest(), &unused).ok()) return "";
+    const auto named = ctx.GetServerTrailingMetadata().find(cluster::kLeaderMetadata);
+    if (named == ctx.GetServerTrailingMetadata().end()) return "";
+    return std::string(named->second.data(), named->second.size());
+  }
+  template <typename Pred>
+  static bool WaitUntil(Pred pred) {
+    const absl::Time end = absl::Now() + kPatience;
+    while (!pred()) {
+      if (absl::Now() > end) return false;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return true;
+  }
   // Waits until `p` leads; false after kPatience.
   static bool AwaitLeading(const ServiceProcess& p) {
     const absl::Time end = absl::Now() + kPatience;
@@ -155,8 +174,10 @@ TEST_F(CoordinatorFailoverTest, AFollowerNamesTheLeaderAndTakesOverWhenItIsKille
   ServiceProcess a = Start("a", etcd_->endpoint());
   ASSERT_TRUE(AwaitLeading(a));
   ServiceProcess b = Start("b", etcd_->endpoint());
-  // The follower refuses, naming the leader in its message and its trailing metadata.
+  // The follower refuses, naming the leader in its message and its trailing metadata (once it
+  // has read the leader key).
   const std::string leader = "127.0.0.1:" + std::to_string(a.grpc_port());
+  ASSERT_TRUE(WaitUntil([&] { return Named(b) == leader; }));
   auto follower = v1::Coordinator::NewStub(ClientChannel(b.grpc_address()).value());
   grpc::ClientContext ctx;
   v1::StatsResponse unused;
@@ -201,6 +222,7 @@ TEST_F(CoordinatorFailoverTest, AFollowerNamesTheLeaderAndTakesOverWhenItIsKille
 
   // The old leader, back, follows.
   ServiceProcess a2 = Start("a2", etcd_->endpoint());
+  EXPECT_TRUE(WaitUntil([&] { return Named(a2) == "127.0.0.1:" + std::to_string(b.grpc_port()); }));
   EXPECT_FALSE(Leads(a2));
   EXPECT_TRUE(Leads(b));
 }
