@@ -6,21 +6,27 @@
 # next run, so certificates can be renewed without restarting every pod at once) and an operator
 # certificate (admin-operator.pem) for tools that call internal services; keep it private.
 #
-#   deploy/k8s/make-tls-secrets.sh DIR [kubectl flags, e.g. -n glimpse]
+#   GLIMPSE_NAMESPACE=glimpse deploy/k8s/make-tls-secrets.sh DIR [kubectl flags, e.g. -n glimpse]
 # GLIMPSE names the glimpse CLI (default: glimpse on PATH).
 set -euo pipefail
 dir="${1:?usage: make-tls-secrets.sh DIR [kubectl flags]}"
 shift
 "${GLIMPSE:-glimpse}" certs --dir "$dir" --dns glimpse.internal
 # etcd has a CA of its own (DIR/etcd): only its members and the coordinators hold certificates
-# it signed, so no other pod can reach the coordinators' state or join as a member.
-"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*,coordinator/*' --dns '*.glimpse-etcd'
-secret() {  # NAME PEM KEY CA
-  kubectl create secret generic "$1" "${kubectl_flags[@]}" \
-    --from-file=tls.pem="$2" --from-file=tls.key="$3" --from-file=ca.pem="$4" \
-    --dry-run=client -o yaml | kubectl apply "${kubectl_flags[@]}" -f -
-}
+# it signed, so no other pod can reach the coordinators' state or join as a member. A member
+# checks a peer's certificate against the peer's address, which resolves to
+# glimpse-etcd-N.glimpse-etcd.<namespace>.svc.<cluster domain>: set GLIMPSE_NAMESPACE (default
+# "default") and GLIMPSE_CLUSTER_DOMAIN (default "cluster.local") to where the manifests go.
+ns="${GLIMPSE_NAMESPACE:-default}"
+domain="${GLIMPSE_CLUSTER_DOMAIN:-cluster.local}"
+"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*,coordinator/*' \
+  --dns "*.glimpse-etcd,*.glimpse-etcd.$ns.svc,*.glimpse-etcd.$ns.svc.$domain"
 kubectl_flags=("$@")
+secret() {  # NAME PEM KEY CA
+  kubectl create secret generic "$1" ${kubectl_flags[@]+"${kubectl_flags[@]}"} \
+    --from-file=tls.pem="$2" --from-file=tls.key="$3" --from-file=ca.pem="$4" \
+    --dry-run=client -o yaml | kubectl apply ${kubectl_flags[@]+"${kubectl_flags[@]}"} -f -
+}
 for role in coordinator cache decode prefill frontend; do
   secret "glimpse-tls-$role" "$dir/$role.pem" "$dir/$role.key" "$dir/ca.pem"
 done
