@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -127,16 +128,20 @@ class ClusterTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << name << ": " << p.status();
     return p.ok() ? std::make_unique<ServiceProcess>(*std::move(p)) : nullptr;
   }
-  std::unique_ptr<ServiceProcess> StartCacheNode() {
-    return Start("cache-node", GLIMPSE_CACHE_NODE_BINARY,
-                 {"--storage.path=" + (dir_ / "cache").string(), "--listen=" + cache_address_,
-                  "--coordinator=" + coordinator_->grpc_address(), "--node_id=cache-0"},
-                 roles::kCache, "cache-0");
+  // Cache node `id` (cache-0 is the fixture's) on `address`.
+  std::unique_ptr<ServiceProcess> StartCacheNode(const std::string& id = "cache-0",
+                                                 const std::string& address = "") {
+    return Start(id == "cache-0" ? "cache-node" : id, GLIMPSE_CACHE_NODE_BINARY,
+                 {"--storage.path=" + (dir_ / id).string(),
+                  "--listen=" + (address.empty() ? cache_address_ : address),
+                  "--coordinator=" + coordinator_->grpc_address(), "--node_id=" + id},
+                 roles::kCache, id);
   }
   std::unique_ptr<ServiceProcess> StartDecodeWorker(const std::string& id) {
-    std::vector<std::string> args = {"--coordinator=" + coordinator_->grpc_address(),
-                                     "--cache_node=" + cache_address_, "--node_id=" + id,
-                                     "--threads=2"};
+    std::vector<std::string> args = {
+        "--coordinator=" + coordinator_->grpc_address(),
+        "--cache_node=" + (cache_nodes_.empty() ? cache_address_ : cache_nodes_), "--node_id=" + id,
+        "--threads=2"};
     args.insert(args.end(), worker_args_.begin(), worker_args_.end());
     return Start("decode-" + id, GLIMPSE_DECODE_WORKER_BINARY, args, roles::kDecode, id);
   }
@@ -208,6 +213,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   std::vector<std::string> worker_args_;  // extra flags of every worker (set before SetUp)
+  std::string cache_nodes_;  // a decode worker's cache_node, when not cache_address_ alone
   fs::path dir_;
   std::string cache_address_;
   std::unique_ptr<ServiceProcess> coordinator_, cache_, decode_, frontend_;
@@ -350,6 +356,54 @@ TEST_F(ClusterTest, AcknowledgedStatesSurviveACacheNodeKill) {
   cache_ = StartCacheNode();
   ASSERT_NE(cache_, nullptr);
   ASSERT_TRUE(EndSession("s1").ok());  // no hot copy: the next turn must load
+  Turn t2 = Generate("s2", NextTurn(kTurn1, t1, "Name one museum there."));
+  ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
+  EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_WARM);
+  EXPECT_GT(t2.started.reused_tokens(), 0);
+}
+
+// Three cache nodes, each state on two: the node that holds a session's state dies, and the next
+// turn still loads it (from the other copy) rather than recompute.
+TEST_F(ClusterTest, WithThreeCacheNodesATurnStaysWarmWhenANodeHoldingItsStateDies) {
+  std::map<std::string, std::string> addresses = {{"cache-0", cache_address_}};
+  std::map<std::string, std::unique_ptr<ServiceProcess>> extra;
+  for (const char* id : {"cache-1", "cache-2"}) {
+    addresses[id] = "127.0.0.1:" + std::to_string(FreeLoopbackPort().value());
+    extra[id] = StartCacheNode(id, addresses[id]);
+    ASSERT_NE(extra[id], nullptr);
+  }
+  // The fixture's worker knows one cache node: a worker that knows the three replaces it.
+  decode_->Kill();
+  cache_nodes_ =
+      absl::StrCat(addresses["cache-0"], ",", addresses["cache-1"], ",", addresses["cache-2"]);
+  worker_args_.push_back("--cache_replicas=2");
+  auto d2 = StartDecodeWorker("d2");
+  ASSERT_NE(d2, nullptr);
+  ASSERT_TRUE(AwaitNodes(1, v1::NODE_ROLE_DECODE, "d2"));
+  Turn t1 = Generate("s1", kTurn1);
+  ASSERT_TRUE(t1.status.ok()) << t1.status.error_message();
+  ASSERT_EQ(t1.worker, "d2");
+  ASSERT_GT(t1.done.state_bytes(), 0u);
+  ASSERT_TRUE(EndSession("s1").ok());  // no hot copy: the next turn must load
+
+  // Kill a node that holds states (two of the three do).
+  const TlsFiles admin = Certificate(roles::kAdmin, "cluster-test");
+  std::string holder;
+  int holders = 0;
+  for (const auto& [id, address] : addresses) {
+    auto stub = v1::CacheNode::NewStub(ClientChannel(address, admin).value());
+    grpc::ClientContext ctx;
+    v1::CacheStatsResponse stats;
+    ASSERT_TRUE(stub->Stats(&ctx, v1::CacheStatsRequest(), &stats).ok()) << id;
+    if (stats.states() > 0) {
+      holder = id;
+      ++holders;
+    }
+  }
+  EXPECT_EQ(holders, 2);
+  ASSERT_FALSE(holder.empty());
+  (holder == "cache-0" ? cache_ : extra[holder])->Kill();
+
   Turn t2 = Generate("s2", NextTurn(kTurn1, t1, "Name one museum there."));
   ASSERT_TRUE(t2.status.ok()) << t2.status.error_message();
   EXPECT_EQ(t2.started.source(), v1::STATE_SOURCE_WARM);
