@@ -183,6 +183,18 @@ def check_prometheus_configs(source, promtool, tmp):
 # ---- 3. the cluster -----------------------------------------------------------------------------
 
 
+def stop_process(proc, log_file):
+    """SIGTERM, 15 s to exit, then SIGKILL; closes the process's log."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log_file.close()
+
+
 class Service:
     def __init__(self, name, binary, config_text, flags, tmp):
         self.name = name
@@ -219,14 +231,7 @@ class Service:
         return f"127.0.0.1:{self.grpc_port}"
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log_file.close()
+        stop_process(self.proc, self.log_file)
 
 
 def tail(path, limit=4000):
@@ -323,14 +328,7 @@ class Etcd:
                  60)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log_file.close()
+        stop_process(self.proc, self.log_file)
 
 
 def start_etcd(args, tmp):
