@@ -46,14 +46,18 @@ absl::Status CheckOwnEngine(const grpc::ServerContext& ctx, transport::PeerAllow
 
 grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext* ctx, const v1::CacheBeginPutRequest* req,
                                      v1::CacheBeginPutResponse* resp) {
-  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "BeginPut", {roles::kDecode, roles::kPrefill}));
+  // A copy (replication) comes from another cache node, and only from one.
+  GRPC_RETURN_IF_ERROR(Authorize(
+      *ctx, "BeginPut",
+      req->copy() ? std::initializer_list<std::string_view>{roles::kCache}
+                  : std::initializer_list<std::string_view>{roles::kDecode, roles::kPrefill}));
   GRPC_RETURN_IF_ERROR(
       CheckOwnEngine(*ctx, service_->peers(), req->sender_address(), "sender_address"));
   absl::StatusOr<kvstate::Manifest> m = cache_client::ManifestFromProto(req->manifest());
   if (!m.ok()) return Fail(m);
   absl::StatusOr<PutTicket> t = service_->BeginPut(
       *std::move(m), std::span<const int32_t>(req->tokens().data(), req->tokens().size()),
-      req->sender_address());
+      req->sender_address(), req->copy());
   if (!t.ok()) return Fail(t);
   resp->set_ticket(t->ticket);
   resp->set_transport_address(t->transport_address);
@@ -63,7 +67,8 @@ grpc::Status CacheNodeGrpc::BeginPut(grpc::ServerContext* ctx, const v1::CacheBe
 grpc::Status CacheNodeGrpc::CommitPut(grpc::ServerContext* ctx,
                                       const v1::CacheCommitPutRequest* req,
                                       v1::CacheCommitPutResponse* resp) {
-  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "CommitPut", {roles::kDecode, roles::kPrefill}));
+  GRPC_RETURN_IF_ERROR(
+      Authorize(*ctx, "CommitPut", {roles::kDecode, roles::kPrefill, roles::kCache}));
   absl::StatusOr<CommitResult> r = service_->CommitPut(req->ticket(), Deadline(ctx));
   if (!r.ok()) return Fail(r);
   resp->set_already_stored(r->already_stored);
@@ -179,6 +184,17 @@ grpc::Status CacheNodeGrpc::Delete(grpc::ServerContext* ctx, const v1::CacheStat
   absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
   if (!ns.ok()) return Fail(ns);
   return ToGrpcStatus(service_->Delete(*ns, *key));
+}
+
+grpc::Status CacheNodeGrpc::Has(grpc::ServerContext* ctx, const v1::CacheStateKeyRequest* req,
+                                v1::CacheHasResponse* resp) {
+  GRPC_RETURN_IF_ERROR(Authorize(*ctx, "Has", {roles::kDecode, roles::kPrefill, roles::kCache}));
+  absl::StatusOr<kvstate::StateKey> key = Key16FromBytes(req->state_key(), "state_key");
+  if (!key.ok()) return Fail(key);
+  absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
+  if (!ns.ok()) return Fail(ns);
+  resp->set_stored(service_->Has(*ns, *key));
+  return grpc::Status::OK;
 }
 
 grpc::Status CacheNodeGrpc::Stats(grpc::ServerContext* ctx, const v1::CacheStatsRequest*,

@@ -31,6 +31,8 @@ class CacheNodeGrpc final : public v1::CacheNode::Service {
                       v1::CacheEmpty* resp) override;
   grpc::Status Stats(grpc::ServerContext* ctx, const v1::CacheStatsRequest* req,
                      v1::CacheStatsResponse* resp) override;
+  grpc::Status Has(grpc::ServerContext* ctx, const v1::CacheStateKeyRequest* req,
+                   v1::CacheHasResponse* resp) override;
 
  private:
   CacheNodeService* const service_;

@@ -341,6 +341,29 @@ absl::StatusOr<bool> CacheNodeService::PinnedIfStored(const NamespaceKey& ns,
   return info->pinned;
 }
 
+bool CacheNodeService::Has(const NamespaceKey& ns, const StateKey& key) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const StateInfo* info = index_.Find(key);
+  return info != nullptr && info->ns == ns;
+}
+
+absl::Status CacheNodeService::ForEachManifest(const std::function<void(Manifest)>& fn) {
+  Call call(this);
+  if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+  return store_->ForEachManifest(fn);
+}
+
+absl::StatusOr<std::pair<Manifest, std::vector<std::string>>> CacheNodeService::ReadState(
+    const StateKey& key) {
+  Call call(this);
+  if (!call.ok()) return absl::UnavailableError("cache node is stopping");
+  ASSIGN_OR_RETURN(Manifest m, store_->ReadManifest(key));
+  ASSIGN_OR_RETURN(StoredPages read, store_->Read(key));
+  std::vector<std::string> pages;
+  for (const rocksdb::PinnableSlice& b : read.bytes) pages.push_back(b.ToString());
+  return std::make_pair(std::move(m), std::move(pages));
+}
+
 absl::Status CacheNodeService::Pin(const NamespaceKey& ns, const StateKey& key) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);

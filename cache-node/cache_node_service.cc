@@ -206,7 +206,7 @@ void CacheNodeService::RetentionLoop() {
 }
 
 absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const int32_t> tokens,
-                                                     std::string_view sender_address) {
+                                                     std::string_view sender_address, bool copy) {
   absl::StatusOr<PutTicket> result = [&]() -> absl::StatusOr<PutTicket> {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
@@ -221,12 +221,12 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
       return absl::InvalidArgumentError(absl::StrCat(
           "put of ", tokens.size(), " tokens exceeds the limit of ", options_.max_tokens));
     }
-    if (tokens.size() != m.token_count) {
+    if (!copy && tokens.size() != m.token_count) {
       return absl::InvalidArgumentError(absl::StrCat("manifest token_count ", m.token_count,
                                                      " differs from the ", tokens.size(),
                                                      " tokens sent"));
     }
-    if (kvstate::MakeStateKey(m.namespace_key, tokens) != m.state_key) {
+    if (!copy && kvstate::MakeStateKey(m.namespace_key, tokens) != m.state_key) {
       return absl::InvalidArgumentError(
           absl::StrCat("state key ", kvpage::ToHex(m.state_key),
                        " is not the hash of the namespace key and the tokens sent"));

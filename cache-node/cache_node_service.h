@@ -170,8 +170,10 @@ class CacheNodeService {
   void Stop();
 
   // `sender_address`: the client engine's transport address (checked against options.peers).
+  // `copy`: another cache node copies a state it stores (replication): no tokens to check the
+  // key against; the adapter lets only role cache ask it.
   absl::StatusOr<PutTicket> BeginPut(kvstate::Manifest manifest, std::span<const int32_t> tokens,
-                                     std::string_view sender_address = {});
+                                     std::string_view sender_address = {}, bool copy = false);
   absl::StatusOr<CommitResult> CommitPut(uint64_t ticket, absl::Time deadline);
   absl::StatusOr<GetResult> Get(const GetRequest& request, absl::Time deadline);
   // Results in request order.
@@ -183,6 +185,14 @@ class CacheNodeService {
   absl::Status Pin(const NamespaceKey& ns, const StateKey& key);
   absl::Status Unpin(const NamespaceKey& ns, const StateKey& key);
   absl::Status Delete(const NamespaceKey& ns, const StateKey& key);
+  // Whether the state is stored (in `ns`).
+  bool Has(const NamespaceKey& ns, const StateKey& key) const;
+  // Every stored state's manifest, for replication's scan (read from the store, outside the
+  // service's locks).
+  absl::Status ForEachManifest(const std::function<void(kvstate::Manifest)>& fn);
+  // A stored state's manifest and page bytes, for replication's copies.
+  absl::StatusOr<std::pair<kvstate::Manifest, std::vector<std::string>>> ReadState(
+      const StateKey& key);
   CacheNodeStats Stats();
   // One retention pass (age limit); the background thread runs it every sweep interval.
   absl::Status RunRetention();

@@ -4,13 +4,18 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cache-node/cache_node_grpc.h"
 #include "cache-node/cache_node_metrics.h"
 #include "cache-node/cache_node_service.h"
+#include "cache-node/replicator.h"
 #include "core/cluster/membership_config.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
+#include "core/common/log.h"
 #include "core/common/status_macros.h"
 #include "core/transport/peer_allowlist.h"
 #include "core/transport/ucx/ucx_transport.h"
@@ -46,6 +51,18 @@ std::vector<ConfigKey> Keys() {
        "A put's pages must arrive and be committed within this after BeginPut."},
       {"transport.max_inflight", ConfigType::kBytes, "1GiB", "Bound on bytes being sent."},
       {"transport.receive_pool", ConfigType::kBytes, "512MiB", "Receive buffer pool."},
+      {"replication.peers", ConfigType::kStringList, "",
+       "Every cache node's gRPC host:port, as the workers' cache_node lists them (this one's "
+       "included): keep each stored state on its replication.replicas owners (replicator.h). "
+       "Empty: off."},
+      {"replication.self", ConfigType::kString, "",
+       "This node's entry in replication.peers (default: advertise_host and the gRPC port)."},
+      {"replication.replicas", ConfigType::kInt, "2",
+       "Copies of each state: the workers' cache_replicas."},
+      {"replication.interval", ConfigType::kDuration, "10s",
+       "Pause between scans of the stored states."},
+      {"replication.rate", ConfigType::kBytes, "64MiB",
+       "Bytes per second the copies of repair and rebalance may take."},
   };
   for (ConfigKey& k : cluster::MembershipKeys("cache")) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator")) keys.push_back(k);
@@ -57,8 +74,22 @@ class Running final : public RunningService {
   explicit Running(std::unique_ptr<CacheNodeService> s)
       : service_(std::move(s)), grpc_(service_.get()) {}
   std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
-  // Registers once the gRPC port is known; heartbeats report stored bytes and pending puts.
+  // Registers once the gRPC port is known; heartbeats report stored bytes and pending puts. The
+  // replicator starts then too (its default self is this address).
   void OnServing(int grpc_port, int) override {
+    if (!replication.peers.empty()) {
+      if (replication.self.empty()) {
+        replication.self = absl::StrCat(advertise_host, ":", grpc_port);
+      }
+      absl::StatusOr<std::unique_ptr<Replicator>> r =
+          Replicator::Start(replication, service_.get(), std::move(replication_transports));
+      if (r.ok()) {
+        absl::MutexLock lock(&replicator_mu_);
+        replicator_ = *std::move(r);
+      } else {
+        log::Error("replication is off: it could not start", {{"error", r.status().ToString()}});
+      }
+    }
     CacheNodeService* service = service_.get();
     auto load = [service] {
       const CacheNodeStats s = service->Stats();
@@ -71,15 +102,32 @@ class Running final : public RunningService {
     link_ = cluster::RegisterWhenServing(link, grpc_port, load, [](const std::string&) {});
   }
   void Stop() override {
+    std::unique_ptr<Replicator> replicator;
+    {
+      absl::MutexLock lock(&replicator_mu_);
+      replicator.swap(replicator_);
+    }
+    replicator.reset();
     link_.reset();
     service_->Stop();
   }
   CacheNodeService* service() { return service_.get(); }
+  // Replication's counters; nullopt while it is off.
+  std::optional<ReplicatorStats> replication_stats() {
+    absl::MutexLock lock(&replicator_mu_);
+    if (replicator_ == nullptr) return std::nullopt;
+    return replicator_->stats();
+  }
 
   cluster::CoordinatorLinkOptions link;  // all but the gRPC port
+  ReplicatorOptions replication;         // peers empty: none
+  std::vector<std::unique_ptr<transport::Transport>> replication_transports;
+  std::string advertise_host;
 
  private:
   std::unique_ptr<cluster::CoordinatorLink> link_;
+  absl::Mutex replicator_mu_;
+  std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(replicator_mu_);
   std::unique_ptr<CacheNodeService> service_;
   CacheNodeGrpc grpc_;
 };
@@ -124,8 +172,39 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
                    CacheNodeService::Create(o, std::move(transport), Clock::Real()));
   auto running = std::make_unique<Running>(std::move(service));
   RegisterMetrics(registry, running->service());
+  registry.AddCollector([r = running.get()](metrics::SampleWriter& w) {
+    const std::optional<ReplicatorStats> s = r->replication_stats();
+    if (!s.has_value()) return;
+    w.Counter("glimpse_cache_node_replication_scans_total", "Scans of the stored states.", {},
+              s->scans);
+    w.Counter("glimpse_cache_node_replication_copied_states_total",
+              "States copied to an owner that lacked them (repair, rebalance).", {},
+              s->copied_states);
+    w.Counter("glimpse_cache_node_replication_copied_bytes_total", "Page bytes copied.", {},
+              s->copied_bytes);
+    w.Counter("glimpse_cache_node_replication_dropped_states_total",
+              "Copies dropped once every owner had the state.", {}, s->dropped_states);
+    w.Gauge("glimpse_cache_node_under_replicated_states",
+            "States with fewer copies than replication.replicas, at the last scan.", {},
+            s->under_replicated);
+  });
   running->link = cluster::LinkOptionsFromConfig(c, v1::NODE_ROLE_CACHE, tls);
   running->link.ucx_address = address;
+  running->advertise_host = c.GetString("advertise_host");
+  ReplicatorOptions& r = running->replication;
+  r.peers = c.GetStringList("replication.peers");
+  r.self = c.GetString("replication.self");
+  r.replicas = static_cast<int>(c.GetInt("replication.replicas"));
+  r.interval = c.GetDuration("replication.interval");
+  r.bytes_per_second = c.GetBytes("replication.rate");
+  r.tls = tls;
+  // One client engine per other peer, registered so that the peers accept its batches.
+  for (size_t i = 0; i + 1 < r.peers.size(); ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> engine,
+                     transport::CreateUcxTransport(t));
+    running->link.client_ucx_addresses.push_back(engine->LocalAddress());
+    running->replication_transports.push_back(std::move(engine));
+  }
   running->link.capacity_bytes = CapacityBytes(o);
   return running;
 }

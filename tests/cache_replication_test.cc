@@ -4,11 +4,16 @@
 // is still readable, byte for byte, and puts go on, each still on two (live) nodes; the node,
 // restarted on its directory, serves its states again; the longest stored prefix is found across
 // nodes, pins and deletes reach every copy; a put that reaches fewer than W nodes fails, saying so.
+// With the nodes' replicators on: a node's death is repaired to two copies per state on the
+// survivors, and its return rebalances every state onto exactly its two owners, reads never
+// missing meanwhile.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "core/cache_client/cache_client.h"
+#include "core/cache_client/placement.h"
 #include "core/common/service_process.h"
 #include "core/kvstate/test_state.h"
 #include "core/transport/ucx/ucx_transport.h"
@@ -43,10 +48,12 @@ class CacheReplicationTest : public ::testing::Test {
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    for (int i = 0; i < kNodes; ++i) {
+    for (int i = 0; i < kNodes; ++i) {  // every address first: each node is told all of them
       absl::StatusOr<int> port = FreeLoopbackPort();
       ASSERT_TRUE(port.ok()) << port.status();
       ports_.push_back(*port);
+    }
+    for (int i = 0; i < kNodes; ++i) {
       nodes_.push_back(StartNode(i));
       ASSERT_TRUE(nodes_.back().has_value());
     }
@@ -62,14 +69,18 @@ class CacheReplicationTest : public ::testing::Test {
   std::string Log(int i) const { return (dir_ / absl::StrCat("node-", i, ".log")).string(); }
   std::string Address(int i) const { return absl::StrCat("127.0.0.1:", ports_[i]); }
 
-  // On a fixed port, so that a restarted node keeps its address.
+  // On a fixed port, so that a restarted node keeps its address; with `replicate_`, each node
+  // keeps its states on their two owners (cache-node/replicator.h), scanning every 200 ms.
   std::optional<ServiceProcess> StartNode(int i) {
-    absl::StatusOr<ServiceProcess> p =
-        ServiceProcess::Start(kNode,
-                              {absl::StrCat("--listen=", Address(i)),
-                               "--storage.path=" + (dir_ / absl::StrCat("node-", i)).string(),
-                               "--storage.sync_every_put=false", "--warm.bytes=4MiB"},
-                              Log(i));
+    std::vector<std::string> args = {absl::StrCat("--listen=", Address(i)),
+                                     "--storage.path=" + (dir_ / absl::StrCat("node-", i)).string(),
+                                     "--storage.sync_every_put=false", "--warm.bytes=4MiB"};
+    if (replicate_) {
+      args.insert(args.end(), {absl::StrCat("--replication.peers=", Address(0), ",", Address(1),
+                                            ",", Address(2)),
+                               "--replication.self=" + Address(i), "--replication.interval=200ms"});
+    }
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(kNode, args, Log(i));
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return std::nullopt;
     return *std::move(p);
@@ -111,6 +122,7 @@ class CacheReplicationTest : public ::testing::Test {
     }
   }
 
+  bool replicate_ = false;  // set by a test's fixture before SetUp
   std::filesystem::path dir_;
   std::vector<int> ports_;
   std::vector<std::optional<ServiceProcess>> nodes_;
@@ -199,6 +211,62 @@ TEST_F(CacheReplicationTest, APutThatCannotReachTwoNodesFailsAndSaysSo) {
       << put.status();
   // It is readable from the one copy there is.
   ExpectReadable(*client, s);
+}
+
+class CacheRepairTest : public CacheReplicationTest {
+ protected:
+  CacheRepairTest() { replicate_ = true; }
+
+  // Waits until `done` holds, reading every state through `client` meanwhile (never a miss).
+  template <typename Pred>
+  void AwaitWhileReading(CacheClient& client, const std::vector<TestState>& states, Pred done) {
+    const absl::Time end = absl::Now() + absl::Seconds(90);
+    while (!done()) {
+      ASSERT_LT(absl::Now(), end) << "replication did not settle";
+      for (const TestState& s : states) ExpectReadable(client, s);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  // Whether `s` is on exactly its two owners among `alive` (the placement's top two).
+  bool OnOwners(const TestState& s, std::vector<int> alive) {
+    std::vector<std::string> addresses;
+    for (int i : alive) addresses.push_back(Address(i));
+    const std::vector<size_t> order =
+        cache_client::RendezvousOrder(s.manifest.state_key, addresses);
+    int on_owners = 0, elsewhere = 0;
+    for (size_t rank = 0; rank < order.size(); ++rank) {
+      const int copies = Copies(s, {alive[order[rank]]});
+      (rank < 2 ? on_owners : elsewhere) += copies;
+    }
+    return on_owners == 2 && elsewhere == 0;
+  }
+};
+
+TEST_F(CacheRepairTest, ANodesDeathIsRepairedToTwoCopiesAndItsReturnRebalances) {
+  std::unique_ptr<CacheClient> client = All();
+  std::vector<TestState> states;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    states.push_back(StateFor(seed));
+    ASSERT_TRUE(
+        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
+  }
+  // Repair: node 1 dies; the survivors copy until each state has two copies on them.
+  nodes_[1]->Kill();
+  AwaitWhileReading(*client, states, [&] {
+    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 2});
+    });
+  });
+  // Rebalance: node 1 is back (with what it held); each state ends on exactly its two owners
+  // among the three, and no read misses on the way.
+  nodes_[1] = StartNode(1);
+  ASSERT_TRUE(nodes_[1].has_value());
+  Forget(1);
+  AwaitWhileReading(*client, states, [&] {
+    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 1, 2});
+    });
+  });
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "core/cache_client/cache_client.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "core/cache_client/placement.h"
 #include "core/cache_client/proto_convert.h"
 #include "core/common/grpc/status.h"
 #include "core/common/log.h"
@@ -128,18 +127,11 @@ void CacheClient::ReceiveLoop(Lane* lane) {
 }
 
 std::vector<const CacheClient::Node*> CacheClient::Placement(const kvstate::StateKey& key) const {
-  std::vector<std::pair<uint64_t, const Node*>> ranked;
-  for (const Node& n : nodes_) {
-    std::string seed(reinterpret_cast<const char*>(key.data()), key.size());
-    seed += n.address;
-    ranked.emplace_back(XXH64(seed.data(), seed.size(), 0), &n);
-  }
-  std::sort(ranked.begin(), ranked.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<const Node*> healthy, suspects;
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&suspects_mu_);
-  for (const auto& [score, n] : ranked) {
+  for (size_t i : RendezvousOrder(key, options_.addresses)) {
+    const Node* n = &nodes_[i];
     auto it = suspect_until_.find(n->address);
     (it != suspect_until_.end() && it->second > now ? suspects : healthy).push_back(n);
   }
@@ -157,11 +149,23 @@ bool CacheClient::Suspect(const Node& node, const absl::Status& failure) {
 absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
                                            std::span<const int32_t> tokens,
                                            std::span<const std::span<const uint8_t>> pages) {
+  return Store(manifest, tokens, pages, /*copy=*/false);
+}
+
+absl::StatusOr<PutResult> CacheClient::PutCopy(const kvstate::Manifest& manifest,
+                                               std::span<const std::span<const uint8_t>> pages) {
+  return Store(manifest, {}, pages, /*copy=*/true);
+}
+
+absl::StatusOr<PutResult> CacheClient::Store(const kvstate::Manifest& manifest,
+                                             std::span<const int32_t> tokens,
+                                             std::span<const std::span<const uint8_t>> pages,
+                                             bool copy) {
   if (pages.size() != manifest.pages.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("put of ", pages.size(), " pages for a manifest of ", manifest.pages.size()));
   }
-  if (nodes_.size() == 1) return PutOn(nodes_[0], manifest, tokens, pages);
+  if (nodes_.size() == 1) return PutOn(nodes_[0], manifest, tokens, pages, copy);
   const std::vector<const Node*> order = Placement(manifest.state_key);
   const size_t r = std::min<size_t>(options_.replicas, order.size());
   // R and W as configured, at most the nodes there are.
@@ -171,9 +175,9 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   {
     std::vector<std::thread> others;
     for (size_t i = 1; i < r; ++i) {
-      others.emplace_back([&, i] { results[i] = PutOn(*order[i], manifest, tokens, pages); });
+      others.emplace_back([&, i] { results[i] = PutOn(*order[i], manifest, tokens, pages, copy); });
     }
-    results[0] = PutOn(*order[0], manifest, tokens, pages);
+    results[0] = PutOn(*order[0], manifest, tokens, pages, copy);
     for (std::thread& t : others) t.join();
   }
   std::optional<PutResult> stored;
@@ -192,7 +196,7 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   // A replica that failed is replaced by the next node in the ranking, so that R copies exist
   // while a node is down.
   for (size_t next = r; copies < r && next < order.size(); ++next) {
-    tally(*order[next], PutOn(*order[next], manifest, tokens, pages));
+    tally(*order[next], PutOn(*order[next], manifest, tokens, pages, copy));
   }
   if (copies >= w) return *stored;
   return absl::UnavailableError(absl::StrCat("cache put stored ", copies, " of the ", w,
@@ -201,13 +205,15 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
 
 absl::StatusOr<PutResult> CacheClient::PutOn(const Node& node, const kvstate::Manifest& manifest,
                                              std::span<const int32_t> tokens,
-                                             std::span<const std::span<const uint8_t>> pages) {
+                                             std::span<const std::span<const uint8_t>> pages,
+                                             bool copy) {
   Lane& lane = AcquireLane();
   absl::Cleanup release = [&] { ReleaseLane(lane); };
   v1::CacheBeginPutRequest begin;
   ManifestToProto(manifest, begin.mutable_manifest());
   begin.mutable_tokens()->Add(tokens.begin(), tokens.end());
   begin.set_sender_address(lane.transport->LocalAddress());
+  begin.set_copy(copy);
   v1::CacheBeginPutResponse ticket;
   {
     grpc::ClientContext ctx;
@@ -475,6 +481,24 @@ absl::Status CacheClient::KeyCall(KeyMethod method, const kvstate::NamespaceKey&
   }
   if (!failed.ok()) return failed;
   return done ? absl::OkStatus() : absl::NotFoundError("no cache node holds the state");
+}
+
+absl::StatusOr<bool> CacheClient::Has(const kvstate::NamespaceKey& ns,
+                                      const kvstate::StateKey& key) {
+  v1::CacheStateKeyRequest req;
+  req.set_state_key(BytesOf(key));
+  req.set_namespace_key(BytesOf(ns));
+  absl::Status last;
+  for (const Node& node : nodes_) {
+    v1::CacheHasResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    absl::Status st = FromGrpcStatus(node.stub->Has(&ctx, req, &resp));
+    if (st.ok() && resp.stored()) return true;
+    if (!st.ok()) last = st;
+  }
+  if (!last.ok()) return last;
+  return false;
 }
 
 absl::Status CacheClient::Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {

@@ -27,17 +27,19 @@
 // matched to their replies by request id. Every call has a deadline (Options::timeout).
 //
 // Several cache nodes (Options::addresses): each state is kept on R of them (Options::replicas),
-// the R that rank highest for its key by rendezvous hashing (XXH64 of key and node address), so
-// every client computes the same placement from the same node list and a node's going or coming
-// moves only the states it ranks for. A node that failed a call (UNAVAILABLE, DEADLINE_EXCEEDED)
+// the R that rank highest for its key by rendezvous hashing (placement.h), so every client
+// computes the same placement from the same node list and a node's going or coming moves only the
+// states it ranks for (the nodes' replicators copy and drop accordingly, cache-node/replicator.h).
+// A node that failed a call (UNAVAILABLE, DEADLINE_EXCEEDED)
 // is tried last for kSuspectFor. Put stores on the R highest-ranked nodes at once; a replica that
 // fails is replaced by the next node in the ranking, and the put succeeds once W
 // (Options::write_quorum, default R) have the state durably (a smaller W acknowledges a state that
 // fewer nodes hold: losing those loses it). Get tries the nodes in ranking order and moves on past
 // one that lacks the state, failed, or sent a page that fails its checksum. GetMany asks one node
-// per state (no batching across nodes); Lookup asks every node and keeps the longest prefix; Pin
-// and Unpin act on every node that holds the state, Delete on every node that answers. Stats is
-// the first node's. One address: exactly the single-node client.
+// per state (no batching across nodes); Lookup asks every node and keeps the longest prefix; Pin,
+// Unpin and Delete act on every node that answers and holds the state (a node down is passed
+// over: a state deleted meanwhile is served again once that node is back). Stats is the first
+// node's. One address: exactly the single-node client.
 #pragma once
 
 #include <cstdint>
@@ -106,6 +108,13 @@ class CacheClient {
 
   absl::StatusOr<PutResult> Put(const kvstate::Manifest& manifest, std::span<const int32_t> tokens,
                                 std::span<const std::span<const uint8_t>> pages);
+  // A cache node's copy of a state it stores (replication, cache-node/replicator.h): no tokens;
+  // nodes take it only from a caller of role cache.
+  absl::StatusOr<PutResult> PutCopy(const kvstate::Manifest& manifest,
+                                    std::span<const std::span<const uint8_t>> pages);
+  // Whether a node stores the state (any of them, with several); an error only when none said
+  // yes and one failed.
+  absl::StatusOr<bool> Has(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
   // A state is named by its namespace and its key (the node answers NotFound for a state of
   // another namespace, as for an unknown key).
   absl::StatusOr<State> Get(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key,
@@ -146,9 +155,12 @@ class CacheClient {
   std::vector<const Node*> Placement(const kvstate::StateKey& key) const;
   // Marks `node` suspect when `failure` says it is down or slow; true when it did.
   bool Suspect(const Node& node, const absl::Status& failure);
+  absl::StatusOr<PutResult> Store(const kvstate::Manifest& manifest,
+                                  std::span<const int32_t> tokens,
+                                  std::span<const std::span<const uint8_t>> pages, bool copy);
   absl::StatusOr<PutResult> PutOn(const Node& node, const kvstate::Manifest& manifest,
                                   std::span<const int32_t> tokens,
-                                  std::span<const std::span<const uint8_t>> pages);
+                                  std::span<const std::span<const uint8_t>> pages, bool copy);
   absl::StatusOr<State> GetOn(const Node& node, const kvstate::NamespaceKey& ns,
                               const kvstate::StateKey& key, const kvstate::Fingerprint& model,
                               const std::vector<kvstate::PageId>& pages);

@@ -1,0 +1,167 @@
+#include "cache-node/replicator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/cache_client/placement.h"
+#include "core/common/log.h"
+#include "core/common/status_macros.h"
+
+namespace glimpse::cache_node {
+
+absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(
+    ReplicatorOptions options, CacheNodeService* service,
+    std::vector<std::unique_ptr<transport::Transport>> transports) {
+  auto self = std::find(options.peers.begin(), options.peers.end(), options.self);
+  if (self == options.peers.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("replication: this node (", options.self,
+                                                   ") is not one of replication.peers"));
+  }
+  if (options.replicas < 1 || options.interval <= absl::ZeroDuration() ||
+      options.bytes_per_second < 1) {
+    return absl::InvalidArgumentError("replication: replicas, interval and rate must be positive");
+  }
+  options.replicas = std::min<int>(options.replicas, static_cast<int>(options.peers.size()));
+  if (transports.size() + 1 != options.peers.size()) {
+    return absl::InvalidArgumentError("replication: one transport per other peer");
+  }
+  std::vector<Peer> peers;
+  for (const std::string& address : options.peers) {
+    Peer p{address, nullptr};
+    if (address != options.self) {
+      std::vector<std::unique_ptr<transport::Transport>> one;
+      one.push_back(std::move(transports.back()));
+      transports.pop_back();
+      cache_client::CacheClientOptions o;
+      o.addresses = {address};
+      o.tls = options.tls;
+      o.timeout = options.timeout;
+      ASSIGN_OR_RETURN(p.client, cache_client::CacheClient::Create(o, std::move(one)));
+    }
+    peers.push_back(std::move(p));
+  }
+  return std::unique_ptr<Replicator>(new Replicator(std::move(options), service, std::move(peers)));
+}
+
+Replicator::Replicator(ReplicatorOptions options, CacheNodeService* service,
+                       std::vector<Peer> peers)
+    : options_(std::move(options)), service_(service), peers_(std::move(peers)) {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (peers_[i].address == options_.self) self_ = i;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Replicator::~Replicator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cv_.SignalAll();
+  thread_.join();
+}
+
+ReplicatorStats Replicator::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+bool Replicator::Sleep(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time until = absl::Now() + d;
+  while (!stopping_ && absl::Now() < until) cv_.WaitWithDeadline(&mu_, until);
+  return !stopping_;
+}
+
+void Replicator::Loop() {
+  while (Sleep(options_.interval)) {
+    if (absl::Status st = Scan(); !st.ok()) {
+      log::Warning("replication scan failed", {{"error", st.ToString()}});
+    }
+  }
+}
+
+absl::Status Replicator::Scan() {
+  std::vector<kvstate::Manifest> stored;
+  RETURN_IF_ERROR(
+      service_->ForEachManifest([&](kvstate::Manifest m) { stored.push_back(std::move(m)); }));
+  std::vector<bool> down(peers_.size(), false);
+  int64_t under = 0;
+  for (const kvstate::Manifest& m : stored) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::OkStatus();
+    }
+    Place(m, down, under);
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.scans;
+  stats_.under_replicated = under;
+  return absl::OkStatus();
+}
+
+void Replicator::Place(const kvstate::Manifest& m, std::vector<bool>& down, int64_t& under) {
+  const std::vector<size_t> order = cache_client::RendezvousOrder(m.state_key, options_.peers);
+  // Owners: the first R of the ranking that answer; a peer found down makes room for the next.
+  size_t copies = 0, owners = 0;
+  bool self_owns = false, all_owners_have = true;
+  for (size_t i : order) {
+    if (owners == static_cast<size_t>(options_.replicas)) break;
+    if (down[i]) continue;
+    if (i == self_) {
+      ++owners;
+      ++copies;
+      self_owns = true;
+      continue;
+    }
+    absl::StatusOr<bool> has = peers_[i].client->Has(m.namespace_key, m.state_key);
+    if (!has.ok()) {
+      log::Warning("replication: a peer is passed over for this scan",
+                   {{"peer", peers_[i].address}, {"error", has.status().ToString()}});
+      down[i] = true;  // for the rest of this scan
+      continue;
+    }
+    ++owners;
+    if (*has) {
+      ++copies;
+      continue;
+    }
+    absl::StatusOr<int64_t> sent = CopyTo(peers_[i], m.state_key);
+    if (!sent.ok()) {
+      log::Warning("replication: a copy failed",
+                   {{"peer", peers_[i].address}, {"error", sent.status().ToString()}});
+      all_owners_have = false;
+      continue;
+    }
+    ++copies;
+    absl::MutexLock lock(&mu_);
+    ++stats_.copied_states;
+    stats_.copied_bytes += *sent;
+  }
+  if (!self_owns && all_owners_have && owners == static_cast<size_t>(options_.replicas)) {
+    // Every owner has it: this copy is one too many (a pinned one stays).
+    if (service_->Delete(m.namespace_key, m.state_key).ok()) {
+      absl::MutexLock lock(&mu_);
+      ++stats_.dropped_states;
+      return;
+    }
+  }
+  if (copies < static_cast<size_t>(options_.replicas)) ++under;
+}
+
+absl::StatusOr<int64_t> Replicator::CopyTo(Peer& peer, const kvstate::StateKey& key) {
+  ASSIGN_OR_RETURN(auto state, service_->ReadState(key));
+  std::vector<std::span<const uint8_t>> pages;
+  int64_t bytes = 0;
+  for (const std::string& p : state.second) {
+    pages.emplace_back(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+    bytes += static_cast<int64_t>(p.size());
+  }
+  RETURN_IF_ERROR(peer.client->PutCopy(state.first, pages).status());
+  // At most bytes_per_second: a repair must not starve the node's own traffic.
+  Sleep(absl::Seconds(static_cast<double>(bytes) / options_.bytes_per_second));
+  return bytes;
+}
+
+}  // namespace glimpse::cache_node

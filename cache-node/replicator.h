@@ -1,0 +1,82 @@
+// Replicator: keeps each state this cache node stores on its owners, the `replicas` (R) peers
+// that rank highest for its key (core/cache_client/placement.h) among those that answer, the
+// same placement the workers' clients use over the same address list (`peers`, this node's entry
+// `self`). Every `interval` it scans the states it stores and, for each:
+//   - copies it to every owner that lacks it (repair, after a node died: the survivors copy to the
+//     new owners until R copies exist again; rebalance, after a node joined or came back: it
+//     gets the states it now owns);
+//   - drops its own copy once it is not an owner and every owner has the state (a copy a client
+//     made on a substitute while an owner was down, or one a joining node now owns). Pinned
+//     states are kept.
+// A peer that fails a call is passed over for the rest of the scan (owners are the next in the
+// ranking). Copies go at most `bytes_per_second`; a copy is a put with `copy` set (no tokens; a
+// node takes it only from role cache). A scan holds no state between runs, so a restart resumes
+// where the stores are. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cache-node/cache_node_service.h"
+#include "core/cache_client/cache_client.h"
+
+namespace glimpse::cache_node {
+
+struct ReplicatorOptions {
+  std::vector<std::string> peers;  // every cache node's gRPC host:port, as workers list them
+  std::string self;                // this node's entry in `peers`
+  int replicas = 2;                // capped at the number of peers
+  absl::Duration interval = absl::Seconds(10);
+  int64_t bytes_per_second = int64_t{64} << 20;
+  TlsFiles tls;  // to reach the peers (this node's client certificate)
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+struct ReplicatorStats {
+  int64_t scans = 0;
+  int64_t copied_states = 0, copied_bytes = 0, dropped_states = 0;
+  int64_t under_replicated = 0;  // at the end of the last scan: states with fewer than R copies
+};
+
+class Replicator {
+ public:
+  // `transports`: one per other peer, each this node's client engine to it (registered with the
+  // coordinator, so peers accept its batches).
+  static absl::StatusOr<std::unique_ptr<Replicator>> Start(
+      ReplicatorOptions options, CacheNodeService* service,
+      std::vector<std::unique_ptr<transport::Transport>> transports);
+  ~Replicator();  // stops after the state in hand
+
+  ReplicatorStats stats() const;
+
+ private:
+  struct Peer {
+    std::string address;
+    std::unique_ptr<cache_client::CacheClient> client;  // null for self
+  };
+  Replicator(ReplicatorOptions options, CacheNodeService* service, std::vector<Peer> peers);
+  void Loop();
+  absl::Status Scan();
+  // Acts on one stored state; `down` collects peers that failed this scan.
+  void Place(const kvstate::Manifest& m, std::vector<bool>& down, int64_t& under);
+  // Copies the state to `peer`; the bytes sent, or why not.
+  absl::StatusOr<int64_t> CopyTo(Peer& peer, const kvstate::StateKey& key);
+  bool Sleep(absl::Duration d);  // false once stopping
+
+  const ReplicatorOptions options_;
+  CacheNodeService* const service_;
+  std::vector<Peer> peers_;
+  size_t self_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when stopping_ is set
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ReplicatorStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace glimpse::cache_node
