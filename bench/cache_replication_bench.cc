@@ -6,6 +6,8 @@
 // stored, then get each once (shuffled; the nodes' warm tier is 4 MiB, so gets read RocksDB).
 // GB/s = state page bytes / wall time (a put of R copies counts once); put and get latency
 // p50 / p99 per state; the last column is a put's p50 over the same node count's R = 1 p50.
+// Then repair: three nodes with their replicators on, the states put with R = 2, one node
+// SIGKILLed, and the time until the survivors count no state short of two copies.
 //
 //   glimpse_bench_cache_replication [--put_mib=128] [--clients=4]
 #include <unistd.h>
@@ -21,7 +23,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/cache_client/cache_client.h"
+#include "core/common/http_server.h"
 #include "core/common/progress.h"
 #include "core/common/service_process.h"
 #include "core/common/status_macros.h"
@@ -203,6 +207,90 @@ absl::StatusOr<Row> Measure(const Flags& f, const std::vector<TestState>& states
   return r;
 }
 
+// The value of an unlabelled metric family in Prometheus text; -1 when absent.
+double MetricValue(const std::string& text, const std::string& name) {
+  size_t at = 0;
+  while ((at = text.find(name + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') return std::atof(text.c_str() + at + name.size() + 1);
+    at += name.size();
+  }
+  return -1;
+}
+
+struct Repair {
+  double seconds = 0;
+  double bytes = 0;
+};
+
+// Three nodes with their replicators on (scanning every 100 ms, copies unthrottled), R = 2: the
+// states put, node 1 SIGKILLed, and the time until both survivors have scanned twice since and
+// count no state short of two copies; the page bytes they copied meanwhile.
+absl::StatusOr<Repair> MeasureRepair(const Flags& f, const std::vector<TestState>& states,
+                                     const std::filesystem::path& dir) {
+  std::vector<int> ports;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 3; ++i) {
+    ASSIGN_OR_RETURN(const int port, FreeLoopbackPort());
+    ports.push_back(port);
+    addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  }
+  std::vector<ServiceProcess> procs;
+  for (int i = 0; i < 3; ++i) {
+    const std::filesystem::path db = dir / absl::StrCat("repair-", i);
+    ASSIGN_OR_RETURN(
+        ServiceProcess p,
+        ServiceProcess::Start(GLIMPSE_CACHE_NODE_BINARY,
+                              {"--listen=" + addresses[i], "--storage.path=" + db.string(),
+                               "--warm.bytes=4MiB", "--storage.sync_every_put=false",
+                               absl::StrCat("--replication.peers=", absl::StrJoin(addresses, ",")),
+                               "--replication.self=" + addresses[i], "--replication.interval=100ms",
+                               "--replication.rate=64GiB"},
+                              db.string() + ".log"));
+    procs.push_back(std::move(p));
+  }
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> t, transport::CreateUcxTransport());
+  transports.push_back(std::move(t));
+  cache_client::CacheClientOptions o;
+  o.addresses = addresses;
+  o.timeout = absl::Seconds(60);
+  ASSIGN_OR_RETURN(std::unique_ptr<cache_client::CacheClient> client,
+                   cache_client::CacheClient::Create(o, std::move(transports)));
+  RETURN_IF_ERROR(
+      Phase("put, repair setup", f.clients, states.size(), [&](size_t i) {
+        return client->Put(states[i].manifest, states[i].tokens, states[i].spans()).status();
+      }).status());
+  auto metric = [&](int i, const char* name) {
+    absl::StatusOr<std::string> text = HttpGet("127.0.0.1", procs[i].metrics_port(), "/metrics");
+    return text.ok() ? MetricValue(*text, name) : -1;
+  };
+  const double copied_before = metric(0, "glimpse_cache_node_replication_copied_bytes_total") +
+                               metric(2, "glimpse_cache_node_replication_copied_bytes_total");
+  const double scans0 = metric(0, "glimpse_cache_node_replication_scans_total");
+  const double scans2 = metric(2, "glimpse_cache_node_replication_scans_total");
+  procs[1].Kill();
+  const absl::Time killed = absl::Now();
+  while (true) {
+    if (absl::Now() - killed > absl::Minutes(10)) {
+      return absl::DeadlineExceededError("the repair did not finish within 10 minutes");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+    if (metric(0, "glimpse_cache_node_replication_scans_total") < scans0 + 2 ||
+        metric(2, "glimpse_cache_node_replication_scans_total") < scans2 + 2) {
+      continue;
+    }
+    if (metric(0, "glimpse_cache_node_under_replicated_states") == 0 &&
+        metric(2, "glimpse_cache_node_under_replicated_states") == 0) {
+      break;
+    }
+  }
+  Repair r;
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - killed);
+  r.bytes = metric(0, "glimpse_cache_node_replication_copied_bytes_total") +
+            metric(2, "glimpse_cache_node_replication_copied_bytes_total") - copied_before;
+  return r;
+}
+
 int Run(const Flags& f) {
   setenv("UCX_TLS", "tcp,self", 1);  // as between hosts (and a node's death is detected)
   const std::filesystem::path dir =
@@ -234,6 +322,16 @@ int Run(const Flags& f) {
                 r.put_gbps, r.get_gbps, r.put_p50_ms, r.put_p99_ms, r.get_p50_ms, r.get_p99_ms,
                 r.put_p50_ms / r1_put_p50[r.nodes]);
   }
+  absl::StatusOr<Repair> repair = MeasureRepair(f, states, dir);
+  if (!repair.ok()) {
+    std::fprintf(stderr, "repair: %s (logs in %s)\n", repair.status().ToString().c_str(),
+                 dir.c_str());
+    return 1;
+  }
+  std::printf(
+      "repair after a node's SIGKILL (3 nodes, R=2, scans every 100 ms, unthrottled): "
+      "%.1f MB copied in %.2f s, %.1f MB/s (including the scans that found the death)\n",
+      repair->bytes / 1e6, repair->seconds, repair->bytes / 1e6 / repair->seconds);
   std::filesystem::remove_all(dir);
   return 0;
 }
