@@ -59,8 +59,9 @@ std::vector<ConfigKey> Keys() {
        "This node's entry in replication.peers (default: advertise_host and the gRPC port)."},
       {"replication.replicas", ConfigType::kInt, "2",
        "Copies of each state: the workers' cache_replicas."},
-      {"replication.interval", ConfigType::kDuration, "10s",
-       "Pause between scans of the stored states."},
+      {"replication.interval", ConfigType::kDuration, "30s",
+       "Pause between scans of the stored states (a scan asks each other owner of each state "
+       "whether it holds it: one small call per state and owner)."},
       {"replication.rate", ConfigType::kBytes, "64MiB",
        "Bytes per second the copies of repair and rebalance may take."},
   };

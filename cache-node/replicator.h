@@ -11,7 +11,8 @@
 // A peer that fails a call is passed over for the rest of the scan (owners are the next in the
 // ranking). Copies go at most `bytes_per_second`; a copy is a put with `copy` set (no tokens; a
 // node takes it only from role cache). A scan holds no state between runs, so a restart resumes
-// where the stores are. Thread-safe.
+// where the stores are. A scan holds every stored manifest in memory and makes one Has call per
+// state and other owner. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ struct ReplicatorOptions {
   std::vector<std::string> peers;  // every cache node's gRPC host:port, as workers list them
   std::string self;                // this node's entry in `peers`
   int replicas = 2;                // capped at the number of peers
-  absl::Duration interval = absl::Seconds(10);
+  absl::Duration interval = absl::Seconds(30);
   int64_t bytes_per_second = int64_t{64} << 20;
   TlsFiles tls;  // to reach the peers (this node's client certificate)
   absl::Duration timeout = absl::Seconds(30);
