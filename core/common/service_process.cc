@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -160,19 +161,51 @@ absl::StatusOr<int> ServiceProcess::Terminate(absl::Duration timeout) {
   return rc;
 }
 
-absl::StatusOr<int> FreeLoopbackPort() {
+namespace {
+
+// Whether 127.0.0.1:`port` can be bound now (0: any; the port bound is returned).
+int Bindable(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(a);
-  int port = -1;
+  int bound = -1;
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+    bound = ntohs(a.sin_port);
   }
   close(fd);
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range (what outgoing connections and port-0 binds
+// get), 32768 when it cannot be read.
+int EphemeralLow() {
+  int low = 0, high = 0;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  if (range >> low >> high && low > 1024) return low;
+  return 32768;
+}
+
+}  // namespace
+
+absl::StatusOr<int> FreeLoopbackPort() {
+  // Below the ephemeral range: no connection another process opens can take it before the child
+  // binds it, only someone picking the same port at random.
+  constexpr int kLowest = 10000;
+  const int high = EphemeralLow();
+  if (high > kLowest) {
+    static thread_local std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, high - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int port = pick(rng);
+      if (Bindable(port) == port) return port;
+    }
+  }
+  const int port = Bindable(0);
   if (port <= 0) return absl::InternalError("no free port on 127.0.0.1");
   return port;
 }

@@ -58,7 +58,9 @@ class ServiceProcess {
 absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout);
 
 // A loopback TCP port nothing listens on now, for a child that cannot pick its own (port 0):
-// another process may take it before the child binds it, so a caller retries a failed start.
+// picked at random below the kernel's ephemeral range, so no connection or port-0 bind of
+// another process can take it meanwhile; only another caller picking the same port could, so a
+// caller that can retries a failed start.
 absl::StatusOr<int> FreeLoopbackPort();
 
 // The last `max_bytes` of a file (for failure messages).
