@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/flags.h"
 #include "core/cache_client/cache_client.h"
 #include "core/common/http_server.h"
 #include "core/common/progress.h"
@@ -45,16 +46,10 @@ struct Flags {
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&](const char* name, std::string* out) {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      if (a.rfind(prefix, 0) != 0) return false;
-      *out = a.substr(prefix.size());
-      return true;
-    };
     std::string v;
-    if (value("put_mib", &v)) {
+    if (bench::FlagValue(a, "put_mib", &v)) {
       if (!absl::SimpleAtoi(v, &f->put_mib) || f->put_mib < 1) return false;
-    } else if (value("clients", &v)) {
+    } else if (bench::FlagValue(a, "clients", &v)) {
       if (!absl::SimpleAtoi(v, &f->clients) || f->clients < 1) return false;
     } else {
       return false;

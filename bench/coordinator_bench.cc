@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/coordinator_sim.h"
+#include "bench/flags.h"
 #include "coordinator/coordinator_grpc.h"
 #include "coordinator/etcd_state_store.h"
 #include "coordinator/rocks_state_store.h"
@@ -58,12 +59,6 @@ struct Flags {
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&](const char* name, std::string* out) {
-      std::string prefix = std::string("--") + name + "=";
-      if (a.rfind(prefix, 0) != 0) return false;
-      *out = a.substr(prefix.size());
-      return true;
-    };
     std::string v;
     if (a == "--sync") {
       f->sync = true;
@@ -73,27 +68,27 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->sessions = 100;
       f->seeds = 1;
       f->grpc_seconds = 2;
-    } else if (value("sessions", &v)) {
+    } else if (bench::FlagValue(a, "sessions", &v)) {
       if (!absl::SimpleAtoi(v, &f->sessions) || f->sessions < 1) return false;
-    } else if (value("rate", &v)) {
+    } else if (bench::FlagValue(a, "rate", &v)) {
       if (!absl::SimpleAtod(v, &f->rate) || f->rate <= 0) return false;
-    } else if (value("seed", &v)) {
+    } else if (bench::FlagValue(a, "seed", &v)) {
       if (!absl::SimpleAtoi(v, &f->seed)) return false;
-    } else if (value("seeds", &v)) {
+    } else if (bench::FlagValue(a, "seeds", &v)) {
       if (!absl::SimpleAtoi(v, &f->seeds) || f->seeds < 1) return false;
-    } else if (value("grpc_seconds", &v)) {
+    } else if (bench::FlagValue(a, "grpc_seconds", &v)) {
       if (!absl::SimpleAtod(v, &f->grpc_seconds) || f->grpc_seconds < 0) return false;
-    } else if (value("clients", &v)) {
+    } else if (bench::FlagValue(a, "clients", &v)) {
       if (!absl::SimpleAtoi(v, &f->clients) || f->clients < 1) return false;
-    } else if (value("decode_mib", &v)) {
+    } else if (bench::FlagValue(a, "decode_mib", &v)) {
       if (!absl::SimpleAtoi(v, &f->decode_mib) || f->decode_mib < 1) return false;
-    } else if (value("decode_workers", &v)) {
+    } else if (bench::FlagValue(a, "decode_workers", &v)) {
       if (!absl::SimpleAtoi(v, &f->decode_workers) || f->decode_workers < 1) return false;
-    } else if (value("prefill_workers", &v)) {
+    } else if (bench::FlagValue(a, "prefill_workers", &v)) {
       if (!absl::SimpleAtoi(v, &f->prefill_workers) || f->prefill_workers < 1) return false;
-    } else if (value("min_samples", &v)) {
+    } else if (bench::FlagValue(a, "min_samples", &v)) {
       if (!absl::SimpleAtoi(v, &f->min_samples) || f->min_samples < 1) return false;
-    } else if (value("ttls", &v)) {
+    } else if (bench::FlagValue(a, "ttls", &v)) {
       f->ttls_s.clear();
       for (absl::string_view t : absl::StrSplit(v, ',')) {
         int ttl = 0;
@@ -102,7 +97,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       }
     } else if (a == "--no_demote") {
       f->no_demote = true;
-    } else if (value("figures", &v)) {
+    } else if (bench::FlagValue(a, "figures", &v)) {
       f->figures = v;
     } else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());

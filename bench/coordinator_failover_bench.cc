@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/flags.h"
 #include "core/cluster/coordinators.h"
 #include "core/common/grpc/server.h"
 #include "core/common/progress.h"
@@ -41,20 +42,14 @@ struct Flags {
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&](const char* name, std::string* out) {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      if (a.rfind(prefix, 0) != 0) return false;
-      *out = a.substr(prefix.size());
-      return true;
-    };
     std::string v;
     if (a == "--keep") {
       f->keep = true;
-    } else if (value("trials", &v)) {
+    } else if (bench::FlagValue(a, "trials", &v)) {
       if (!absl::SimpleAtoi(v, &f->trials) || f->trials < 1) return false;
-    } else if (value("ttl", &v)) {
+    } else if (bench::FlagValue(a, "ttl", &v)) {
       if (!absl::ParseDuration(v, &f->ttl)) return false;
-    } else if (value("poll", &v)) {
+    } else if (bench::FlagValue(a, "poll", &v)) {
       if (!absl::ParseDuration(v, &f->poll)) return false;
     } else {
       return false;

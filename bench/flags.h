@@ -20,4 +20,13 @@ inline absl::StatusOr<int> ParsePositive(const std::string& flag, const std::str
   return v;
 }
 
+// When `arg` is --<name>=<value>: sets `*value` and returns true (benchmarks that read their
+// flags one name at a time).
+inline bool FlagValue(const std::string& arg, const std::string& name, std::string* value) {
+  const std::string prefix = "--" + name + "=";
+  if (arg.rfind(prefix, 0) != 0) return false;
+  *value = arg.substr(prefix.size());
+  return true;
+}
+
 }  // namespace glimpse::bench
