@@ -15,6 +15,7 @@ struct EtcdClient::Endpoint {
   std::string address;
   std::unique_ptr<etcdserverpb::KV::Stub> kv;
   std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+  std::unique_ptr<etcdserverpb::Watch::Stub> watch;
 };
 
 namespace {
@@ -55,8 +56,9 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdOptions
   std::vector<std::unique_ptr<Endpoint>> endpoints;
   for (const std::string& address : options.endpoints) {
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, options.tls));
-    endpoints.push_back(std::make_unique<Endpoint>(Endpoint{
-        address, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel)}));
+    endpoints.push_back(std::make_unique<Endpoint>(
+        Endpoint{address, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel),
+                 etcdserverpb::Watch::NewStub(channel)}));
   }
   return std::unique_ptr<EtcdClient>(new EtcdClient(options, std::move(endpoints)));
 }
@@ -96,10 +98,11 @@ absl::Status EtcdClient::Call(
                                              absl::StrJoin(failures, "; "), ")"));
 }
 
-absl::Status EtcdClient::Put(std::string_view key, std::string_view value) {
+absl::Status EtcdClient::Put(std::string_view key, std::string_view value, int64_t lease) {
   etcdserverpb::PutRequest req;
   req.set_key(std::string(key));
   req.set_value(std::string(value));
+  req.set_lease(lease);
   etcdserverpb::PutResponse resp;
   return Call("Put",
               [&](Endpoint& e, grpc::ClientContext& ctx) { return e.kv->Put(&ctx, req, &resp); });
@@ -221,7 +224,7 @@ absl::Status EtcdClient::RevokeLease(int64_t lease) {
   return absl::IsNotFound(st) ? absl::OkStatus() : st;
 }
 
-absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix) {
+absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix, int64_t* read_at) {
   if (prefix.empty()) return absl::InvalidArgumentError("etcd GetPrefix: empty prefix");
   KeyValues out;
   etcdserverpb::RangeRequest req;
@@ -243,11 +246,61 @@ absl::StatusOr<KeyValues> EtcdClient::GetPrefix(std::string_view prefix) {
       continue;
     }
     RETURN_IF_ERROR(st);
-    if (revision == 0) revision = resp.header().revision();
+    if (revision == 0) {
+      revision = resp.header().revision();
+      if (read_at != nullptr) *read_at = revision;
+    }
     for (const mvccpb::KeyValue& kv : resp.kvs()) out.emplace_back(kv.key(), kv.value());
     if (!resp.more() || resp.kvs().empty()) return out;
     req.set_key(resp.kvs().rbegin()->key() + std::string(1, '\0'));  // the next key after it
   }
+}
+
+absl::Status EtcdClient::Watch(std::string_view prefix, int64_t start_revision,
+                               grpc::ClientContext& ctx, const OnChanges& on_changes) {
+  Endpoint* e;
+  {
+    absl::MutexLock lock(&mu_);
+    e = endpoints_[current_].get();
+  }
+  // etcd's "require leader": a member that loses its raft leader ends the watch, instead of
+  // leaving it open and silent while the rest of the cluster changes.
+  ctx.AddMetadata("hasleader", "true");
+  auto stream = e->watch->Watch(&ctx);
+  etcdserverpb::WatchRequest req;
+  etcdserverpb::WatchCreateRequest* create = req.mutable_create_request();
+  create->set_key(std::string(prefix));
+  create->set_range_end(PrefixEnd(prefix));
+  create->set_start_revision(start_revision);
+  const std::string where = absl::StrCat("etcd ", e->address, " Watch: ");
+  std::optional<absl::Status> refused;  // etcd ended the watch itself
+  etcdserverpb::WatchResponse resp;
+  if (stream->Write(req)) {
+    std::vector<Change> changes;
+    while (stream->Read(&resp)) {
+      if (resp.canceled()) {
+        refused = resp.compact_revision() > 0
+                      ? absl::OutOfRangeError(absl::StrCat(where, "revision ", start_revision,
+                                                           " was compacted (now ",
+                                                           resp.compact_revision(), ")"))
+                      : absl::UnavailableError(absl::StrCat(where, resp.cancel_reason()));
+        ctx.TryCancel();
+        break;
+      }
+      changes.clear();
+      for (const mvccpb::Event& ev : resp.events()) {
+        changes.push_back({ev.kv().key(), ev.type() == mvccpb::Event::DELETE
+                                              ? std::nullopt
+                                              : std::optional<std::string>(ev.kv().value())});
+      }
+      if (!changes.empty()) on_changes(changes);
+    }
+  }
+  const grpc::Status st = stream->Finish();
+  if (refused.has_value()) return *refused;
+  if (st.ok()) return absl::UnavailableError(absl::StrCat(where, "the stream ended"));
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                      absl::StrCat(where, st.error_message()));
 }
 
 }  // namespace glimpse::etcd

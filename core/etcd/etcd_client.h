@@ -1,5 +1,5 @@
-// EtcdClient: the etcd v3 key-value calls Glimpse's control plane makes (Range, Put and
-// DeleteRange over etcd's gRPC API, etcdserverpb/rpc.proto) against a cluster named by
+// EtcdClient: the etcd v3 calls Glimpse's control plane makes (Range, Put, DeleteRange, Txn,
+// leases and watches over etcd's gRPC API, etcdserverpb/rpc.proto) against a cluster named by
 // its members' client endpoints.
 //
 // Keys may be attached to a lease: etcd deletes them when the lease expires (its holder stopped
@@ -16,6 +16,8 @@
 // refusals keep their code and message (RESOURCE_EXHAUSTED when its space quota is full,
 // INVALID_ARGUMENT for an empty key). Thread-safe.
 #pragma once
+
+#include <grpcpp/client_context.h>
 
 #include <cstdint>
 #include <functional>
@@ -48,7 +50,8 @@ class EtcdClient {
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(const EtcdOptions& options);
   ~EtcdClient();
 
-  absl::Status Put(std::string_view key, std::string_view value);
+  // With a lease (not 0), the key goes when the lease ends.
+  absl::Status Put(std::string_view key, std::string_view value, int64_t lease = 0);
   absl::Status Delete(std::string_view key);  // OK when there was no such key
   // Puts (a value) and deletes (nullopt) in one transaction, all or none, in one round trip. At
   // most kMaxTxnOps operations of distinct keys (etcd's limits: --max-txn-ops 128, and no key
@@ -87,7 +90,24 @@ class EtcdClient {
   // Every key beginning with `prefix` (not empty) and its value, in key order, as of one
   // revision; read in pages of options.page_keys keys, fewer where a page of large values would
   // pass gRPC's 4 MiB message limit, so that any number of keys of any size can be read.
-  absl::StatusOr<KeyValues> GetPrefix(std::string_view prefix);
+  // `revision` (when not null): the revision read, from which a Watch goes on.
+  absl::StatusOr<KeyValues> GetPrefix(std::string_view prefix, int64_t* revision = nullptr);
+
+  // One change of a watched key: its new value, or nullopt when it was deleted (a lease ended).
+  struct Change {
+    std::string key;
+    std::optional<std::string> value;
+  };
+  using OnChanges = std::function<void(const std::vector<Change>&)>;
+  // Streams every change of the keys under `prefix` from `start_revision` on, in revision order,
+  // to `on_changes` (called on this thread, a revision's changes at a time), from the endpoint
+  // that answered last, until the stream ends: `ctx.TryCancel()` from another thread ends it
+  // (CANCELLED). Never OK: UNAVAILABLE when the member went away or lost its raft leader (the
+  // watch asks etcd to end it then, as a member cut off from its cluster sees no changes);
+  // OUT_OF_RANGE when `start_revision` was compacted away (the changes since are lost: read the
+  // keys again). Either way a caller reads the keys again (GetPrefix) and watches from there.
+  absl::Status Watch(std::string_view prefix, int64_t start_revision, grpc::ClientContext& ctx,
+                     const OnChanges& on_changes);
 
  private:
   struct Endpoint;
