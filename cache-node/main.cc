@@ -12,6 +12,7 @@
 #include "cache-node/cache_node_metrics.h"
 #include "cache-node/cache_node_service.h"
 #include "cache-node/replicator.h"
+#include "core/cluster/cache_membership.h"
 #include "core/cluster/membership_config.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
@@ -54,7 +55,8 @@ std::vector<ConfigKey> Keys() {
       {"replication.peers", ConfigType::kStringList, "",
        "Every cache node's gRPC host:port, as the workers' cache_node lists them (this one's "
        "included): keep each stored state on its replication.replicas owners (replicator.h). "
-       "Empty: off."},
+       "With membership.etcd_endpoints, the live cache nodes replace it once etcd answers. "
+       "Empty without etcd: off."},
       {"replication.self", ConfigType::kString, "",
        "This node's entry in replication.peers (default: advertise_host and the gRPC port)."},
       {"replication.replicas", ConfigType::kInt, "2",
@@ -66,6 +68,7 @@ std::vector<ConfigKey> Keys() {
        "Bytes per second the copies of repair and rebalance may take."},
   };
   for (ConfigKey& k : cluster::MembershipKeys("cache")) keys.push_back(k);
+  for (ConfigKey& k : cluster::CacheMembershipKeys()) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator")) keys.push_back(k);
   return keys;
 }
@@ -76,19 +79,24 @@ class Running final : public RunningService {
       : service_(std::move(s)), grpc_(service_.get()) {}
   std::vector<grpc::Service*> grpc_services() override { return {&grpc_}; }
   // Registers once the gRPC port is known; heartbeats report stored bytes and pending puts. The
-  // replicator starts then too (its default self is this address).
+  // replicator starts then too (its default self is this address), and with etcd membership the
+  // node announces that address and the replicator follows the live nodes.
   void OnServing(int grpc_port, int) override {
-    if (!replication.peers.empty()) {
-      if (replication.self.empty()) {
-        replication.self = absl::StrCat(advertise_host, ":", grpc_port);
-      }
-      absl::StatusOr<std::unique_ptr<Replicator>> r =
-          Replicator::Start(replication, service_.get(), std::move(replication_transports));
-      if (r.ok()) {
-        absl::MutexLock lock(&replicator_mu_);
-        replicator_ = *std::move(r);
+    if (replication.self.empty()) replication.self = absl::StrCat(advertise_host, ":", grpc_port);
+    if (replication_transport != nullptr) StartReplication();
+    if (!membership.etcd_endpoints.empty()) {
+      absl::StatusOr<std::unique_ptr<cluster::CacheMembership>> m = cluster::CacheMembership::Start(
+          membership, replication.self, [this](const std::vector<std::string>& live) {
+            absl::MutexLock lock(&replicator_mu_);
+            if (replicator_ == nullptr) return;
+            if (absl::Status st = replicator_->SetPeers(live); !st.ok()) {
+              log::Error("replication: the peers are unchanged", {{"error", st.ToString()}});
+            }
+          });
+      if (m.ok()) {
+        membership_ = *std::move(m);
       } else {
-        log::Error("replication is off: it could not start", {{"error", r.status().ToString()}});
+        log::Error("this node is not announced on etcd", {{"error", m.status().ToString()}});
       }
     }
     CacheNodeService* service = service_.get();
@@ -103,6 +111,7 @@ class Running final : public RunningService {
     link_ = cluster::RegisterWhenServing(link, grpc_port, load, [](const std::string&) {});
   }
   void Stop() override {
+    membership_.reset();  // leaves the membership before it stops serving
     std::unique_ptr<Replicator> replicator;
     {
       absl::MutexLock lock(&replicator_mu_);
@@ -121,12 +130,25 @@ class Running final : public RunningService {
   }
 
   cluster::CoordinatorLinkOptions link;  // all but the gRPC port
-  ReplicatorOptions replication;         // peers empty: none
-  std::vector<std::unique_ptr<transport::Transport>> replication_transports;
+  ReplicatorOptions replication;
+  std::unique_ptr<transport::Transport> replication_transport;  // null: no replication
+  cluster::CacheMembershipOptions membership;
   std::string advertise_host;
 
  private:
+  void StartReplication() {
+    absl::StatusOr<std::unique_ptr<Replicator>> r =
+        Replicator::Start(replication, service_.get(), std::move(replication_transport));
+    if (!r.ok()) {
+      log::Error("replication is off: it could not start", {{"error", r.status().ToString()}});
+      return;
+    }
+    absl::MutexLock lock(&replicator_mu_);
+    replicator_ = *std::move(r);
+  }
+
   std::unique_ptr<cluster::CoordinatorLink> link_;
+  std::unique_ptr<cluster::CacheMembership> membership_;
   absl::Mutex replicator_mu_;
   std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(replicator_mu_);
   std::unique_ptr<CacheNodeService> service_;
@@ -199,12 +221,11 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r.interval = c.GetDuration("replication.interval");
   r.bytes_per_second = c.GetBytes("replication.rate");
   r.tls = tls;
-  // One client engine per other peer, registered so that the peers accept its batches.
-  for (size_t i = 0; i + 1 < r.peers.size(); ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> engine,
-                     transport::CreateUcxTransport(t));
-    running->link.client_ucx_addresses.push_back(engine->LocalAddress());
-    running->replication_transports.push_back(std::move(engine));
+  running->membership = cluster::CacheMembershipFromConfig(c);
+  if (!r.peers.empty() || !running->membership.etcd_endpoints.empty()) {
+    // The replicator's client engine to the peers, registered so that they accept its batches.
+    ASSIGN_OR_RETURN(running->replication_transport, transport::CreateUcxTransport(t));
+    running->link.client_ucx_addresses.push_back(running->replication_transport->LocalAddress());
   }
   running->link.capacity_bytes = CapacityBytes(o);
   return running;

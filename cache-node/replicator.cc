@@ -12,9 +12,9 @@ namespace glimpse::cache_node {
 
 absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(
     ReplicatorOptions options, CacheNodeService* service,
-    std::vector<std::unique_ptr<transport::Transport>> transports) {
-  auto self = std::find(options.peers.begin(), options.peers.end(), options.self);
-  if (self == options.peers.end()) {
+    std::unique_ptr<transport::Transport> transport) {
+  if (!options.peers.empty() &&
+      std::find(options.peers.begin(), options.peers.end(), options.self) == options.peers.end()) {
     return absl::InvalidArgumentError(absl::StrCat("replication: this node (", options.self,
                                                    ") is not one of replication.peers"));
   }
@@ -22,34 +22,21 @@ absl::StatusOr<std::unique_ptr<Replicator>> Replicator::Start(
       options.bytes_per_second < 1) {
     return absl::InvalidArgumentError("replication: replicas, interval and rate must be positive");
   }
-  options.replicas = std::min<int>(options.replicas, static_cast<int>(options.peers.size()));
-  if (transports.size() + 1 != options.peers.size()) {
-    return absl::InvalidArgumentError("replication: one transport per other peer");
-  }
-  std::vector<Peer> peers;
-  for (const std::string& address : options.peers) {
-    Peer p{address, nullptr};
-    if (address != options.self) {
-      std::vector<std::unique_ptr<transport::Transport>> one;
-      one.push_back(std::move(transports.back()));
-      transports.pop_back();
-      cache_client::CacheClientOptions o;
-      o.addresses = {address};
-      o.tls = options.tls;
-      o.timeout = options.timeout;
-      ASSIGN_OR_RETURN(p.client, cache_client::CacheClient::Create(o, std::move(one)));
-    }
-    peers.push_back(std::move(p));
-  }
-  return std::unique_ptr<Replicator>(new Replicator(std::move(options), service, std::move(peers)));
+  cache_client::CacheClientOptions o;
+  o.addresses = options.peers;
+  o.tls = options.tls;
+  o.timeout = options.timeout;
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  transports.push_back(std::move(transport));
+  ASSIGN_OR_RETURN(std::unique_ptr<cache_client::CacheClient> client,
+                   cache_client::CacheClient::Create(o, std::move(transports)));
+  return std::unique_ptr<Replicator>(
+      new Replicator(std::move(options), service, std::move(client)));
 }
 
 Replicator::Replicator(ReplicatorOptions options, CacheNodeService* service,
-                       std::vector<Peer> peers)
-    : options_(std::move(options)), service_(service), peers_(std::move(peers)) {
-  for (size_t i = 0; i < peers_.size(); ++i) {
-    if (peers_[i].address == options_.self) self_ = i;
-  }
+                       std::unique_ptr<cache_client::CacheClient> client)
+    : options_(std::move(options)), service_(service), client_(std::move(client)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -62,20 +49,32 @@ Replicator::~Replicator() {
   thread_.join();
 }
 
+absl::Status Replicator::SetPeers(const std::vector<std::string>& peers) {
+  if (peers == client_->nodes()) return absl::OkStatus();
+  RETURN_IF_ERROR(client_->SetNodes(peers));
+  absl::MutexLock lock(&mu_);
+  rescan_ = true;
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
 ReplicatorStats Replicator::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
 }
 
-bool Replicator::Sleep(absl::Duration d) {
+bool Replicator::Sleep(absl::Duration d, bool wake_for_rescan) {
   absl::MutexLock lock(&mu_);
   const absl::Time until = absl::Now() + d;
-  while (!stopping_ && absl::Now() < until) cv_.WaitWithDeadline(&mu_, until);
+  while (!stopping_ && !(wake_for_rescan && rescan_) && absl::Now() < until) {
+    cv_.WaitWithDeadline(&mu_, until);
+  }
+  if (wake_for_rescan) rescan_ = false;
   return !stopping_;
 }
 
 void Replicator::Loop() {
-  while (Sleep(options_.interval)) {
+  while (Sleep(options_.interval, /*wake_for_rescan=*/true)) {
     if (absl::Status st = Scan(); !st.ok()) {
       log::Warning("replication scan failed", {{"error", st.ToString()}});
     }
@@ -86,14 +85,20 @@ absl::Status Replicator::Scan() {
   std::vector<kvstate::Manifest> stored;
   RETURN_IF_ERROR(
       service_->ForEachManifest([&](kvstate::Manifest m) { stored.push_back(std::move(m)); }));
-  std::vector<bool> down(peers_.size(), false);
+  const std::vector<std::string> peers = client_->nodes();
+  if (std::find(peers.begin(), peers.end(), options_.self) == peers.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("this node (", options_.self,
+                                                      ") is not among the ", peers.size(),
+                                                      " live cache nodes yet"));
+  }
+  std::vector<bool> down(peers.size(), false);
   int64_t under = 0;
   for (const kvstate::Manifest& m : stored) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();
     }
-    Place(m, down, under);
+    Place(m, peers, down, under);
   }
   absl::MutexLock lock(&mu_);
   ++stats_.scans;
@@ -101,24 +106,26 @@ absl::Status Replicator::Scan() {
   return absl::OkStatus();
 }
 
-void Replicator::Place(const kvstate::Manifest& m, std::vector<bool>& down, int64_t& under) {
-  const std::vector<size_t> order = cache_client::RendezvousOrder(m.state_key, options_.peers);
+void Replicator::Place(const kvstate::Manifest& m, const std::vector<std::string>& peers,
+                       std::vector<bool>& down, int64_t& under) {
+  const size_t replicas = std::min<size_t>(options_.replicas, peers.size());
+  const std::vector<size_t> order = cache_client::RendezvousOrder(m.state_key, peers);
   // Owners: the first R of the ranking that answer; a peer found down makes room for the next.
   size_t copies = 0, owners = 0;
   bool self_owns = false, all_owners_have = true;
   for (size_t i : order) {
-    if (owners == static_cast<size_t>(options_.replicas)) break;
+    if (owners == replicas) break;
     if (down[i]) continue;
-    if (i == self_) {
+    if (peers[i] == options_.self) {
       ++owners;
       ++copies;
       self_owns = true;
       continue;
     }
-    absl::StatusOr<bool> has = peers_[i].client->Has(m.namespace_key, m.state_key);
+    absl::StatusOr<bool> has = client_->Has(peers[i], m.namespace_key, m.state_key);
     if (!has.ok()) {
       log::Warning("replication: a peer is passed over for this scan",
-                   {{"peer", peers_[i].address}, {"error", has.status().ToString()}});
+                   {{"peer", peers[i]}, {"error", has.status().ToString()}});
       down[i] = true;  // for the rest of this scan
       continue;
     }
@@ -127,10 +134,10 @@ void Replicator::Place(const kvstate::Manifest& m, std::vector<bool>& down, int6
       ++copies;
       continue;
     }
-    absl::StatusOr<int64_t> sent = CopyTo(peers_[i], m.state_key);
+    absl::StatusOr<int64_t> sent = CopyTo(peers[i], m.state_key);
     if (!sent.ok()) {
       log::Warning("replication: a copy failed",
-                   {{"peer", peers_[i].address}, {"error", sent.status().ToString()}});
+                   {{"peer", peers[i]}, {"error", sent.status().ToString()}});
       all_owners_have = false;
       continue;
     }
@@ -139,7 +146,7 @@ void Replicator::Place(const kvstate::Manifest& m, std::vector<bool>& down, int6
     ++stats_.copied_states;
     stats_.copied_bytes += *sent;
   }
-  if (!self_owns && all_owners_have && owners == static_cast<size_t>(options_.replicas)) {
+  if (!self_owns && all_owners_have && owners == replicas) {
     // Every owner has it: this copy is one too many (a pinned one stays).
     if (service_->Delete(m.namespace_key, m.state_key).ok()) {
       absl::MutexLock lock(&mu_);
@@ -147,10 +154,10 @@ void Replicator::Place(const kvstate::Manifest& m, std::vector<bool>& down, int6
       return;
     }
   }
-  if (copies < static_cast<size_t>(options_.replicas)) ++under;
+  if (copies < replicas) ++under;
 }
 
-absl::StatusOr<int64_t> Replicator::CopyTo(Peer& peer, const kvstate::StateKey& key) {
+absl::StatusOr<int64_t> Replicator::CopyTo(const std::string& peer, const kvstate::StateKey& key) {
   ASSIGN_OR_RETURN(auto state, service_->ReadState(key));
   std::vector<std::span<const uint8_t>> pages;
   int64_t bytes = 0;
@@ -158,7 +165,7 @@ absl::StatusOr<int64_t> Replicator::CopyTo(Peer& peer, const kvstate::StateKey& 
     pages.emplace_back(reinterpret_cast<const uint8_t*>(p.data()), p.size());
     bytes += static_cast<int64_t>(p.size());
   }
-  RETURN_IF_ERROR(peer.client->PutCopy(state.first, pages).status());
+  RETURN_IF_ERROR(client_->PutCopy(peer, state.first, pages).status());
   // At most bytes_per_second: a repair must not starve the node's own traffic.
   Sleep(absl::Seconds(static_cast<double>(bytes) / options_.bytes_per_second));
   return bytes;

@@ -1,7 +1,8 @@
 // Replicator: keeps each state this cache node stores on its owners, the `replicas` (R) peers
 // that rank highest for its key (core/cache_client/placement.h) among those that answer, the
 // same placement the workers' clients use over the same address list (`peers`, this node's entry
-// `self`). Every `interval` it scans the states it stores and, for each:
+// `self`; SetPeers replaces it when the live cache nodes change, core/cluster/cache_membership.h,
+// and starts a scan at once). Every `interval` it scans the states it stores and, for each:
 //   - copies it to every owner that lacks it (repair, after a node died: the survivors copy to the
 //     new owners until R copies exist again; rebalance, after a node joined or came back: it
 //     gets the states it now owns);
@@ -12,7 +13,8 @@
 // ranking). Copies go at most `bytes_per_second`; a copy is a put with `copy` set (no tokens; a
 // node takes it only from role cache). A scan holds no state between runs, so a restart resumes
 // where the stores are. A scan holds every stored manifest in memory and makes one Has call per
-// state and other owner. Thread-safe.
+// state and other owner. A scan while this node is not among the peers (it has not seen its own
+// announcement yet) does nothing: it cannot know which copies are its own to keep. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +31,10 @@
 namespace glimpse::cache_node {
 
 struct ReplicatorOptions {
-  std::vector<std::string> peers;  // every cache node's gRPC host:port, as workers list them
-  std::string self;                // this node's entry in `peers`
-  int replicas = 2;                // capped at the number of peers
+  // Every cache node's gRPC host:port, as workers list them; empty: none until SetPeers.
+  std::vector<std::string> peers;
+  std::string self;  // this node's entry in `peers`
+  int replicas = 2;  // capped at the number of peers
   absl::Duration interval = absl::Seconds(30);
   int64_t bytes_per_second = int64_t{64} << 20;
   TlsFiles tls;  // to reach the peers (this node's client certificate)
@@ -46,36 +49,39 @@ struct ReplicatorStats {
 
 class Replicator {
  public:
-  // `transports`: one per other peer, each this node's client engine to it (registered with the
-  // coordinator, so peers accept its batches).
+  // `transport`: this node's client engine to its peers (registered with the coordinator, so
+  // peers accept its batches).
   static absl::StatusOr<std::unique_ptr<Replicator>> Start(
       ReplicatorOptions options, CacheNodeService* service,
-      std::vector<std::unique_ptr<transport::Transport>> transports);
+      std::unique_ptr<transport::Transport> transport);
   ~Replicator();  // stops after the state in hand
 
+  // The peers from now on (InvalidArgument, and none changed, for an address that cannot be
+  // dialled); a scan starts at once when they changed.
+  absl::Status SetPeers(const std::vector<std::string>& peers);
   ReplicatorStats stats() const;
 
  private:
-  struct Peer {
-    std::string address;
-    std::unique_ptr<cache_client::CacheClient> client;  // null for self
-  };
-  Replicator(ReplicatorOptions options, CacheNodeService* service, std::vector<Peer> peers);
+  Replicator(ReplicatorOptions options, CacheNodeService* service,
+             std::unique_ptr<cache_client::CacheClient> client);
   void Loop();
   absl::Status Scan();
-  // Acts on one stored state; `down` collects peers that failed this scan.
-  void Place(const kvstate::Manifest& m, std::vector<bool>& down, int64_t& under);
+  // Acts on one stored state, placed over `peers` (this node among them); `down` collects
+  // peers that failed this scan.
+  void Place(const kvstate::Manifest& m, const std::vector<std::string>& peers,
+             std::vector<bool>& down, int64_t& under);
   // Copies the state to `peer`; the bytes sent, or why not.
-  absl::StatusOr<int64_t> CopyTo(Peer& peer, const kvstate::StateKey& key);
-  bool Sleep(absl::Duration d);  // false once stopping
+  absl::StatusOr<int64_t> CopyTo(const std::string& peer, const kvstate::StateKey& key);
+  // Waits `d`, until stopping or a rescan is asked for; false once stopping.
+  bool Sleep(absl::Duration d, bool wake_for_rescan = false);
 
   const ReplicatorOptions options_;
   CacheNodeService* const service_;
-  std::vector<Peer> peers_;
-  size_t self_ = 0;
+  const std::unique_ptr<cache_client::CacheClient> client_;  // its nodes are the peers
   mutable absl::Mutex mu_;
-  absl::CondVar cv_;  // signalled when stopping_ is set
+  absl::CondVar cv_;  // signalled when stopping_ or rescan_ is set
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool rescan_ ABSL_GUARDED_BY(mu_) = false;
   ReplicatorStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

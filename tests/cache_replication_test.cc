@@ -6,15 +6,21 @@
 // nodes, pins and deletes reach every copy; a put that reaches fewer than W nodes fails, saying so.
 // With the nodes' replicators on: a node's death is repaired to two copies per state on the
 // survivors, and its return rebalances every state onto exactly its two owners, reads never
-// missing meanwhile.
+// missing meanwhile. With membership on etcd (core/cluster/cache_membership.h, no coordinator, no
+// node lists): a killed node leaves every client's list by itself and is repaired around; a
+// fourth node started under load is seen, takes the states it now owns, and no read misses.
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/cache_client/cache_client.h"
 #include "core/cache_client/placement.h"
+#include "core/cluster/cache_membership.h"
 #include "core/common/service_process.h"
+#include "core/etcd/etcd_process.h"
 #include "core/kvstate/test_state.h"
 #include "core/transport/ucx/ucx_transport.h"
 #include "gtest/gtest.h"
@@ -29,7 +35,7 @@ using kvstate::testing::TestNamespace;
 using kvstate::testing::TestState;
 
 constexpr char kNode[] = GLIMPSE_CACHE_NODE_BINARY;
-constexpr int kNodes = 3;
+constexpr int kNodes = 3;  // started by SetUp; one more port is kept for a node that joins
 
 TestState StateFor(uint64_t seed) {
   kvstate::testing::TestStateShape shape;
@@ -48,7 +54,13 @@ class CacheReplicationTest : public ::testing::Test {
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    for (int i = 0; i < kNodes; ++i) {  // every address first: each node is told all of them
+    if (membership_) {
+      absl::StatusOr<std::unique_ptr<etcd::EtcdProcess>> etcd =
+          etcd::EtcdProcess::Start((dir_ / "etcd").string());
+      ASSERT_TRUE(etcd.ok()) << etcd.status();
+      etcd_ = *std::move(etcd);
+    }
+    for (int i = 0; i <= kNodes; ++i) {  // every address first: each node is told all of them
       absl::StatusOr<int> port = FreeLoopbackPort();
       ASSERT_TRUE(port.ok()) << port.status();
       ports_.push_back(*port);
@@ -60,7 +72,9 @@ class CacheReplicationTest : public ::testing::Test {
   }
   void TearDown() override {
     if (HasFailure()) {
-      for (int i = 0; i < kNodes; ++i) std::cerr << "node " << i << ":\n" << Tail(Log(i)) << "\n";
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        std::cerr << "node " << i << ":\n" << Tail(Log(static_cast<int>(i))) << "\n";
+      }
     }
     nodes_.clear();
     std::filesystem::remove_all(dir_);
@@ -70,12 +84,17 @@ class CacheReplicationTest : public ::testing::Test {
   std::string Address(int i) const { return absl::StrCat("127.0.0.1:", ports_[i]); }
 
   // On a fixed port, so that a restarted node keeps its address; with `replicate_`, each node
-  // keeps its states on their two owners (cache-node/replicator.h), scanning every 200 ms.
+  // keeps its states on their two owners (cache-node/replicator.h), scanning every 200 ms; with
+  // `membership_`, the owners among the nodes alive on etcd (no list given).
   std::optional<ServiceProcess> StartNode(int i) {
     std::vector<std::string> args = {absl::StrCat("--listen=", Address(i)),
                                      "--storage.path=" + (dir_ / absl::StrCat("node-", i)).string(),
                                      "--storage.sync_every_put=false", "--warm.bytes=4MiB"};
-    if (replicate_) {
+    if (membership_) {
+      args.insert(args.end(), {"--membership.etcd_endpoints=" + etcd_->endpoint(),
+                               absl::StrCat("--membership.ttl=", absl::FormatDuration(kTtl)),
+                               "--replication.interval=200ms"});
+    } else if (replicate_) {
       args.insert(args.end(), {absl::StrCat("--replication.peers=", Address(0), ",", Address(1),
                                             ",", Address(2)),
                                "--replication.self=" + Address(i), "--replication.interval=200ms"});
@@ -122,7 +141,10 @@ class CacheReplicationTest : public ::testing::Test {
     }
   }
 
-  bool replicate_ = false;  // set by a test's fixture before SetUp
+  static constexpr absl::Duration kTtl = absl::Seconds(2);  // membership.ttl
+  bool replicate_ = false;                                  // set by a test's fixture before SetUp
+  bool membership_ = false;                                 // likewise
+  std::unique_ptr<etcd::EtcdProcess> etcd_;
   std::filesystem::path dir_;
   std::vector<int> ports_;
   std::vector<std::optional<ServiceProcess>> nodes_;
@@ -267,6 +289,136 @@ TEST_F(CacheRepairTest, ANodesDeathIsRepairedToTwoCopiesAndItsReturnRebalances) 
       return OnOwners(s, {0, 1, 2});
     });
   });
+}
+
+class CacheMembershipTest : public CacheRepairTest {
+ protected:
+  CacheMembershipTest() { membership_ = true; }
+
+  // A client with no node list whose nodes are the live ones on etcd, as a worker's.
+  struct Follower {
+    std::unique_ptr<CacheClient> client;
+    std::unique_ptr<cluster::CacheMembership> membership;  // stops before the client
+  };
+  Follower Follow() {
+    Follower f;
+    f.client = Client({});
+    cluster::CacheMembershipOptions o;
+    o.etcd_endpoints = {etcd_->endpoint()};
+    o.ttl = kTtl;
+    f.membership =
+        cluster::CacheMembership::Start(o, "",
+                                        [c = f.client.get()](const std::vector<std::string>& live) {
+                                          EXPECT_TRUE(c->SetNodes(live).ok());
+                                        })
+            .value();
+    return f;
+  }
+  std::vector<std::string> Addresses(const std::vector<int>& nodes) const {
+    std::vector<std::string> out;
+    for (int i : nodes) out.push_back(Address(i));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // Waits (generously: the machine may be loaded) until the client lists exactly `nodes`.
+  static bool Lists(CacheClient& c, std::vector<std::string> nodes) {
+    const absl::Time end = absl::Now() + absl::Seconds(60);
+    while (c.nodes() != nodes && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+    return c.nodes() == nodes;
+  }
+  std::vector<TestState> PutStates(CacheClient& c, uint64_t first, uint64_t count) {
+    std::vector<TestState> states;
+    for (uint64_t seed = first; seed < first + count; ++seed) {
+      states.push_back(StateFor(seed));
+      auto put = c.Put(states.back().manifest, states.back().tokens, states.back().spans());
+      EXPECT_TRUE(put.ok()) << put.status();
+    }
+    return states;
+  }
+};
+
+TEST_F(CacheMembershipTest, AKilledNodeLeavesTheMembershipByItselfAndIsRepairedAround) {
+  Follower f = Follow();
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
+  std::vector<TestState> states = PutStates(*f.client, 1, 16);
+  // No coordinator runs: the node's lease ends one ttl after its death and every watcher sees it.
+  const absl::Time killed = absl::Now();
+  nodes_[1]->Kill();
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 2})));
+  std::cerr << "membership saw the death after " << absl::FormatDuration(absl::Now() - killed)
+            << " (ttl " << absl::FormatDuration(kTtl) << ")\n";
+  AwaitWhileReading(*f.client, states, [&] {
+    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 2});
+    });
+  });
+  // Back on its address: announced again, and the states settle on their owners among three.
+  nodes_[1] = StartNode(1);
+  ASSERT_TRUE(nodes_[1].has_value());
+  Forget(1);
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
+  AwaitWhileReading(*f.client, states, [&] {
+    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 1, 2});
+    });
+  });
+}
+
+TEST_F(CacheMembershipTest, AFourthNodeJoiningUnderLoadTakesItsStatesAndNoReadMisses) {
+  Follower f = Follow();
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
+  std::vector<TestState> states = PutStates(*f.client, 1, 16);
+  // Load: puts of new states and reads of every state put so far, until the move is over.
+  std::atomic<bool> stop = false;
+  std::atomic<int> reads = 0;
+  std::vector<std::string> failures;  // written by the load thread only, read after its join
+  std::vector<TestState> written;     // likewise
+  std::thread load([&] {
+    for (uint64_t seed = 1000; !stop; ++seed) {
+      written.push_back(StateFor(seed));
+      const TestState& s = written.back();
+      if (auto put = f.client->Put(s.manifest, s.tokens, s.spans()); !put.ok()) {
+        failures.push_back("put: " + put.status().ToString());
+      }
+      const TestState* const reread[] = {&states[seed % states.size()], &s};
+      for (const TestState* r : reread) {
+        auto got =
+            f.client->Get(r->manifest.namespace_key, r->manifest.state_key, r->manifest.model);
+        ++reads;
+        if (!got.ok() || !got->manifest.SameContent(r->manifest)) {
+          failures.push_back("get: " + got.status().ToString());
+        }
+      }
+    }
+  });
+  nodes_.push_back(StartNode(3));
+  ASSERT_TRUE(nodes_.back().has_value());
+  const bool seen = Lists(*f.client, Addresses({0, 1, 2, 3}));
+  // Every state, the first and those the load wrote meanwhile, ends on exactly its two owners
+  // among four; the new node is an owner of some.
+  const absl::Time end = absl::Now() + absl::Seconds(90);
+  auto settled = [&](const std::vector<TestState>& all) {
+    return std::all_of(all.begin(), all.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 1, 2, 3});
+    });
+  };
+  while (seen && !settled(states) && absl::Now() < end) absl::SleepFor(absl::Milliseconds(200));
+  stop = true;
+  load.join();
+  ASSERT_TRUE(seen) << "the client never listed the fourth node";
+  EXPECT_TRUE(failures.empty()) << failures.size() << " failed calls of " << reads
+                                << " reads, the first: " << failures.front();
+  EXPECT_GT(reads, 0);
+  states.insert(states.end(), written.begin(), written.end());
+  const absl::Time settle_end = absl::Now() + absl::Seconds(90);
+  while (!settled(states) && absl::Now() < settle_end) absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(settled(states));
+  int on_new = 0;
+  for (const TestState& s : states) on_new += Copies(s, {3});
+  EXPECT_GT(on_new, 0);
+  std::cerr << "during the move: " << written.size() << " puts and " << reads << " reads; "
+            << on_new << " of " << states.size() << " states now on the new node\n";
+  for (const TestState& s : states) ExpectReadable(*f.client, s);
 }
 
 }  // namespace

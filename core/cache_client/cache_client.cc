@@ -38,17 +38,13 @@ absl::StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(
   for (const auto& t : transports) {
     if (t == nullptr) return absl::InvalidArgumentError("cache client given a null transport");
   }
-  if (options.addresses.empty()) return absl::InvalidArgumentError("cache client: no node address");
   if (options.replicas < 1 || options.write_quorum < 0 || options.write_quorum > options.replicas) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cache client: replicas ", options.replicas, " and write quorum ", options.write_quorum,
         " (need replicas >= 1 and 0 <= write quorum <= replicas)"));
   }
   std::unique_ptr<CacheClient> c(new CacheClient(options));
-  for (const std::string& address : options.addresses) {
-    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, options.tls));
-    c->nodes_.push_back({address, v1::CacheNode::NewStub(std::move(channel))});
-  }
+  RETURN_IF_ERROR(c->SetNodes(options.addresses));
   for (auto& t : transports) {
     c->lanes_.push_back(std::make_unique<Lane>(c->lanes_.size(), std::move(t)));
   }
@@ -126,12 +122,60 @@ void CacheClient::ReceiveLoop(Lane* lane) {
   }
 }
 
-std::vector<const CacheClient::Node*> CacheClient::Placement(const kvstate::StateKey& key) const {
+absl::Status CacheClient::SetNodes(const std::vector<std::string>& addresses) {
+  std::shared_ptr<const Nodes> old;
+  {
+    absl::MutexLock lock(&nodes_mu_);
+    old = nodes_;
+  }
+  auto next = std::make_shared<Nodes>();
+  for (const std::string& address : addresses) {
+    std::shared_ptr<v1::CacheNode::Stub> stub;
+    if (old != nullptr) {
+      if (absl::StatusOr<const Node*> kept = Find(*old, address); kept.ok()) stub = (*kept)->stub;
+    }
+    if (stub == nullptr) {
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ClientChannel(address, options_.tls);
+      if (!channel.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cache node ", address, ": ", channel.status().message()));
+      }
+      stub = v1::CacheNode::NewStub(*std::move(channel));
+    }
+    next->addresses.push_back(address);
+    next->nodes.push_back({address, std::move(stub)});
+  }
+  absl::MutexLock lock(&nodes_mu_);
+  nodes_ = std::move(next);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> CacheClient::nodes() const {
+  absl::MutexLock lock(&nodes_mu_);
+  return nodes_->addresses;
+}
+
+absl::StatusOr<std::shared_ptr<const CacheClient::Nodes>> CacheClient::Snapshot() const {
+  absl::MutexLock lock(&nodes_mu_);
+  if (nodes_->nodes.empty()) return absl::UnavailableError("no cache node is live");
+  return nodes_;
+}
+
+absl::StatusOr<const CacheClient::Node*> CacheClient::Find(const Nodes& nodes,
+                                                           const std::string& address) {
+  for (const Node& n : nodes.nodes) {
+    if (n.address == address) return &n;
+  }
+  return absl::NotFoundError(absl::StrCat(address, " is not one of the cache nodes"));
+}
+
+std::vector<const CacheClient::Node*> CacheClient::Placement(const Nodes& nodes,
+                                                             const kvstate::StateKey& key) const {
   std::vector<const Node*> healthy, suspects;
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&suspects_mu_);
-  for (size_t i : RendezvousOrder(key, options_.addresses)) {
-    const Node* n = &nodes_[i];
+  for (size_t i : RendezvousOrder(key, nodes.addresses)) {
+    const Node* n = &nodes.nodes[i];
     auto it = suspect_until_.find(n->address);
     (it != suspect_until_.end() && it->second > now ? suspects : healthy).push_back(n);
   }
@@ -146,27 +190,34 @@ bool CacheClient::Suspect(const Node& node, const absl::Status& failure) {
   return true;
 }
 
+namespace {
+
+absl::Status CheckPageCount(const kvstate::Manifest& manifest,
+                            std::span<const std::span<const uint8_t>> pages) {
+  if (pages.size() == manifest.pages.size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("put of ", pages.size(), " pages for a manifest of ", manifest.pages.size()));
+}
+
+}  // namespace
+
+absl::StatusOr<PutResult> CacheClient::PutCopy(const std::string& node,
+                                               const kvstate::Manifest& manifest,
+                                               std::span<const std::span<const uint8_t>> pages) {
+  RETURN_IF_ERROR(CheckPageCount(manifest, pages));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  ASSIGN_OR_RETURN(const Node* target, Find(*nodes, node));
+  return PutOn(*target, manifest, {}, pages, /*copy=*/true);
+}
+
 absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
                                            std::span<const int32_t> tokens,
                                            std::span<const std::span<const uint8_t>> pages) {
-  return Store(manifest, tokens, pages, /*copy=*/false);
-}
-
-absl::StatusOr<PutResult> CacheClient::PutCopy(const kvstate::Manifest& manifest,
-                                               std::span<const std::span<const uint8_t>> pages) {
-  return Store(manifest, {}, pages, /*copy=*/true);
-}
-
-absl::StatusOr<PutResult> CacheClient::Store(const kvstate::Manifest& manifest,
-                                             std::span<const int32_t> tokens,
-                                             std::span<const std::span<const uint8_t>> pages,
-                                             bool copy) {
-  if (pages.size() != manifest.pages.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("put of ", pages.size(), " pages for a manifest of ", manifest.pages.size()));
-  }
-  if (nodes_.size() == 1) return PutOn(nodes_[0], manifest, tokens, pages, copy);
-  const std::vector<const Node*> order = Placement(manifest.state_key);
+  constexpr bool copy = false;
+  RETURN_IF_ERROR(CheckPageCount(manifest, pages));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  if (nodes->nodes.size() == 1) return PutOn(nodes->nodes[0], manifest, tokens, pages, copy);
+  const std::vector<const Node*> order = Placement(*nodes, manifest.state_key);
   const size_t r = std::min<size_t>(options_.replicas, order.size());
   // R and W as configured, at most the nodes there are.
   const size_t w = std::min<size_t>(options_.write_quorum > 0 ? options_.write_quorum : r, r);
@@ -330,10 +381,11 @@ absl::StatusOr<State> CacheClient::Get(const kvstate::NamespaceKey& ns,
                                        const kvstate::StateKey& key,
                                        const kvstate::Fingerprint& model,
                                        const std::vector<kvstate::PageId>& pages) {
-  if (nodes_.size() == 1) return GetOn(nodes_[0], ns, key, model, pages);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  if (nodes->nodes.size() == 1) return GetOn(nodes->nodes[0], ns, key, model, pages);
   absl::Status last;
   bool missing_only = true;
-  for (const Node* node : Placement(key)) {
+  for (const Node* node : Placement(*nodes, key)) {
     absl::StatusOr<State> got = GetOn(*node, ns, key, model, pages);
     if (got.ok()) return got;
     // Past a node that lacks it, is down, or holds a copy that fails its checksum: the next.
@@ -377,7 +429,8 @@ absl::StatusOr<State> CacheClient::GetOn(const Node& node, const kvstate::Namesp
 }
 
 absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec> states) {
-  if (nodes_.size() == 1) return GetManyOn(nodes_[0], states);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  if (nodes->nodes.size() == 1) return GetManyOn(nodes->nodes[0], states);
   std::vector<State> out;
   for (const GetSpec& spec : states) {
     ASSIGN_OR_RETURN(State s, Get(spec.ns, spec.key, spec.model, spec.pages));
@@ -421,10 +474,11 @@ absl::StatusOr<std::vector<State>> CacheClient::GetManyOn(const Node& node,
 
 absl::StatusOr<LookupMatch> CacheClient::Lookup(const kvstate::NamespaceKey& ns,
                                                 std::span<const int32_t> tokens) {
-  if (nodes_.size() == 1) return LookupOn(nodes_[0], ns, tokens);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  if (nodes->nodes.size() == 1) return LookupOn(nodes->nodes[0], ns, tokens);
   std::optional<LookupMatch> best;
   absl::Status last;
-  for (const Node& node : nodes_) {
+  for (const Node& node : nodes->nodes) {
     absl::StatusOr<LookupMatch> m = LookupOn(node, ns, tokens);
     if (!m.ok()) {
       if (!Suspect(node, m.status())) return m.status();
@@ -465,14 +519,15 @@ absl::Status CacheClient::KeyCall(KeyMethod method, const kvstate::NamespaceKey&
   v1::CacheStateKeyRequest req;
   req.set_state_key(BytesOf(key));
   req.set_namespace_key(BytesOf(ns));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
   bool done = false;
   absl::Status failed;
-  for (const Node& node : nodes_) {
+  for (const Node& node : nodes->nodes) {
     v1::CacheEmpty resp;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     const absl::Status st = FromGrpcStatus((node.stub.get()->*method)(&ctx, req, &resp));
-    if (nodes_.size() == 1) return st;
+    if (nodes->nodes.size() == 1) return st;
     if (st.ok()) {
       done = true;
     } else if (!absl::IsNotFound(st) && !(Suspect(node, st) && down_ok) && failed.ok()) {
@@ -483,22 +538,18 @@ absl::Status CacheClient::KeyCall(KeyMethod method, const kvstate::NamespaceKey&
   return done ? absl::OkStatus() : absl::NotFoundError("no cache node holds the state");
 }
 
-absl::StatusOr<bool> CacheClient::Has(const kvstate::NamespaceKey& ns,
+absl::StatusOr<bool> CacheClient::Has(const std::string& node, const kvstate::NamespaceKey& ns,
                                       const kvstate::StateKey& key) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  ASSIGN_OR_RETURN(const Node* target, Find(*nodes, node));
   v1::CacheStateKeyRequest req;
   req.set_state_key(BytesOf(key));
   req.set_namespace_key(BytesOf(ns));
-  absl::Status last;
-  for (const Node& node : nodes_) {
-    v1::CacheHasResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    absl::Status st = FromGrpcStatus(node.stub->Has(&ctx, req, &resp));
-    if (st.ok() && resp.stored()) return true;
-    if (!st.ok()) last = st;
-  }
-  if (!last.ok()) return last;
-  return false;
+  v1::CacheHasResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  RETURN_IF_ERROR(FromGrpcStatus(target->stub->Has(&ctx, req, &resp)));
+  return resp.stored();
 }
 
 absl::Status CacheClient::Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {
@@ -516,7 +567,8 @@ absl::StatusOr<v1::CacheStatsResponse> CacheClient::Stats() {
   v1::CacheStatsResponse resp;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  RETURN_IF_ERROR(FromGrpcStatus(nodes_.front().stub->Stats(&ctx, req, &resp)));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
+  RETURN_IF_ERROR(FromGrpcStatus(nodes->nodes.front().stub->Stats(&ctx, req, &resp)));
   return resp;
 }
 

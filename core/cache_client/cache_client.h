@@ -40,6 +40,9 @@
 // Unpin and Delete act on every node that answers and holds the state (a node down is passed
 // over: a state deleted meanwhile is served again once that node is back). Stats is the first
 // node's. One address: exactly the single-node client.
+//
+// The node list may change while calls run (SetNodes: the live cache nodes a membership watch
+// follows, core/cluster/cache_membership.h); each call uses the list as it was when it began.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +65,7 @@
 namespace glimpse::cache_client {
 
 struct CacheClientOptions {
-  std::vector<std::string> addresses;  // the nodes' gRPC host:port; at least one
+  std::vector<std::string> addresses;  // the nodes' gRPC host:port; empty: none until SetNodes
   TlsFiles tls;                        // ca_file set: TLS (cert_file too: mutual TLS)
   absl::Duration timeout = absl::Seconds(30);
   int replicas = 2;      // R: copies of each state (capped at the number of nodes)
@@ -110,11 +113,18 @@ class CacheClient {
                                 std::span<const std::span<const uint8_t>> pages);
   // A cache node's copy of a state it stores (replication, cache-node/replicator.h): no tokens;
   // nodes take it only from a caller of role cache.
-  absl::StatusOr<PutResult> PutCopy(const kvstate::Manifest& manifest,
+  // The copy goes to `node` (one of the node list's addresses; NOT_FOUND for another).
+  absl::StatusOr<PutResult> PutCopy(const std::string& node, const kvstate::Manifest& manifest,
                                     std::span<const std::span<const uint8_t>> pages);
-  // Whether a node stores the state (any of them, with several); an error only when none said
-  // yes and one failed.
-  absl::StatusOr<bool> Has(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key);
+  // Whether `node` (one of the list's) stores the state.
+  absl::StatusOr<bool> Has(const std::string& node, const kvstate::NamespaceKey& ns,
+                           const kvstate::StateKey& key);
+
+  // Replaces the node list (empty: every call fails UNAVAILABLE until nodes are set); a node
+  // kept keeps its channel. InvalidArgument (and the list unchanged) when an address cannot be
+  // dialled.
+  absl::Status SetNodes(const std::vector<std::string>& addresses);
+  std::vector<std::string> nodes() const;
   // A state is named by its namespace and its key (the node answers NotFound for a state of
   // another namespace, as for an unknown key).
   absl::StatusOr<State> Get(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key,
@@ -146,18 +156,24 @@ class CacheClient {
 
   struct Node {
     std::string address;
-    std::unique_ptr<v1::CacheNode::Stub> stub;
+    std::shared_ptr<v1::CacheNode::Stub> stub;  // shared with the lists that keep the node
+  };
+  // The node list as one call sees it; replaced whole by SetNodes.
+  struct Nodes {
+    std::vector<std::string> addresses;
+    std::vector<Node> nodes;  // nodes[i] is addresses[i]
   };
   static constexpr absl::Duration kSuspectFor = absl::Seconds(2);
 
   explicit CacheClient(const CacheClientOptions& options);
+  // The node list now; UNAVAILABLE while it is empty.
+  absl::StatusOr<std::shared_ptr<const Nodes>> Snapshot() const;
   // The nodes in the order to try for `key`: rendezvous rank, suspects last.
-  std::vector<const Node*> Placement(const kvstate::StateKey& key) const;
+  std::vector<const Node*> Placement(const Nodes& nodes, const kvstate::StateKey& key) const;
+  // `address`'s node in the list; NOT_FOUND when it is not one.
+  static absl::StatusOr<const Node*> Find(const Nodes& nodes, const std::string& address);
   // Marks `node` suspect when `failure` says it is down or slow; true when it did.
   bool Suspect(const Node& node, const absl::Status& failure);
-  absl::StatusOr<PutResult> Store(const kvstate::Manifest& manifest,
-                                  std::span<const int32_t> tokens,
-                                  std::span<const std::span<const uint8_t>> pages, bool copy);
   absl::StatusOr<PutResult> PutOn(const Node& node, const kvstate::Manifest& manifest,
                                   std::span<const int32_t> tokens,
                                   std::span<const std::span<const uint8_t>> pages, bool copy);
@@ -187,8 +203,7 @@ class CacheClient {
                        const kvstate::StateKey& key, bool down_ok);
   void SetDeadline(grpc::ClientContext* ctx) const;
 
-  const CacheClientOptions options_;          // Constant after construction.
-  std::vector<Node> nodes_;                   // fixed after Create
+  const CacheClientOptions options_;  // Constant after construction (addresses: the first list).
   std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Create
 
   absl::Mutex replies_mu_;
@@ -200,6 +215,9 @@ class CacheClient {
       ABSL_GUARDED_BY(replies_mu_);
   uint64_t next_request_ ABSL_GUARDED_BY(replies_mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(replies_mu_) = false;
+
+  mutable absl::Mutex nodes_mu_;
+  std::shared_ptr<const Nodes> nodes_ ABSL_GUARDED_BY(nodes_mu_);
 
   mutable absl::Mutex suspects_mu_;
   std::map<std::string, absl::Time> suspect_until_ ABSL_GUARDED_BY(suspects_mu_);  // by address

@@ -21,8 +21,9 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "Memory for the KV of every sequence this worker holds (running turns and hot sessions), "
        "as pages in each session's codec; the coordinator learns it at registration."},
       {"cache_node", ConfigType::kStringList, "",
-       "Cache node host:port for session states (empty: nothing loaded or stored); several, "
-       "comma-separated: each state on cache_replicas of them, placed by rendezvous hashing."},
+       "Cache node host:port for session states (empty: nothing loaded or stored, unless "
+       "membership.etcd_endpoints lists the live ones); several, comma-separated: each state on "
+       "cache_replicas of them, placed by rendezvous hashing."},
       {"cache_replicas", ConfigType::kInt, "2",
        "With several cache nodes: copies of each state (at most the number of nodes)."},
       {"cache_write_quorum", ConfigType::kInt, "0",
@@ -53,6 +54,7 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "lookahead_module when it exists."},
   };
   for (ConfigKey& k : cluster::MembershipKeys(role)) keys.push_back(k);
+  for (ConfigKey& k : cluster::CacheMembershipKeys()) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator and the cache node")) keys.push_back(k);
   return keys;
 }
@@ -106,7 +108,8 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   cluster::ApplyTransportKeys(c, &w.transport);
   ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
-  if (!c.GetStringList("cache_node").empty()) {
+  const cluster::CacheMembershipOptions membership = cluster::CacheMembershipFromConfig(c);
+  if (!c.GetStringList("cache_node").empty() || !membership.etcd_endpoints.empty()) {
     std::vector<std::unique_ptr<transport::Transport>> transports;
     for (int64_t i = 0; i < cache_engines; ++i) {
       ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> transport, w.NewEngine());
@@ -120,6 +123,17 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
     o.timeout = c.GetDuration("cache_timeout");
     o.tls = tls;
     ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transports)));
+    if (!membership.etcd_endpoints.empty()) {
+      ASSIGN_OR_RETURN(w.cache_membership,
+                       cluster::CacheMembership::Start(
+                           membership, /*announce=*/"",
+                           [cache = w.cache.get()](const std::vector<std::string>& live) {
+                             if (absl::Status st = cache->SetNodes(live); !st.ok()) {
+                               log::Error("cache membership: the node list is unchanged",
+                                          {{"error", st.ToString()}});
+                             }
+                           }));
+    }
   }
   return w;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cache_client/cache_client.h"
+#include "core/cluster/cache_membership.h"
 #include "core/cluster/coordinator_link.h"
 #include "core/common/config.h"
 #include "core/common/metrics.h"
@@ -24,16 +25,20 @@
 namespace glimpse::worker {
 
 // model, threads, kv_memory, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
-// lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h) and
-// client_tls.*. `role` names the default node id ("decode" → decode-<host>-<port>).
+// lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h,
+// cluster/cache_membership.h) and client_tls.*. `role` names the default node id ("decode" →
+// decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
 
 struct WorkerBase {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<kernels::ThreadPool> pool;
-  std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node
-  transport::UcxOptions transport;                   // for the worker's own engines
-  std::shared_ptr<transport::PeerAllowlist> peers;   // null: engines accept any peer
+  std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node or etcd membership
+  // With membership.etcd_endpoints: keeps `cache`'s nodes the live cache nodes (declared after
+  // `cache`, so that it stops first).
+  std::unique_ptr<cluster::CacheMembership> cache_membership;
+  transport::UcxOptions transport;                  // for the worker's own engines
+  std::shared_ptr<transport::PeerAllowlist> peers;  // null: engines accept any peer
   // All but ucx_address and capacity_bytes (the cache client's engines are client addresses);
   // grpc_address is the host.
   cluster::CoordinatorLinkOptions link;
