@@ -10,8 +10,9 @@
 3. The five service binaries start with the ConfigMap's configs (flags override addresses and
    paths: loopback, free ports, a temporary directory), so a key or value the binaries reject
    fails here; the coordinator's state goes to an etcd member over mutual TLS, as in
-   deploy/k8s/etcd.yaml (whose members the coordinator's config must name). One chat turn runs
-   through the frontend (`glimpse chat`).
+   deploy/k8s/etcd.yaml (whose members the coordinator's and the nodes' configs must name), and
+   the workers find the cache node there (membership.*, no list of cache nodes). One chat turn
+   runs through the frontend (`glimpse chat`).
 4. Every `glimpse_` metric family the five services export after the turn is listed in
    docs/metrics.md with its type and help text; `--write-metrics-doc` (target glimpse_metrics_doc)
    regenerates that file. A family in the file that no service exported is kept: some are made
@@ -123,23 +124,26 @@ def check_manifests(source):
             fail(f"{key}: an internal service needs tls.cert, tls.key and tls.client_ca")
         if service != "coordinator" and not parsed[service].get("client_tls", {}).get("cert"):
             fail(f"{key}: needs client_tls (a certificate for the internal services it calls)")
-    check_etcd_members(k8s, parsed["coordinator"])
+    check_etcd_members(k8s, parsed)
     log(f"deploy/k8s: {sum(len(v) for v in kinds.values())} objects parse: "
         + ", ".join(f"{k} {sorted(v)}" for k, v in sorted(kinds.items())))
     return configs
 
 
-def check_etcd_members(k8s, coordinator):
-    """The coordinators' etcd endpoints are exactly the etcd StatefulSet's members, which the
-    members' --initial-cluster lists too."""
+def check_etcd_members(k8s, parsed):
+    """The coordinators' etcd endpoints, and the nodes' (membership), are exactly the etcd
+    StatefulSet's members, which the members' --initial-cluster lists too."""
     etcd = next(d for d in yaml.safe_load_all((k8s / "etcd.yaml").read_text())
                 if d and d["kind"] == "StatefulSet")
     name, replicas = etcd["metadata"]["name"], etcd["spec"]["replicas"]
     service = etcd["spec"]["serviceName"]
     members = [f"{name}-{i}.{service}" for i in range(replicas)]
-    endpoints = coordinator.get("store", {}).get("etcd_endpoints", [])
-    if endpoints != [f"{m}:2379" for m in members]:
-        fail(f"coordinator.yaml: store.etcd_endpoints {endpoints} are not the members {members}")
+    for service, section in [("coordinator", "store"), ("cache-node", "membership"),
+                             ("decode-worker", "membership"), ("prefill-worker", "membership")]:
+        endpoints = parsed[service].get(section, {}).get("etcd_endpoints", [])
+        if endpoints != [f"{m}:2379" for m in members]:
+            fail(f"{service}.yaml: {section}.etcd_endpoints {endpoints} are not the members "
+                 f"{members}")
     args = etcd["spec"]["template"]["spec"]["containers"][0]["args"]
     initial = next(a for a in args if a.startswith("--initial-cluster="))
     expected = ",".join(f"{name}-{i}=https://{m}:2380" for i, m in enumerate(members))
@@ -334,14 +338,19 @@ class Etcd:
 def start_etcd(args, tmp):
     tls = tmp / "etcd-tls"
     r = subprocess.run([str(args.glimpse), "certs", "--dir", str(tls), "--members",
-                        "etcd/*,coordinator/*"], capture_output=True, text=True, timeout=60)
+                        "etcd/*,coordinator/*,node/*"], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         fail(f"glimpse certs (etcd) failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
     etcd = Etcd(tmp, tls)
     flags = [f"--store.etcd_endpoints=127.0.0.1:{etcd.port}",
              f"--store.etcd_ca={tls / 'ca.pem'}", f"--store.etcd_cert={tls / 'coordinator.pem'}",
              f"--store.etcd_key={tls / 'coordinator.key'}", "--advertise_host=127.0.0.1"]
-    return etcd, flags
+    # The cache node and the workers: the live cache nodes, with the nodes' certificate.
+    node_flags = [f"--membership.etcd_endpoints=127.0.0.1:{etcd.port}",
+                  f"--membership.etcd_ca={tls / 'ca.pem'}",
+                  f"--membership.etcd_cert={tls / 'node.pem'}",
+                  f"--membership.etcd_key={tls / 'node.key'}"]
+    return etcd, flags, node_flags
 
 
 def start_cluster(args, configs, tmp, services, helpers):
@@ -354,19 +363,18 @@ def start_cluster(args, configs, tmp, services, helpers):
         service.wait_serving(90)
         return service
 
-    etcd, etcd_flags = start_etcd(args, tmp)
+    etcd, etcd_flags, node_flags = start_etcd(args, tmp)
     helpers.append(etcd)
     coordinator = start("coordinator", etcd_flags)
     # Serving is not leading: it leads once it won the election on the fresh etcd.
     wait_for("the coordinator to lead",
              lambda: metric_value(http_get(f"http://127.0.0.1:{coordinator.metrics_port}/metrics"),
                                   "glimpse_coordinator_leader", {}) == 1, 60)
-    cache = start("cache-node", [f"--storage.path={tmp / 'cache-node'}",
-                                 "--storage.sync_every_put=false", "--warm.bytes=64MiB",
-                                 "--storage.block_cache=16MiB", "--storage.write_buffer=8MiB",
-                                 "--transport.receive_pool=64MiB",
-                                 f"--coordinator={coordinator.address}",
-                                 "--advertise_host=127.0.0.1"])
+    start("cache-node", [f"--storage.path={tmp / 'cache-node'}",
+                         "--storage.sync_every_put=false", "--warm.bytes=64MiB",
+                         "--storage.block_cache=16MiB", "--storage.write_buffer=8MiB",
+                         "--transport.receive_pool=64MiB", f"--coordinator={coordinator.address}",
+                         "--advertise_host=127.0.0.1"] + node_flags)
     # The image has models/lookahead/ where the ConfigMap's lookahead_module points.
     decode = yaml.safe_load(configs["decode-worker.yaml"])
     module = pathlib.PurePosixPath(decode["lookahead_module"])
@@ -375,12 +383,11 @@ def start_cluster(args, configs, tmp, services, helpers):
     if module.parent != image_dir or not lookahead.exists():
         fail(f"decode-worker.yaml: lookahead_module {module} is not a file of models/lookahead/ "
              "as deploy/Dockerfile installs it (/opt/glimpse/models/lookahead/)")
-    start("decode-worker", [f"--coordinator={coordinator.address}",
-                            f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
-                            "--threads=2", "--kv_memory=256MiB", f"--lookahead_module={lookahead}"])
-    start("prefill-worker", [f"--coordinator={coordinator.address}",
-                             f"--cache_node={cache.address}", "--advertise_host=127.0.0.1",
-                             "--threads=2", f"--lookahead_module={lookahead}"])
+    start("decode-worker", [f"--coordinator={coordinator.address}", "--advertise_host=127.0.0.1",
+                            "--threads=2", "--kv_memory=256MiB", f"--lookahead_module={lookahead}"]
+          + node_flags)
+    start("prefill-worker", [f"--coordinator={coordinator.address}", "--advertise_host=127.0.0.1",
+                             "--threads=2", f"--lookahead_module={lookahead}"] + node_flags)
     frontend = start("frontend", [f"--coordinator={coordinator.address}",
                                   "--openai.listen=127.0.0.1:0"])
 

@@ -2,7 +2,8 @@
 # Makes the Secrets the manifests mount for mutual TLS between the services (docs/security.md):
 # one CA and one certificate per role (spiffe://glimpse/<role>/*, DNS glimpse.internal), each
 # Secret glimpse-tls-<role> holding tls.pem, tls.key and ca.pem; and etcd's (glimpse-tls-etcd,
-# and glimpse-etcd-client for the coordinators). DIR keeps the CA (reused on the
+# glimpse-etcd-client for the coordinators, glimpse-etcd-node for the cache nodes and workers,
+# which announce and watch the live cache nodes there). DIR keeps the CA (reused on the
 # next run, so certificates can be renewed without restarting every pod at once) and an operator
 # certificate (admin-operator.pem) for tools that call internal services; keep it private.
 #
@@ -12,14 +13,15 @@ set -euo pipefail
 dir="${1:?usage: make-tls-secrets.sh DIR [kubectl flags]}"
 shift
 "${GLIMPSE:-glimpse}" certs --dir "$dir" --dns glimpse.internal
-# etcd has a CA of its own (DIR/etcd): only its members and the coordinators hold certificates
-# it signed, so no other pod can reach the coordinators' state or join as a member. A member
+# etcd has a CA of its own (DIR/etcd): only its members, the coordinators and the nodes hold
+# certificates it signed, so no other pod (the frontends) can reach the cluster's state or join as
+# a member. A member
 # checks a peer's certificate against the peer's address, which resolves to
 # glimpse-etcd-N.glimpse-etcd.<namespace>.svc.<cluster domain>: set GLIMPSE_NAMESPACE (default
 # "default") and GLIMPSE_CLUSTER_DOMAIN (default "cluster.local") to where the manifests go.
 ns="${GLIMPSE_NAMESPACE:-default}"
 domain="${GLIMPSE_CLUSTER_DOMAIN:-cluster.local}"
-"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*,coordinator/*' \
+"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*,coordinator/*,node/*' \
   --dns "*.glimpse-etcd,*.glimpse-etcd.$ns.svc,*.glimpse-etcd.$ns.svc.$domain"
 kubectl_flags=("$@")
 secret() {  # NAME PEM KEY CA
@@ -33,3 +35,4 @@ done
 secret glimpse-tls-etcd "$dir/etcd/etcd.pem" "$dir/etcd/etcd.key" "$dir/etcd/ca.pem"
 secret glimpse-etcd-client "$dir/etcd/coordinator.pem" "$dir/etcd/coordinator.key" \
   "$dir/etcd/ca.pem"
+secret glimpse-etcd-node "$dir/etcd/node.pem" "$dir/etcd/node.key" "$dir/etcd/ca.pem"
