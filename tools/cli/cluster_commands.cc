@@ -48,7 +48,8 @@ std::vector<FlagSpec> UpFlags() {
       {"no-prefill-worker", "no prefill worker: decode workers prefill every turn", true, ""},
       {"etcd",
        "keep the coordinator's state in a local etcd member (<dir>/etcd) instead of RocksDB, and "
-       "run two coordinators on it (one leads; the other takes over if it dies)",
+       "run two coordinators on it (one leads; the other takes over if it dies); the cache node "
+       "announces itself there and the workers find it there",
        true, ""},
       {"lease-ttl", "a fixed lease for every session, e.g. 2s (predictable tiers for demos)", false,
        "the coordinator's estimator"},

@@ -170,18 +170,34 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
     coordinators.push_back(c->grpc_address());
   }
   const std::string coordinator_flag = "--coordinator=" + absl::StrJoin(coordinators, ",");
-  ASSIGN_OR_RETURN(const ServiceProcess* cache,
-                   start("cache-node", {"--storage.path=" + (dir / "cache-node").string(),
-                                        "--storage.sync_every_put=false", coordinator_flag}));
-  const std::string cache_address = cache->grpc_address();
+  // On etcd, the cache node announces itself there and the workers find it there
+  // (core/cluster/cache_membership.h), each with its own certificate; else they are told it.
+  auto membership = [&](const std::string& name) {
+    if (!o.etcd) return std::vector<std::string>{};
+    const TlsFiles f = CertificateFiles(tls_dir, name);
+    return std::vector<std::string>{"--membership.etcd_endpoints=" + cluster->etcd_->endpoint(),
+                                    "--membership.etcd_ca=" + f.ca_file,
+                                    "--membership.etcd_cert=" + f.cert_file,
+                                    "--membership.etcd_key=" + f.key_file};
+  };
+  std::vector<std::string> cache_args = {"--storage.path=" + (dir / "cache-node").string(),
+                                         "--storage.sync_every_put=false", coordinator_flag};
+  for (std::string& f : membership("cache-node")) cache_args.push_back(std::move(f));
+  ASSIGN_OR_RETURN(const ServiceProcess* cache, start("cache-node", cache_args));
   // Both workers run the model: the same flags.
-  std::vector<std::string> worker = {coordinator_flag, "--cache_node=" + cache_address,
-                                     absl::StrCat("--threads=", o.threads)};
+  std::vector<std::string> worker = {coordinator_flag, absl::StrCat("--threads=", o.threads)};
+  if (!o.etcd) worker.push_back("--cache_node=" + cache->grpc_address());
   if (!o.model.empty()) worker.push_back("--model=" + o.model);
   if (!o.lookahead_module.empty()) worker.push_back("--lookahead_module=" + o.lookahead_module);
   if (!o.eviction_profile.empty()) worker.push_back("--eviction_profile=" + o.eviction_profile);
-  RETURN_IF_ERROR(start("decode-worker", worker).status());
-  if (o.prefill_worker) RETURN_IF_ERROR(start("prefill-worker", worker).status());
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  RETURN_IF_ERROR(start("decode-worker", with(worker, membership("decode-worker"))).status());
+  if (o.prefill_worker) {
+    RETURN_IF_ERROR(start("prefill-worker", with(worker, membership("prefill-worker"))).status());
+  }
   std::vector<std::string> frontend = {coordinator_flag, "--policy.method=" + o.policy_method,
                                        absl::StrCat("--policy.budget_ratio=", o.budget_ratio),
                                        "--policy.codec=" + o.codec};
