@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const EtcdOptions
   }
   std::vector<std::unique_ptr<Endpoint>> endpoints;
   for (const std::string& address : options.endpoints) {
-    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, ClientChannel(address, options.tls));
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                     ClientChannel(address, options.tls, kEtcdKeepaliveInterval));
     endpoints.push_back(std::make_unique<Endpoint>(
         Endpoint{address, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel),
                  etcdserverpb::Watch::NewStub(channel)}));

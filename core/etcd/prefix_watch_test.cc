@@ -117,6 +117,21 @@ TEST_F(PrefixWatchTest, FollowsPutsDeletesAndExpiredLeasesUnderItsPrefixOnly) {
   EXPECT_EQ(watch->reads(), 1);  // one read, every change since from the watch
 }
 
+// etcd closes a connection pinged more often than its --grpc-keepalive-min-time (5 s): a watch
+// must outlast the client's keepalive pings (it was reopened every few seconds with 2 s pings).
+TEST_F(PrefixWatchTest, OneWatchOutlastsTheKeepalivePings) {
+  Seen seen;
+  std::unique_ptr<PrefixWatch> watch = Watch(client_.get(), seen);
+  ASSERT_TRUE(WaitFor([&] { return watch->reads() == 1; }));
+  const std::string a = absl::StrCat(kPrefix, "a");
+  for (int i = 0; i < 6; ++i) {  // 12 s, a change every 2 s, so the stream carries data too
+    absl::SleepFor(absl::Seconds(2));
+    ASSERT_TRUE(client_->Put(a, absl::StrCat(i)).ok());
+    ASSERT_TRUE(WaitFor([&] { return seen.last() == KeyValues{{a, absl::StrCat(i)}}; }));
+  }
+  EXPECT_EQ(watch->reads(), 1);
+}
+
 TEST_F(PrefixWatchTest, CatchesUpAfterAPartitionAndAnEtcdRestart) {
   absl::StatusOr<std::unique_ptr<TcpProxy>> proxy = TcpProxy::Start(etcd_->endpoint());
   ASSERT_TRUE(proxy.ok()) << proxy.status();

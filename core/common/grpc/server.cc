@@ -164,14 +164,13 @@ namespace {
 
 // A peer that vanishes without closing its connection (a cut link, a frozen host) ends the calls
 // in flight within about two keepalive intervals, instead of at the caller's deadline.
-grpc::ChannelArguments ClientArguments() {
+grpc::ChannelArguments ClientArguments(absl::Duration keepalive) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(kInitialReconnectBackoff)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(kMaxReconnectBackoff)));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveInterval)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(absl::ToInt64Milliseconds(keepalive)));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
               static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveInterval)));
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a long prefill sends no data
@@ -181,13 +180,14 @@ grpc::ChannelArguments ClientArguments() {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& address,
-                                                             const TlsFiles& tls) {
+                                                             const TlsFiles& tls,
+                                                             absl::Duration keepalive) {
   if (tls.ca_file.empty()) {
     if (!tls.cert_file.empty()) {
       return absl::InvalidArgumentError("client certificate set without the server's CA file");
     }
     return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                     ClientArguments());
+                                     ClientArguments(keepalive));
   }
   grpc::SslCredentialsOptions options;
   ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(tls.ca_file, "CA"));
@@ -195,7 +195,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& 
     ASSIGN_OR_RETURN(options.pem_cert_chain, ReadPem(tls.cert_file, "certificate"));
     ASSIGN_OR_RETURN(options.pem_private_key, ReadPem(tls.key_file, "key"));
   }
-  grpc::ChannelArguments args = ClientArguments();
+  grpc::ChannelArguments args = ClientArguments(keepalive);
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(options), args);
 }

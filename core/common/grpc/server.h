@@ -9,6 +9,8 @@
 // CA file (and presenting a client certificate for mutual TLS). Its channels ping the server every
 // kKeepaliveInterval while calls are in flight, so a peer that vanishes without closing the
 // connection fails those calls (UNAVAILABLE) within about two intervals; servers accept the pings.
+// Servers Glimpse did not write may not: etcd closes a connection pinged more often than its
+// --grpc-keepalive-min-time (5 s by default), so etcd's channels ping every kEtcdKeepaliveInterval.
 // A channel that lost its peer tries to reconnect at most kMaxReconnectBackoff apart (gRPC's
 // default grows to 2 minutes), so a restarted peer (a coordinator, an etcd member) is reached
 // again within seconds; until then calls on it fail at once, as UNAVAILABLE.
@@ -29,6 +31,7 @@
 namespace glimpse {
 
 inline constexpr absl::Duration kKeepaliveInterval = absl::Seconds(2);
+inline constexpr absl::Duration kEtcdKeepaliveInterval = absl::Seconds(10);
 inline constexpr absl::Duration kInitialReconnectBackoff = absl::Milliseconds(250);
 inline constexpr absl::Duration kMaxReconnectBackoff = absl::Seconds(2);
 
@@ -82,8 +85,10 @@ class GrpcServer {
 };
 
 // A channel to `address`: plaintext when tls.ca_file is empty, else TLS (with the client
-// certificate when tls.cert_file is set). Errors name an unreadable file.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(const std::string& address,
-                                                             const TlsFiles& tls = {});
+// certificate when tls.cert_file is set), pinging every `keepalive` while calls are in flight.
+// Errors name an unreadable file.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ClientChannel(
+    const std::string& address, const TlsFiles& tls = {},
+    absl::Duration keepalive = kKeepaliveInterval);
 
 }  // namespace glimpse
