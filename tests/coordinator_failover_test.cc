@@ -2,9 +2,11 @@
 // UNAVAILABLE naming it; a client given both addresses, or only the follower's
 // (core/cluster/coordinators.h), reaches the leader. SIGKILL the leader mid-session: the other
 // leads within the election ttl with every session, lease and member intact. Partition the leader
-// from etcd (a TcpProxy between it and etcd, cut): it stops leading before the other starts, and
-// every lease either of them granted is in the state the new leader holds, as granted: no lease is
-// granted by two leaders. Kill one of three etcd members: the leader goes on leading and granting.
+// from etcd, as a TcpProxy between it and etcd cut (connections reset), and as its network
+// namespace's link to etcd gone dead (packets vanish; core/common/netns.h, skipped without
+// CAP_NET_ADMIN): it stops leading before the other starts, and every lease either of them granted
+// is in the state the new leader holds, as granted: no lease is granted by two leaders. Kill one of
+// three etcd members: the leader goes on leading and granting.
 #include <signal.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/cluster/coordinators.h"
 #include "core/common/grpc/server.h"
+#include "core/common/netns.h"
 #include "core/common/service_process.h"
 #include "core/common/tcp_proxy.h"
 #include "core/etcd/etcd_process.h"
@@ -57,17 +60,32 @@ class CoordinatorFailoverTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // A coordinator reaching etcd at `etcd` (members' addresses, or a proxy in front of one).
+  // A coordinator reaching etcd at `etcd` (members' addresses, or a proxy in front of one); in
+  // `ns` when given, serving clients at `host` there.
   ServiceProcess Start(const std::string& name, const std::string& etcd,
-                       const std::string& ttl = "2s") {
+                       const std::string& ttl = "2s", const Netns* ns = nullptr,
+                       const std::string& host = "") {
     logs_.push_back((dir_ / (name + ".log")).string());
-    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(
-        GLIMPSE_COORDINATOR_BINARY,
-        {"--store.etcd_endpoints=" + etcd, "--store.etcd_timeout=500ms", "--election.ttl=" + ttl,
-         "--election.poll=100ms", "--lease.default_ttl=1h", "--lease.pin_cost=continuum",
-         "--lease.max_ttl=2h", "--lease.default_queue_delay=10s",
-         "--membership.heartbeat_interval=30s", "--shutdown_grace=500ms"},
-        logs_.back());
+    std::vector<std::string> args = {"--store.etcd_endpoints=" + etcd,
+                                     "--store.etcd_timeout=500ms",
+                                     "--election.ttl=" + ttl,
+                                     "--election.poll=100ms",
+                                     "--lease.default_ttl=1h",
+                                     "--lease.pin_cost=continuum",
+                                     "--lease.max_ttl=2h",
+                                     "--lease.default_queue_delay=10s",
+                                     "--membership.heartbeat_interval=30s",
+                                     "--shutdown_grace=500ms"};
+    std::string binary = GLIMPSE_COORDINATOR_BINARY;
+    if (ns != nullptr) {
+      args.insert(args.end(),
+                  {"--listen=0.0.0.0:0", "--insecure_listen=true", "--advertise_host=" + host});
+      std::vector<std::string> exec = ns->Exec();
+      exec.push_back(binary);
+      binary = exec.front();
+      args.insert(args.begin(), exec.begin() + 1, exec.end());
+    }
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(binary, args, logs_.back());
     EXPECT_TRUE(p.ok()) << p.status();
     return *std::move(p);
   }
@@ -82,9 +100,10 @@ class CoordinatorFailoverTest : public ::testing::Test {
   static Client Via(cluster::Coordinators& c) {
     return [&c](const cluster::Coordinators::Rpc& rpc) { return c.Call(Context, rpc); };
   }
-  static Client Only(const ServiceProcess& p) {
+  static Client Only(const ServiceProcess& p) { return Only(p.grpc_address()); }
+  static Client Only(const std::string& address) {
     std::shared_ptr<v1::Coordinator::Stub> stub =
-        v1::Coordinator::NewStub(ClientChannel(p.grpc_address()).value());
+        v1::Coordinator::NewStub(ClientChannel(address).value());
     return [stub](const cluster::Coordinators::Rpc& rpc) {
       std::unique_ptr<grpc::ClientContext> ctx = Context();
       return rpc(*stub, ctx.get());
@@ -96,6 +115,7 @@ class CoordinatorFailoverTest : public ::testing::Test {
     return c([&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
   }
   static bool Leads(const ServiceProcess& p) { return Stats(Only(p)).ok(); }
+  static bool Leads(const std::string& address) { return Stats(Only(address)).ok(); }
   // The leader `p` names in its refusal's metadata; "" while it names none (or leads).
   static std::string Named(const ServiceProcess& p) {
     auto stub = v1::Coordinator::NewStub(ClientChannel(p.grpc_address()).value());
@@ -115,11 +135,12 @@ class CoordinatorFailoverTest : public ::testing::Test {
     }
     return true;
   }
-  // Waits until `p` leads; false after kPatience.
-  static bool AwaitLeading(const ServiceProcess& p) {
+  // Waits until the coordinator at `address` leads; false after kPatience.
+  static bool AwaitLeading(const ServiceProcess& p) { return AwaitLeading(p.grpc_address()); }
+  static bool AwaitLeading(const std::string& address) {
     const absl::Time end = absl::Now() + kPatience;
     while (absl::Now() < end) {
-      if (Leads(p)) return true;
+      if (Leads(address)) return true;
       absl::SleepFor(absl::Milliseconds(20));
     }
     return false;
@@ -165,10 +186,88 @@ class CoordinatorFailoverTest : public ::testing::Test {
     return resp.session();
   }
 
+  void GrantAcrossAPartition(const std::string& a_address, ServiceProcess& b,
+                             const std::function<void()>& cut);
+
   std::filesystem::path dir_;
   std::vector<std::string> logs_;
   std::unique_ptr<etcd::EtcdProcess> etcd_;
 };
+
+// Leader `a` (clients reach it at `a_address`) and follower `b`: two clients grant leases, each
+// through one of them only, before, during and after `cut` partitions a from etcd. b takes over,
+// a stops granting before b grants, and b's state holds every lease granted, as granted.
+void CoordinatorFailoverTest::GrantAcrossAPartition(const std::string& a_address, ServiceProcess& b,
+                                                    const std::function<void()>& cut) {
+  using T = CoordinatorFailoverTest;
+  const T::Client to_a = T::Only(a_address);
+  const T::Client to_b = T::Only(b);
+  ASSERT_TRUE(T::Register(to_a).ok());
+
+  // Two clients grant leases, each through one coordinator only, before, during and after the
+  // partition; every lease acknowledged is recorded with who granted it and when.
+  struct Grant {
+    std::string by;
+    absl::Time sent, acknowledged;
+    int64_t expires_unix_ms = -1;  // -1: acknowledged, but the coordinator stepped down before
+                                   // the read that follows
+  };
+  absl::Mutex mu;
+  std::map<std::string, Grant> granted;  // by session
+  std::atomic<bool> stop{false};
+  auto grant = [&](const Client* c, const std::string& by) {
+    for (int i = 0; !stop; ++i) {
+      const std::string session = absl::StrCat(by, "-", i);
+      Grant g{by, absl::Now(), absl::InfinitePast()};
+      if (!T::Turn(*c, session, 0).ok()) {
+        absl::SleepFor(absl::Milliseconds(10));
+        continue;
+      }
+      g.acknowledged = absl::Now();
+      if (absl::StatusOr<v1::SessionInfo> info = T::Get(*c, session); info.ok()) {
+        g.expires_unix_ms = info->lease_expires_unix_ms();
+      }
+      absl::MutexLock lock(&mu);
+      granted[session] = g;
+    }
+  };
+  auto count = [&](const std::string& by) {
+    absl::MutexLock lock(&mu);
+    return std::count_if(granted.begin(), granted.end(),
+                         [&](const auto& g) { return g.second.by == by; });
+  };
+  std::thread via_a(grant, &to_a, "a");
+  std::thread via_b(grant, &to_b, "b");
+  const absl::Time end = absl::Now() + kPatience;
+  while (count("a") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  cut();
+  ASSERT_TRUE(T::AwaitLeading(b));
+  while (count("b") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  stop = true;
+  via_a.join();
+  via_b.join();
+  EXPECT_FALSE(T::Leads(a_address));
+  EXPECT_GE(count("a"), 5);
+  EXPECT_GE(count("b"), 5);
+  absl::MutexLock lock(&mu);
+  absl::Time first_by_b = absl::InfiniteFuture();
+  for (const auto& [session, g] : granted) {
+    if (g.by == "b") first_by_b = std::min(first_by_b, g.acknowledged);
+  }
+  for (const auto& [session, g] : granted) {
+    // No lease asked of a after b had granted one was granted by a: never two leaders at once.
+    if (g.by == "a") {
+      EXPECT_LT(g.sent, first_by_b) << session;
+    }
+    // Every lease either granted is in b's state, as it was granted.
+    absl::StatusOr<v1::SessionInfo> info = T::Get(to_b, session);
+    ASSERT_TRUE(info.ok()) << session << ": " << info.status();
+    EXPECT_EQ(info->tier(), v1::SESSION_TIER_LEASED) << session;
+    if (g.expires_unix_ms >= 0) {
+      EXPECT_EQ(info->lease_expires_unix_ms(), g.expires_unix_ms);
+    }
+  }
+}
 
 TEST_F(CoordinatorFailoverTest, AFollowerNamesTheLeaderAndTakesOverWhenItIsKilled) {
   ServiceProcess a = Start("a", etcd_->endpoint());
@@ -232,73 +331,28 @@ TEST_F(CoordinatorFailoverTest, ALeaderCutOffFromEtcdStopsBeforeTheOtherGrantsAn
   ServiceProcess a = Start("a", link->address());
   ASSERT_TRUE(AwaitLeading(a));
   ServiceProcess b = Start("b", etcd_->endpoint());
-  const Client to_a = Only(a);
-  const Client to_b = Only(b);
-  ASSERT_TRUE(Register(to_a).ok());
+  GrantAcrossAPartition(a.grpc_address(), b, [&] { link->Cut(); });
+}
 
-  // Two clients grant leases, each through one coordinator only, before, during and after the
-  // partition; every lease acknowledged is recorded with who granted it and when.
-  struct Grant {
-    std::string by;
-    absl::Time sent, acknowledged;
-    int64_t expires_unix_ms = -1;  // -1: acknowledged, but the coordinator stepped down before
-                                   // the read that follows
-  };
-  absl::Mutex mu;
-  std::map<std::string, Grant> granted;  // by session
-  std::atomic<bool> stop{false};
-  auto grant = [&](const Client* c, const std::string& by) {
-    for (int i = 0; !stop; ++i) {
-      const std::string session = absl::StrCat(by, "-", i);
-      Grant g{by, absl::Now(), absl::InfinitePast()};
-      if (!Turn(*c, session, 0).ok()) {
-        absl::SleepFor(absl::Milliseconds(10));
-        continue;
-      }
-      g.acknowledged = absl::Now();
-      if (absl::StatusOr<v1::SessionInfo> info = Get(*c, session); info.ok()) {
-        g.expires_unix_ms = info->lease_expires_unix_ms();
-      }
-      absl::MutexLock lock(&mu);
-      granted[session] = g;
-    }
-  };
-  auto count = [&](const std::string& by) {
-    absl::MutexLock lock(&mu);
-    return std::count_if(granted.begin(), granted.end(),
-                         [&](const auto& g) { return g.second.by == by; });
-  };
-  std::thread via_a(grant, &to_a, "a");
-  std::thread via_b(grant, &to_b, "b");
-  const absl::Time end = absl::Now() + kPatience;
-  while (count("a") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
-  link->Cut();
-  ASSERT_TRUE(AwaitLeading(b));
-  while (count("b") < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
-  stop = true;
-  via_a.join();
-  via_b.join();
-  EXPECT_FALSE(Leads(a));
-  EXPECT_GE(count("a"), 5);
-  EXPECT_GE(count("b"), 5);
-  absl::MutexLock lock(&mu);
-  absl::Time first_by_b = absl::InfiniteFuture();
-  for (const auto& [session, g] : granted) {
-    if (g.by == "b") first_by_b = std::min(first_by_b, g.acknowledged);
-  }
-  for (const auto& [session, g] : granted) {
-    // No lease asked of a after b had granted one was granted by a: never two leaders at once.
-    if (g.by == "a") {
-      EXPECT_LT(g.sent, first_by_b) << session;
-    }
-    // Every lease either granted is in b's state, as it was granted.
-    absl::StatusOr<v1::SessionInfo> info = Get(to_b, session);
-    ASSERT_TRUE(info.ok()) << session << ": " << info.status();
-    EXPECT_EQ(info->tier(), v1::SESSION_TIER_LEASED) << session;
-    if (g.expires_unix_ms >= 0) {
-      EXPECT_EQ(info->lease_expires_unix_ms(), g.expires_unix_ms);
-    }
-  }
+// The same, the partition a real one: a runs in a network namespace of its own, with one link to
+// etcd and one to its clients; the etcd link goes dead (its packets vanish, no connection is
+// reset), so a learns only from its calls' deadlines that etcd is gone.
+TEST_F(CoordinatorFailoverTest, ALeaderWhoseLinkToEtcdGoesDeadStopsBeforeTheOtherGrantsAnyLease) {
+  absl::StatusOr<std::unique_ptr<Netns>> ns = Netns::Create(0);
+  if (!ns.ok()) GTEST_SKIP() << "no network namespaces here: " << ns.status();
+  absl::StatusOr<Netns::Link> to_etcd = (*ns)->AddLink();
+  ASSERT_TRUE(to_etcd.ok()) << to_etcd.status();
+  absl::StatusOr<Netns::Link> to_clients = (*ns)->AddLink();
+  ASSERT_TRUE(to_clients.ok()) << to_clients.status();
+  // An etcd member a can reach from its namespace (every interface, this one's port).
+  auto etcd = etcd::EtcdProcess::Start((dir_ / "etcd-netns").string(), {}, "0.0.0.0");
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string port = (*etcd)->endpoint().substr((*etcd)->endpoint().rfind(':'));
+  ServiceProcess a = Start("a", to_etcd->here_ip + port, "2s", ns->get(), to_clients->there_ip);
+  const std::string a_address = absl::StrCat(to_clients->there_ip, ":", a.grpc_port());
+  ASSERT_TRUE(AwaitLeading(a_address));
+  ServiceProcess b = Start("b", (*etcd)->endpoint());
+  GrantAcrossAPartition(a_address, b, [&] { ASSERT_TRUE((*ns)->Cut(*to_etcd).ok()); });
 }
 
 TEST_F(CoordinatorFailoverTest, AnEtcdMemberKilledOfThreeChangesNothing) {

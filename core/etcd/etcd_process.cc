@@ -33,7 +33,8 @@ absl::Status HaveEtcd() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
-                                                                const TlsFiles& tls) {
+                                                                const TlsFiles& tls,
+                                                                const std::string& listen_host) {
   RETURN_IF_ERROR(HaveEtcd());
   const std::filesystem::path root(dir);
   std::filesystem::create_directories(root);
@@ -42,7 +43,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
   if (std::ifstream ports(root / "ports");
       ports >> client_port >> peer_port && std::filesystem::exists(root / "data")) {
     std::unique_ptr<EtcdProcess> etcd(
-        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls));
+        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls, listen_host));
     absl::Status started = etcd->Launch(absl::StrCat(kLocalName, "=", etcd->peer_url()), kServing);
     if (!started.ok()) {
       return absl::Status(started.code(),
@@ -56,7 +57,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
     ASSIGN_OR_RETURN(client_port, FreeLoopbackPort());
     ASSIGN_OR_RETURN(peer_port, FreeLoopbackPort());
     std::unique_ptr<EtcdProcess> etcd(
-        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls));
+        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls, listen_host));
     std::filesystem::remove_all(root / "data");  // a fresh member
     last = etcd->Launch(absl::StrCat(kLocalName, "=", etcd->peer_url()), kServing);
     if (last.ok()) {
@@ -127,13 +128,14 @@ std::string EtcdProcess::peer_url() const { return absl::StrCat("http://127.0.0.
 
 absl::Status EtcdProcess::Launch(const std::string& initial_cluster, std::string_view ready) {
   initial_cluster_ = initial_cluster;
-  const std::string client =
-      absl::StrCat(tls_.cert_file.empty() ? "http" : "https", "://127.0.0.1:", client_port_);
+  const std::string scheme = tls_.cert_file.empty() ? "http" : "https";
+  const std::string client = absl::StrCat(scheme, "://127.0.0.1:", client_port_);
+  const std::string listen = absl::StrCat(scheme, "://", listen_host_, ":", client_port_);
   const std::string peer = peer_url();
   std::vector<std::string> args = {absl::StrCat("--name=", name_),
                                    absl::StrCat("--data-dir=", dir_, "/data"),
                                    "--logger=zap",
-                                   absl::StrCat("--listen-client-urls=", client),
+                                   absl::StrCat("--listen-client-urls=", listen),
                                    absl::StrCat("--advertise-client-urls=", client),
                                    absl::StrCat("--listen-peer-urls=", peer),
                                    absl::StrCat("--initial-advertise-peer-urls=", peer),
