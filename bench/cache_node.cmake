@@ -12,11 +12,11 @@ target_compile_definitions(glimpse_bench_cache_node PRIVATE
   GLIMPSE_BENCH_JSON="${CMAKE_BINARY_DIR}/cache_node_bench.json")
 
 # Replicated cache nodes: put/get GB/s and latency with 1, 2 and 3 nodes, R = 1 and 2, on this
-# host. Run: `make bench-cache-node` (its second half).
+# host; repair; a node's death and a node's joining with membership on etcd. Run: `make bench-cache-node` (its second half).
 add_executable(glimpse_bench_cache_replication ${CMAKE_CURRENT_LIST_DIR}/cache_replication_bench.cc)
 target_link_libraries(glimpse_bench_cache_replication
-  PRIVATE glimpse_cache_client glimpse_kvstate_testing glimpse_service_process glimpse_transport
-          glimpse_common)
+  PRIVATE glimpse_cache_client glimpse_cache_membership glimpse_etcd_process
+          glimpse_kvstate_testing glimpse_service_process glimpse_transport glimpse_common)
 add_dependencies(glimpse_bench_cache_replication glimpse-cache-node)
 target_compile_definitions(glimpse_bench_cache_replication PRIVATE
   GLIMPSE_CACHE_NODE_BINARY="$<TARGET_FILE:glimpse-cache-node>")

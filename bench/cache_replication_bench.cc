@@ -7,7 +7,11 @@
 // GB/s = state page bytes / wall time (a put of R copies counts once); put and get latency
 // p50 / p99 per state; the last column is a put's p50 over the same node count's R = 1 p50.
 // Then repair: three nodes with their replicators on, the states put with R = 2, one node
-// SIGKILLed, and the time until the survivors count no state short of two copies.
+// SIGKILLed, and the time until the survivors count no state short of two copies. Last, the same
+// with membership on a local etcd member (core/cluster/cache_membership.h, ttl 3 s, no lists): a
+// client reading every state in turn while node 1 is SIGKILLed (its slowest read, the time until
+// its list drops the node, and until the survivors repaired), then while a fourth node joins (the
+// time until it is listed, and until every state is on exactly two nodes again).
 //
 //   glimpse_bench_cache_replication [--put_mib=128] [--clients=4]
 #include <unistd.h>
@@ -23,13 +27,16 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/flags.h"
 #include "core/cache_client/cache_client.h"
+#include "core/cluster/cache_membership.h"
 #include "core/common/http_server.h"
 #include "core/common/progress.h"
 #include "core/common/service_process.h"
 #include "core/common/status_macros.h"
+#include "core/etcd/etcd_process.h"
 #include "core/kvstate/test_state.h"
 #include "core/transport/ucx/ucx_transport.h"
 
@@ -286,6 +293,152 @@ absl::StatusOr<Repair> MeasureRepair(const Flags& f, const std::vector<TestState
   return r;
 }
 
+// A client reading the states in turn until stopped: how many reads, how many failed, the slowest.
+class Reader {
+ public:
+  Reader(cache_client::CacheClient& client, const std::vector<TestState>& states)
+      : thread_([this, &client, &states] {
+          for (size_t i = 0; !stop_; ++i) {
+            const TestState& s = states[i % states.size()];
+            const absl::Time t0 = absl::Now();
+            const bool ok =
+                client.Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model).ok();
+            const double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+            std::lock_guard<std::mutex> lock(mu_);
+            ++reads_;
+            failed_ += ok ? 0 : 1;
+            slowest_ms_ = std::max(slowest_ms_, ms);
+          }
+        }) {}
+  ~Reader() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string Summary() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return absl::StrFormat("%d reads, %d failed, the slowest %.0f ms", reads_, failed_,
+                           slowest_ms_);
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  int reads_ = 0, failed_ = 0;
+  double slowest_ms_ = 0;
+  std::thread thread_;
+};
+
+// Waits until `done` holds; the seconds since `from`. DEADLINE_EXCEEDED after 10 minutes.
+template <typename Pred>
+absl::StatusOr<double> SecondsUntil(absl::Time from, const std::string& what, Pred done) {
+  while (!done()) {
+    if (absl::Now() - from > absl::Minutes(10)) {
+      return absl::DeadlineExceededError(what + " did not happen within 10 minutes");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::ToDoubleSeconds(absl::Now() - from);
+}
+
+// Membership on etcd: three nodes announce themselves (ttl 3 s) and replicate (scans every
+// 100 ms, unthrottled); a client follows the live ones. Prints what a client sees of a node's
+// SIGKILL and of a fourth node's joining.
+absl::Status MeasureMembership(const Flags& f, const std::vector<TestState>& states,
+                               const std::filesystem::path& dir) {
+  ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdProcess> etcd,
+                   etcd::EtcdProcess::Start((dir / "etcd").string()));
+  std::vector<ServiceProcess> procs;
+  auto start = [&](int i) -> absl::Status {
+    const std::filesystem::path db = dir / absl::StrCat("member-", i);
+    ASSIGN_OR_RETURN(
+        ServiceProcess p,
+        ServiceProcess::Start(
+            GLIMPSE_CACHE_NODE_BINARY,
+            {"--storage.path=" + db.string(), "--warm.bytes=4MiB", "--storage.sync_every_put=false",
+             "--membership.etcd_endpoints=" + etcd->endpoint(), "--replication.interval=100ms",
+             "--replication.rate=64GiB"},
+            db.string() + ".log"));
+    procs.push_back(std::move(p));
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(start(i));
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  ASSIGN_OR_RETURN(std::unique_ptr<transport::Transport> t, transport::CreateUcxTransport());
+  transports.push_back(std::move(t));
+  cache_client::CacheClientOptions o;
+  o.timeout = absl::Seconds(60);
+  ASSIGN_OR_RETURN(std::unique_ptr<cache_client::CacheClient> client,
+                   cache_client::CacheClient::Create(o, std::move(transports)));
+  cluster::CacheMembershipOptions m;
+  m.etcd_endpoints = {etcd->endpoint()};
+  ASSIGN_OR_RETURN(std::unique_ptr<cluster::CacheMembership> membership,
+                   cluster::CacheMembership::Start(
+                       m, "", [c = client.get()](const std::vector<std::string>& live) {
+                         c->SetNodes(live).IgnoreError();
+                       }));
+  auto listed = [&](size_t n) { return client->nodes().size() == n; };
+  RETURN_IF_ERROR(
+      SecondsUntil(absl::Now(), "listing three nodes", [&] { return listed(3); }).status());
+  RETURN_IF_ERROR(
+      Phase("put, membership setup", f.clients, states.size(), [&](size_t i) {
+        return client->Put(states[i].manifest, states[i].tokens, states[i].spans()).status();
+      }).status());
+  auto metric = [&](size_t i, const char* name) {
+    absl::StatusOr<std::string> text = HttpGet("127.0.0.1", procs[i].metrics_port(), "/metrics");
+    return text.ok() ? MetricValue(*text, name) : -1;
+  };
+  // Settled: each live node has scanned twice since `since_scans` and counts no state short of
+  // two copies, and the copies sum to two per state.
+  auto settled = [&](const std::vector<size_t>& live, const std::vector<double>& since_scans) {
+    double copies = 0;
+    for (size_t k = 0; k < live.size(); ++k) {
+      if (metric(live[k], "glimpse_cache_node_replication_scans_total") < since_scans[k] + 2 ||
+          metric(live[k], "glimpse_cache_node_under_replicated_states") != 0) {
+        return false;
+      }
+      copies += metric(live[k], "glimpse_cache_node_states");
+    }
+    return copies == 2.0 * static_cast<double>(states.size());
+  };
+  auto scans = [&](const std::vector<size_t>& live) {
+    std::vector<double> out;
+    for (size_t i : live) out.push_back(metric(i, "glimpse_cache_node_replication_scans_total"));
+    return out;
+  };
+
+  Reader during_death(*client, states);
+  procs[1].Kill();
+  const absl::Time killed = absl::Now();
+  ASSIGN_OR_RETURN(const double dropped,
+                   SecondsUntil(killed, "dropping the dead node", [&] { return listed(2); }));
+  const std::vector<double> scans_at_drop = scans({0, 2});
+  ASSIGN_OR_RETURN(const double repaired, SecondsUntil(killed, "the repair", [&] {
+                     return settled({0, 2}, scans_at_drop);
+                   }));
+  during_death.Stop();
+  std::printf(
+      "membership on etcd (ttl 3 s, R=2, scans every 100 ms): node 1 SIGKILLed: the client's "
+      "list dropped it after %.2f s, the survivors repaired by %.2f s; reads meanwhile: %s\n",
+      dropped, repaired, during_death.Summary().c_str());
+
+  Reader during_join(*client, states);
+  const absl::Time joining = absl::Now();
+  RETURN_IF_ERROR(start(3));
+  ASSIGN_OR_RETURN(const double joined,
+                   SecondsUntil(joining, "listing the new node", [&] { return listed(3); }));
+  const std::vector<double> scans_at_join = scans({0, 2, 3});
+  ASSIGN_OR_RETURN(const double moved, SecondsUntil(joining, "the rebalance", [&] {
+                     return settled({0, 2, 3}, scans_at_join);
+                   }));
+  during_join.Stop();
+  std::printf(
+      "a new node started: listed after %.2f s (its start included), every state on exactly two "
+      "nodes by %.2f s, %.0f states on the new one; reads meanwhile: %s\n",
+      joined, moved, metric(3, "glimpse_cache_node_states"), during_join.Summary().c_str());
+  return absl::OkStatus();
+}
+
 int Run(const Flags& f) {
   setenv("UCX_TLS", "tcp,self", 1);  // as between hosts (and a node's death is detected)
   const std::filesystem::path dir =
@@ -327,6 +480,10 @@ int Run(const Flags& f) {
       "repair after a node's SIGKILL (3 nodes, R=2, scans every 100 ms, unthrottled): "
       "%.1f MB copied in %.2f s, %.1f MB/s (including the scans that found the death)\n",
       repair->bytes / 1e6, repair->seconds, repair->bytes / 1e6 / repair->seconds);
+  if (absl::Status st = MeasureMembership(f, states, dir); !st.ok()) {
+    std::fprintf(stderr, "membership: %s (logs in %s)\n", st.ToString().c_str(), dir.c_str());
+    return 1;
+  }
   std::filesystem::remove_all(dir);
   return 0;
 }
