@@ -94,8 +94,9 @@ class Running final : public RunningService {
             }
           });
       if (m.ok()) {
+        absl::MutexLock lock(&membership_mu_);
         membership_ = *std::move(m);
-      } else {
+      } else {  // CheckCacheMembership passed at start: not a configuration error
         log::Error("this node is not announced on etcd", {{"error", m.status().ToString()}});
       }
     }
@@ -110,8 +111,13 @@ class Running final : public RunningService {
     // A cache node holds no leases: nothing to release.
     link_ = cluster::RegisterWhenServing(link, grpc_port, load, [](const std::string&) {});
   }
+  // Leaves the membership before the server drains: workers place no more states here.
+  void OnShutdown() override {
+    absl::MutexLock lock(&membership_mu_);
+    membership_.reset();
+  }
   void Stop() override {
-    membership_.reset();  // leaves the membership before it stops serving
+    OnShutdown();
     std::unique_ptr<Replicator> replicator;
     {
       absl::MutexLock lock(&replicator_mu_);
@@ -148,7 +154,8 @@ class Running final : public RunningService {
   }
 
   std::unique_ptr<cluster::CoordinatorLink> link_;
-  std::unique_ptr<cluster::CacheMembership> membership_;
+  absl::Mutex membership_mu_;  // OnServing and OnShutdown may run on different threads
+  std::unique_ptr<cluster::CacheMembership> membership_ ABSL_GUARDED_BY(membership_mu_);
   absl::Mutex replicator_mu_;
   std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(replicator_mu_);
   std::unique_ptr<CacheNodeService> service_;
@@ -222,6 +229,9 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r.bytes_per_second = c.GetBytes("replication.rate");
   r.tls = tls;
   running->membership = cluster::CacheMembershipFromConfig(c);
+  if (!running->membership.etcd_endpoints.empty()) {
+    RETURN_IF_ERROR(cluster::CheckCacheMembership(running->membership));
+  }
   if (!r.peers.empty() || !running->membership.etcd_endpoints.empty()) {
     // The replicator's client engine to the peers, registered so that they accept its batches.
     ASSIGN_OR_RETURN(running->replication_transport, transport::CreateUcxTransport(t));

@@ -41,8 +41,9 @@ CacheMembershipOptions CacheMembershipFromConfig(const Config& c) {
   return o;
 }
 
-absl::StatusOr<std::unique_ptr<CacheMembership>> CacheMembership::Start(
-    const CacheMembershipOptions& options, std::string announce, OnChange on_change) {
+namespace {
+
+absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> Client(const CacheMembershipOptions& options) {
   if (options.etcd_endpoints.empty() || options.prefix.empty() || options.ttl < absl::Seconds(1)) {
     return absl::InvalidArgumentError(
         "cache membership: needs etcd endpoints, a prefix and a ttl of at least 1s");
@@ -52,8 +53,21 @@ absl::StatusOr<std::unique_ptr<CacheMembership>> CacheMembership::Start(
   eo.tls = options.etcd_tls;
   // A renewal every ttl/3 must not wait on one dead member for longer than that.
   eo.timeout = options.ttl / 4;
+  return etcd::EtcdClient::Create(eo);  // reads the TLS files; connects lazily
+}
+
+}  // namespace
+
+absl::Status CheckCacheMembership(const CacheMembershipOptions& options) {
+  absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client = Client(options);
+  if (client.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("membership.etcd_*: ", client.status().message()));
+}
+
+absl::StatusOr<std::unique_ptr<CacheMembership>> CacheMembership::Start(
+    const CacheMembershipOptions& options, std::string announce, OnChange on_change) {
   std::unique_ptr<CacheMembership> m(new CacheMembership());
-  ASSIGN_OR_RETURN(m->client_, etcd::EtcdClient::Create(eo));
+  ASSIGN_OR_RETURN(m->client_, Client(options));
   const std::string prefix = absl::StrCat(options.prefix, "cache/");
   if (!announce.empty()) {
     ASSIGN_OR_RETURN(m->announcement_,

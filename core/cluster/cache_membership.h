@@ -35,6 +35,9 @@ struct CacheMembershipOptions {
 // membership.etcd_endpoints, membership.etcd_prefix, membership.etcd_ca/cert/key, membership.ttl.
 std::vector<ConfigKey> CacheMembershipKeys();
 CacheMembershipOptions CacheMembershipFromConfig(const Config& c);
+// InvalidArgument for what Start would refuse (no endpoints, a ttl under 1 s, an unreadable TLS
+// file), so that a service refuses to start rather than run unannounced.
+absl::Status CheckCacheMembership(const CacheMembershipOptions& options);
 
 class CacheMembership {
  public:
