@@ -65,6 +65,42 @@ int64_t Announcement::Put() {
   return lease->id;
 }
 
+void Announcement::SetAnnounced(bool announced) {
+  absl::MutexLock lock(&mu_);
+  announced_ = announced;
+}
+
+bool Announcement::Renew(int64_t lease) {
+  const absl::StatusOr<absl::Duration> left = client_->KeepAlive(lease);
+  if (absl::IsNotFound(left.status())) {  // expired: the key is gone, announce it again
+    log::Warning("etcd announcement: the lease expired, announcing again", {{"key", key_}});
+    SetAnnounced(false);
+    return false;
+  }
+  if (!left.ok()) {
+    log::Warning("etcd announcement: a renewal failed",
+                 {{"key", key_}, {"error", left.status().ToString()}});
+    SetAnnounced(false);
+    return true;
+  }
+  absl::StatusOr<std::optional<EtcdClient::Versioned>> held = client_->Get(key_);
+  if (!held.ok()) return true;  // etcd went away between the two calls: the next round sees
+  if (!held->has_value()) {
+    log::Warning("etcd announcement: the key was deleted, announcing again", {{"key", key_}});
+    const absl::Status put = client_->Put(key_, value_, lease);
+    SetAnnounced(put.ok());
+    return true;
+  }
+  if ((*held)->lease != lease) {
+    log::Error("etcd announcement: another process announces the same key",
+               {{"key", key_}, {"value", (*held)->value}});
+    SetAnnounced(false);
+    return true;
+  }
+  SetAnnounced(true);
+  return true;
+}
+
 void Announcement::Loop() {
   int64_t lease = 0;
   while (Sleep(lease == 0 ? absl::ZeroDuration() : ttl_ / 3)) {
@@ -73,17 +109,7 @@ void Announcement::Loop() {
       if (lease == 0 && !Sleep(ttl_ / 3)) break;
       continue;
     }
-    const absl::StatusOr<absl::Duration> left = client_->KeepAlive(lease);
-    if (left.ok()) continue;
-    if (absl::IsNotFound(left.status())) {  // expired: the key is gone, announce it again
-      log::Warning("etcd announcement: the lease expired, announcing again", {{"key", key_}});
-      absl::MutexLock lock(&mu_);
-      announced_ = false;
-      lease = 0;
-      continue;
-    }
-    log::Warning("etcd announcement: a renewal failed",
-                 {{"key", key_}, {"error", left.status().ToString()}});
+    if (!Renew(lease)) lease = 0;
   }
   if (lease != 0) {
     if (absl::Status st = client_->RevokeLease(lease); !st.ok()) {

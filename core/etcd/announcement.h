@@ -4,8 +4,11 @@
 // (plus up to 500 ms: etcd looks for expired leases twice a second), with no one else involved,
 // and every watcher of the key sees it go. Where etcd cannot be reached for a ttl the lease
 // expires too; the announcement then takes a new lease and puts the key again once etcd answers,
-// so a node cut off and back is announced again by itself. The destructor revokes the lease: the
-// key goes at once. Thread-safe.
+// so a node cut off and back is announced again by itself. After each renewal it reads the key:
+// deleted behind its back (by an operator, or by another process that announced the same key and
+// stopped) it is put again; held under another lease, two processes claim one key, which is logged
+// as an error and left to them. The destructor revokes the lease: the key goes at once.
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,7 @@ class Announcement {
                                                              std::string value, absl::Duration ttl);
   ~Announcement();
 
-  bool announced() const;  // the key is in etcd as far as the last renewal knows
+  bool announced() const;  // the key is ours in etcd as far as the last renewal and read know
   int64_t leases() const;  // leases taken so far (1 + the times the key was lost and put again)
 
  private:
@@ -37,6 +40,10 @@ class Announcement {
   void Loop();
   // Takes a lease and puts the key under it; the lease, or 0 on an error (logged).
   int64_t Put();
+  // Renews `lease` and checks the key is still ours (puts it again when it is gone); false when
+  // the lease has expired.
+  bool Renew(int64_t lease);
+  void SetAnnounced(bool announced);
   // Waits `d` or until stopping; false when stopping.
   bool Sleep(absl::Duration d);
 
