@@ -77,6 +77,7 @@ class CacheReplicationTest : public ::testing::Test {
       }
     }
     nodes_.clear();
+    etcd_.reset();  // before its directory goes
     std::filesystem::remove_all(dir_);
   }
 
@@ -233,6 +234,16 @@ TEST_F(CacheReplicationTest, APutThatCannotReachTwoNodesFailsAndSaysSo) {
       << put.status();
   // It is readable from the one copy there is.
   ExpectReadable(*client, s);
+  // The same when the dead nodes have left the list (membership on etcd): W stays what the
+  // client needed when it listed three, and the put fails rather than keep one copy.
+  ASSERT_TRUE(client->SetNodes({Address(1)}).ok());
+  TestState t = StateFor(8);
+  put = client->Put(t.manifest, t.tokens, t.spans());
+  EXPECT_NE(put.status().message().find("stored 1 of the 2 copies"), std::string::npos)
+      << put.status();
+  // A client that only ever listed one node stores one copy.
+  auto one = Client({Address(1)});
+  EXPECT_TRUE(one->Put(t.manifest, t.tokens, t.spans()).ok());
 }
 
 class CacheRepairTest : public CacheReplicationTest {
@@ -391,9 +402,10 @@ TEST_F(CacheMembershipTest, AFourthNodeJoiningUnderLoadTakesItsStatesAndNoReadMi
       }
     }
   });
+  // No ASSERT while the load runs: its thread must be joined whatever happens.
   nodes_.push_back(StartNode(3));
-  ASSERT_TRUE(nodes_.back().has_value());
-  const bool seen = Lists(*f.client, Addresses({0, 1, 2, 3}));
+  const bool started = nodes_.back().has_value();
+  const bool seen = started && Lists(*f.client, Addresses({0, 1, 2, 3}));
   // Every state, the first and those the load wrote meanwhile, ends on exactly its two owners
   // among four; the new node is an owner of some.
   const absl::Time end = absl::Now() + absl::Seconds(90);
@@ -405,6 +417,7 @@ TEST_F(CacheMembershipTest, AFourthNodeJoiningUnderLoadTakesItsStatesAndNoReadMi
   while (seen && !settled(states) && absl::Now() < end) absl::SleepFor(absl::Milliseconds(200));
   stop = true;
   load.join();
+  ASSERT_TRUE(started);
   ASSERT_TRUE(seen) << "the client never listed the fourth node";
   EXPECT_TRUE(failures.empty()) << failures.size() << " failed calls of " << reads
                                 << " reads, the first: " << failures.front();

@@ -129,6 +129,7 @@ absl::Status CacheClient::SetNodes(const std::vector<std::string>& addresses) {
     old = nodes_;
   }
   auto next = std::make_shared<Nodes>();
+  next->most = std::max(old == nullptr ? 0 : old->most, addresses.size());
   for (const std::string& address : addresses) {
     std::shared_ptr<v1::CacheNode::Stub> stub;
     if (old != nullptr) {
@@ -216,11 +217,15 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   constexpr bool copy = false;
   RETURN_IF_ERROR(CheckPageCount(manifest, pages));
   ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
-  if (nodes->nodes.size() == 1) return PutOn(nodes->nodes[0], manifest, tokens, pages, copy);
+  // W as configured, at most the most nodes ever listed: a cluster that lost nodes still needs W
+  // copies (its puts fail while fewer are alive), one that only ever had fewer stores what it can.
+  const size_t w = std::min<size_t>(
+      options_.write_quorum > 0 ? options_.write_quorum : options_.replicas, nodes->most);
+  if (nodes->nodes.size() == 1 && w == 1) {
+    return PutOn(nodes->nodes[0], manifest, tokens, pages, copy);
+  }
   const std::vector<const Node*> order = Placement(*nodes, manifest.state_key);
-  const size_t r = std::min<size_t>(options_.replicas, order.size());
-  // R and W as configured, at most the nodes there are.
-  const size_t w = std::min<size_t>(options_.write_quorum > 0 ? options_.write_quorum : r, r);
+  const size_t r = std::min<size_t>(options_.replicas, order.size());  // R, at most the nodes
   // The R highest-ranked at once: a replicated put costs about one put's time, not R.
   std::vector<absl::StatusOr<PutResult>> results(r, absl::UnknownError("not sent"));
   {

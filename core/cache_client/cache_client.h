@@ -68,8 +68,10 @@ struct CacheClientOptions {
   std::vector<std::string> addresses;  // the nodes' gRPC host:port; empty: none until SetNodes
   TlsFiles tls;                        // ca_file set: TLS (cert_file too: mutual TLS)
   absl::Duration timeout = absl::Seconds(30);
-  int replicas = 2;      // R: copies of each state (capped at the number of nodes)
-  int write_quorum = 0;  // W: replicas that must have a put before it succeeds; 0: R (capped too)
+  int replicas = 2;  // R: copies of each state (capped at the number of nodes)
+  // W: replicas that must have a put before it succeeds; 0: R. Capped at the most nodes the
+  // client ever listed (not at those alive now: a put fails while fewer than W are alive).
+  int write_quorum = 0;
 };
 
 struct PutResult {
@@ -162,6 +164,7 @@ class CacheClient {
   struct Nodes {
     std::vector<std::string> addresses;
     std::vector<Node> nodes;  // nodes[i] is addresses[i]
+    size_t most = 0;          // the most nodes any list of this client held
   };
   static constexpr absl::Duration kSuspectFor = absl::Seconds(2);
 

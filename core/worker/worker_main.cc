@@ -28,7 +28,8 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "With several cache nodes: copies of each state (at most the number of nodes)."},
       {"cache_write_quorum", ConfigType::kInt, "0",
        "With several cache nodes: copies a store needs before it counts as stored (0: "
-       "cache_replicas). Fewer acknowledge states that fewer nodes hold: losing those loses them."},
+       "cache_replicas; at most the most nodes ever listed, so stores fail while fewer are "
+       "alive). Fewer acknowledge states that fewer nodes hold: losing those loses them."},
       {"cache_timeout", ConfigType::kDuration, "10s",
        "Deadline of each cache node call; an unreachable node costs a turn at most this before "
        "it recomputes (lookups), or before its state goes unstored (stores)."},
@@ -164,7 +165,10 @@ void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
                            metrics::MetricsRegistry& registry) {
   if (w.cache == nullptr) return;
   const std::string prefix = absl::StrCat("glimpse_", std::string(service), "_cache_transport_");
-  registry.AddCollector([cache = w.cache.get(), prefix](metrics::SampleWriter& out) {
+  const std::string nodes = absl::StrCat("glimpse_", std::string(service), "_cache_nodes");
+  registry.AddCollector([cache = w.cache.get(), prefix, nodes](metrics::SampleWriter& out) {
+    out.Gauge(nodes, "Cache nodes the cache client places states on (the live ones on etcd).", {},
+              static_cast<double>(cache->nodes().size()));
     const std::vector<transport::Metrics> engines = cache->TransportMetrics();
     for (size_t i = 0; i < engines.size(); ++i) {
       const metrics::Labels engine = {{"engine", absl::StrCat(i)}};
