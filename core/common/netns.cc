@@ -1,7 +1,12 @@
 #include "core/common/netns.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,10 +51,27 @@ absl::Status RunIp(const std::vector<std::string>& args) {
       absl::StrCat("ip ", absl::StrJoin(args, " "), " failed: ", err));
 }
 
+namespace {
+
+// Deletes the namespaces (and so their links) of glimpse processes that are gone.
+void DeleteLeftovers() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0;
+    if (std::sscanf(name.c_str(), "glimpse-%d-", &pid) != 1 || pid <= 0) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process runs
+    (void)RunIp({"netns", "del", name});
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Netns>> Netns::Create(int index) {
   if (index < 0 || index > 9) return absl::InvalidArgumentError("netns index is 0 to 9");
+  DeleteLeftovers();
   const std::string name = absl::StrCat("glimpse-", getpid(), "-", index);
-  (void)RunIp({"netns", "del", name});  // a leftover of an earlier process with this id
+  (void)RunIp({"netns", "del", name});  // this process's own, from an earlier Create
   RETURN_IF_ERROR(RunIp({"netns", "add", name}));
   std::unique_ptr<Netns> ns(new Netns(name, index));
   RETURN_IF_ERROR(RunIp({"-n", name, "link", "set", "lo", "up"}));

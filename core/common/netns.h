@@ -4,7 +4,8 @@
 // their deadlines or keepalives). What TcpProxy (tcp_proxy.h) cannot show. Needs CAP_NET_ADMIN
 // and Debian's iproute2 (`ip`); Create says why not (FAILED_PRECONDITION), for a test to skip.
 // Namespaces and links are named after the process id, so concurrent tests do not collide; the
-// destructor deletes the namespace, and with it its links. Not thread-safe.
+// destructor deletes the namespace, and with it its links, and Create deletes those a process
+// that no longer runs left behind (a test killed at its timeout). Not thread-safe.
 #pragma once
 
 #include <memory>

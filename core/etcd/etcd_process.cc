@@ -34,7 +34,7 @@ absl::Status HaveEtcd() {
 
 absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
                                                                 const TlsFiles& tls,
-                                                                const std::string& listen_host) {
+                                                                const std::string& also_listen_on) {
   RETURN_IF_ERROR(HaveEtcd());
   const std::filesystem::path root(dir);
   std::filesystem::create_directories(root);
@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
   if (std::ifstream ports(root / "ports");
       ports >> client_port >> peer_port && std::filesystem::exists(root / "data")) {
     std::unique_ptr<EtcdProcess> etcd(
-        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls, listen_host));
+        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls, also_listen_on));
     absl::Status started = etcd->Launch(absl::StrCat(kLocalName, "=", etcd->peer_url()), kServing);
     if (!started.ok()) {
       return absl::Status(started.code(),
@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::strin
     ASSIGN_OR_RETURN(client_port, FreeLoopbackPort());
     ASSIGN_OR_RETURN(peer_port, FreeLoopbackPort());
     std::unique_ptr<EtcdProcess> etcd(
-        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls, listen_host));
+        new EtcdProcess(dir, kLocalName, client_port, peer_port, tls, also_listen_on));
     std::filesystem::remove_all(root / "data");  // a fresh member
     last = etcd->Launch(absl::StrCat(kLocalName, "=", etcd->peer_url()), kServing);
     if (last.ok()) {
@@ -130,7 +130,10 @@ absl::Status EtcdProcess::Launch(const std::string& initial_cluster, std::string
   initial_cluster_ = initial_cluster;
   const std::string scheme = tls_.cert_file.empty() ? "http" : "https";
   const std::string client = absl::StrCat(scheme, "://127.0.0.1:", client_port_);
-  const std::string listen = absl::StrCat(scheme, "://", listen_host_, ":", client_port_);
+  std::string listen = client;
+  if (!also_listen_on_.empty()) {
+    absl::StrAppend(&listen, ",", scheme, "://", also_listen_on_, ":", client_port_);
+  }
   const std::string peer = peer_url();
   std::vector<std::string> args = {absl::StrCat("--name=", name_),
                                    absl::StrCat("--data-dir=", dir_, "/data"),

@@ -23,12 +23,12 @@ class EtcdProcess {
  public:
   // `dir` is created when missing; the member's data and log go under it. With `tls` (cert, key
   // and CA), clients must connect over TLS with a certificate that CA signed (etcd's
-  // --client-cert-auth); peers stay plaintext on loopback. `listen_host` "0.0.0.0" serves clients
-  // on every interface (processes in other network namespaces, core/common/netns.h), at the same
-  // port.
-  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(
-      const std::string& dir, const TlsFiles& tls = {},
-      const std::string& listen_host = "127.0.0.1");
+  // --client-cert-auth); peers stay plaintext on loopback. With `also_listen_on` (an address of
+  // this host), clients may connect there too, at the same port (processes in other network
+  // namespaces, core/common/netns.h).
+  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(const std::string& dir,
+                                                            const TlsFiles& tls = {},
+                                                            const std::string& also_listen_on = "");
   // A cluster of `members` (odd, at least 1), member i under <dir>/member-<i>, started together
   // (none serves before a majority runs); fresh each time.
   static absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> StartCluster(
@@ -41,13 +41,13 @@ class EtcdProcess {
 
  private:
   EtcdProcess(std::string dir, std::string name, int client_port, int peer_port, TlsFiles tls = {},
-              std::string listen_host = "127.0.0.1")
+              std::string also_listen_on = "")
       : dir_(std::move(dir)),
         name_(std::move(name)),
         client_port_(client_port),
         peer_port_(peer_port),
         tls_(std::move(tls)),
-        listen_host_(std::move(listen_host)) {}
+        also_listen_on_(std::move(also_listen_on)) {}
   static absl::StatusOr<std::vector<std::unique_ptr<EtcdProcess>>> StartClusterOnce(
       const std::string& dir, int members);  // on ports picked free now
   std::string peer_url() const;
@@ -60,7 +60,7 @@ class EtcdProcess {
   const int client_port_;
   const int peer_port_;
   const TlsFiles tls_;
-  const std::string listen_host_;
+  const std::string also_listen_on_;
   std::string initial_cluster_;  // as last launched
   std::unique_ptr<ServiceProcess> process_;
 };
