@@ -390,6 +390,12 @@ def start_cluster(args, configs, tmp, services, helpers):
                              "--threads=2", f"--lookahead_module={lookahead}"] + node_flags)
     frontend = start("frontend", [f"--coordinator={coordinator.address}",
                                   "--openai.listen=127.0.0.1:0"])
+    # The workers have no cache node list: each finds the cache node on etcd once it announced.
+    for worker in [s for s in services if s.name.endswith("-worker")]:
+        wait_for(f"the {worker.name} to list the cache node",
+                 lambda w=worker: (metric_value(
+                     http_get(f"http://127.0.0.1:{w.metrics_port}/metrics"),
+                     f"glimpse_{w.name.replace('-', '_')}_cache_nodes", {}) or 0) >= 1, 60)
 
     metrics_url = f"http://127.0.0.1:{coordinator.metrics_port}/metrics"
     wait_for("the workers to register with the coordinator",

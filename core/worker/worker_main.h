@@ -58,7 +58,8 @@ void AddKvPoolMetrics(const WorkerBase& w, std::string_view service,
 
 // Exports the cache client's transports on /metrics, if there is a cache client:
 // glimpse_<service>_cache_transport_{bytes_received,bytes_sent,receive_errors}_total{engine="i"}
-// (service: "decode_worker" or "prefill_worker"), one series per engine (cache_engines).
+// (service: "decode_worker" or "prefill_worker"), one series per engine (cache_engines), and
+// glimpse_<service>_cache_nodes, the nodes it places states on.
 void AddCacheClientMetrics(const WorkerBase& w, std::string_view service,
                            metrics::MetricsRegistry& registry);
 
