@@ -21,8 +21,11 @@ shift
 # "default") and GLIMPSE_CLUSTER_DOMAIN (default "cluster.local") to where the manifests go.
 ns="${GLIMPSE_NAMESPACE:-default}"
 domain="${GLIMPSE_CLUSTER_DOMAIN:-cluster.local}"
-"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*,coordinator/*,node/*' \
+"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'etcd/*' \
   --dns "*.glimpse-etcd,*.glimpse-etcd.$ns.svc,*.glimpse-etcd.$ns.svc.$domain"
+# Its clients' certificates, from the same CA without the members' names (a client's certificate
+# must not pass for a member's).
+"${GLIMPSE:-glimpse}" certs --dir "$dir/etcd" --members 'coordinator/*,node/*'
 kubectl_flags=("$@")
 secret() {  # NAME PEM KEY CA
   kubectl create secret generic "$1" ${kubectl_flags[@]+"${kubectl_flags[@]}"} \
