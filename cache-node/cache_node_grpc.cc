@@ -193,7 +193,9 @@ grpc::Status CacheNodeGrpc::Has(grpc::ServerContext* ctx, const v1::CacheStateKe
   if (!key.ok()) return Fail(key);
   absl::StatusOr<kvstate::NamespaceKey> ns = Key16FromBytes(req->namespace_key(), "namespace_key");
   if (!ns.ok()) return Fail(ns);
-  resp->set_stored(service_->Has(*ns, *key));
+  const kvstate::Held held = service_->Holds(*ns, *key);
+  resp->set_stored(held.stored);
+  resp->set_deleted_unix_micros(held.deleted_unix_micros);
   return grpc::Status::OK;
 }
 

@@ -341,10 +341,15 @@ absl::StatusOr<bool> CacheNodeService::PinnedIfStored(const NamespaceKey& ns,
   return info->pinned;
 }
 
-bool CacheNodeService::Has(const NamespaceKey& ns, const StateKey& key) const {
+kvstate::Held CacheNodeService::Holds(const NamespaceKey& ns, const StateKey& key) const {
   absl::ReaderMutexLock lock(&mu_);
+  kvstate::Held held;
   const StateInfo* info = index_.Find(key);
-  return info != nullptr && info->ns == ns;
+  held.stored = info != nullptr && info->ns == ns;
+  if (auto it = tombstones_.find(key); it != tombstones_.end()) {
+    held.deleted_unix_micros = absl::ToUnixMicros(it->second);
+  }
+  return held;
 }
 
 absl::Status CacheNodeService::ForEachManifest(const std::function<void(Manifest)>& fn) {
@@ -427,6 +432,14 @@ void CacheNodeService::DeleteFromIndexes(const std::vector<Manifest>& states) {
 }
 
 absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& key) {
+  return Remove(ns, key, /*tombstone=*/true);
+}
+
+absl::Status CacheNodeService::DropCopy(const NamespaceKey& ns, const StateKey& key) {
+  return Remove(ns, key, /*tombstone=*/false);
+}
+
+absl::Status CacheNodeService::Remove(const NamespaceKey& ns, const StateKey& key, bool tombstone) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
@@ -438,8 +451,14 @@ absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& ke
     }
     ASSIGN_OR_RETURN(Manifest m, store_->ReadManifest(key));
     std::vector<Manifest> states = {std::move(m)};
-    RETURN_IF_ERROR(store_->Delete(states));
+    const absl::Time now = clock_->Now();
+    RETURN_IF_ERROR(store_->Delete(
+        states, tombstone ? std::optional<int64_t>(absl::ToUnixMicros(now)) : std::nullopt));
     DeleteFromIndexes(states);
+    if (tombstone) {
+      absl::MutexLock lock(&mu_);
+      tombstones_[key] = now;
+    }
     deletes_.fetch_add(1);
     return absl::OkStatus();
   }();
@@ -447,10 +466,27 @@ absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& ke
   return s;
 }
 
+absl::Status CacheNodeService::DropExpiredTombstones() {
+  std::vector<StateKey> expired;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    const absl::Time before = clock_->Now() - options_.tombstone_ttl;
+    for (const auto& [key, deleted] : tombstones_) {
+      if (deleted < before) expired.push_back(key);
+    }
+  }
+  if (expired.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(store_->DropTombstones(expired));
+  absl::MutexLock lock(&mu_);
+  for (const StateKey& k : expired) tombstones_.erase(k);
+  return absl::OkStatus();
+}
+
 absl::Status CacheNodeService::RunRetention() {
   Call call(this);
   if (!call.ok()) return absl::UnavailableError("cache node is stopping");
   absl::MutexLock admin(&admin_mu_);
+  RETURN_IF_ERROR(DropExpiredTombstones());
   std::vector<StateKey> expired;
   {
     absl::ReaderMutexLock lock(&mu_);

@@ -82,6 +82,8 @@ absl::Status CacheNodeService::Load() {
     index_.Add(m.state_key, StateInfo{m.namespace_key, m.token_count, m.total_page_bytes(),
                                       absl::FromUnixMicros(m.created_unix_micros), false});
   }));
+  ASSIGN_OR_RETURN(auto tombstones, store_->LoadTombstones());
+  for (const auto& [key, micros] : tombstones) tombstones_[key] = absl::FromUnixMicros(micros);
   ASSIGN_OR_RETURN(std::vector<StateKey> pins, store_->LoadPins());
   std::vector<StateKey> pinned;
   for (const StateKey& k : pins) {
@@ -234,9 +236,16 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
     PutTicket t;
     t.transport_address = transport_->LocalAddress();
     bool stored;
+    absl::Time deleted = absl::InfinitePast();
     {
       absl::ReaderMutexLock lock(&mu_);
       stored = index_.Find(m.state_key) != nullptr;
+      if (auto it = tombstones_.find(m.state_key); it != tombstones_.end()) deleted = it->second;
+    }
+    if (copy && deleted >= absl::FromUnixMicros(m.created_unix_micros)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state ", kvpage::ToHex(m.state_key), " was deleted on this node at ",
+                       absl::FormatTime(deleted), ", after this copy was made; refused"));
     }
     if (stored) {
       ASSIGN_OR_RETURN(Manifest old, store_->ReadManifest(m.state_key));
@@ -384,6 +393,7 @@ absl::StatusOr<CommitResult> CacheNodeService::CommitVerified(
     if (s.ok()) {
       index_.Add(m.state_key, StateInfo{m.namespace_key, m.token_count, bytes,
                                         absl::FromUnixMicros(m.created_unix_micros), false});
+      tombstones_.erase(m.state_key);  // the store dropped it in the same batch
     } else {
       for (const auto& [k, info] : removed) index_.Add(k, info);  // the batch changed nothing
     }

@@ -42,7 +42,11 @@
 //
 // Lookup(namespace, tokens): the longest stored prefix (state_index.h). Pin / Unpin: a pinned
 // state is never dropped by retention nor evicted from the warm tier; Delete refuses a pinned
-// state (FailedPrecondition). Every method is thread-safe.
+// state (FailedPrecondition). Delete leaves a tombstone for `tombstone_ttl`: Holds reports its
+// time, and a replication copy of the state made before it is refused (FailedPrecondition), so a
+// node that was down during the delete cannot have its old copy restored (cache-node/replicator.h);
+// storing the state again (a put, or a copy made after the delete) clears it. DropCopy removes a
+// copy replication no longer needs, with no tombstone. Every method is thread-safe.
 #pragma once
 
 #include <array>
@@ -87,6 +91,9 @@ struct CacheNodeOptions {
   // Pin past it is ResourceExhausted, so no caller can pin retention away from the others.
   // Zero: no limit.
   uint64_t max_pinned_bytes_per_namespace = uint64_t{1} << 30;
+  // How long a deleted state's tombstone is kept (longer than any node stays down and comes back
+  // with its old copies); dropped by the retention sweep.
+  absl::Duration tombstone_ttl = absl::Hours(24);
 };
 
 struct PutTicket {
@@ -185,8 +192,10 @@ class CacheNodeService {
   absl::Status Pin(const NamespaceKey& ns, const StateKey& key);
   absl::Status Unpin(const NamespaceKey& ns, const StateKey& key);
   absl::Status Delete(const NamespaceKey& ns, const StateKey& key);
-  // Whether the state is stored (in `ns`).
-  bool Has(const NamespaceKey& ns, const StateKey& key) const;
+  absl::Status DropCopy(const NamespaceKey& ns, const StateKey& key);
+  // Whether the state is stored (in `ns`), or was deleted here (its tombstone; any namespace: the
+  // key is a hash of the namespace too).
+  kvstate::Held Holds(const NamespaceKey& ns, const StateKey& key) const;
   // Every stored state's manifest, for replication's scan (read from the store, outside the
   // service's locks).
   absl::Status ForEachManifest(const std::function<void(kvstate::Manifest)>& fn);
@@ -244,6 +253,10 @@ class CacheNodeService {
                     std::span<const std::span<const uint8_t>> buffers, bool packed,
                     absl::Time deadline);
   void DeleteFromIndexes(const std::vector<kvstate::Manifest>& states);
+  // Drops the tombstones older than tombstone_ttl (under admin_mu_).
+  absl::Status DropExpiredTombstones();
+  // Delete (with a tombstone of now) and DropCopy (without).
+  absl::Status Remove(const NamespaceKey& ns, const StateKey& key, bool tombstone);
   absl::StatusOr<CommitResult> VerifyAndCommit(uint64_t ticket, absl::Time deadline);
   void Record(Method m, const absl::Status& s);
 
@@ -255,7 +268,8 @@ class CacheNodeService {
 
   mutable absl::Mutex mu_;  // shared (ReaderLock) for reads of the index
   StateIndex index_ ABSL_GUARDED_BY(mu_);
-  std::set<StateKey> committing_ ABSL_GUARDED_BY(mu_);  // puts between plan and write
+  std::set<StateKey> committing_ ABSL_GUARDED_BY(mu_);              // puts between plan and write
+  std::map<StateKey, absl::Time> tombstones_ ABSL_GUARDED_BY(mu_);  // deleted here, and when
   uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Serialises Pin, Unpin, Delete and retention deletes; guards no member (the index is mu_'s).
   absl::Mutex admin_mu_;

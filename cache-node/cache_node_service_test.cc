@@ -482,6 +482,43 @@ TEST_F(CacheNodeServiceTest, PinDeleteAndRetention) {
   ExpectState(a);
 }
 
+// A delete on request leaves a tombstone (persisted) that refuses a replication copy made before
+// it, not one made after; storing the state again clears it; it expires after tombstone_ttl.
+// Replication's own drops (DropCopy) leave none.
+TEST_F(CacheNodeServiceTest, ADeleteLeavesATombstoneThatRefusesOlderCopies) {
+  TestState a = State(1), b = State(2);
+  options_.tombstone_ttl = absl::Hours(1);
+  Start();
+  const NamespaceKey& ns = a.manifest.namespace_key;
+  const kvstate::StateKey& key = a.manifest.state_key;
+  ASSERT_TRUE(Put(a).ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(node_->Delete(ns, key).ok());
+  const int64_t deleted = absl::ToUnixMicros(clock_.Now());
+  EXPECT_FALSE(node_->Holds(ns, key).stored);
+  EXPECT_EQ(node_->Holds(ns, key).deleted_unix_micros, deleted);
+  kvstate::Manifest copy = a.manifest;
+  copy.created_unix_micros = deleted - 1;  // made before the delete: refused
+  auto refused = node_->BeginPut(copy, {}, client_->LocalAddress(), /*copy=*/true);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  copy.created_unix_micros = deleted + 1;  // made after it (stored again elsewhere): taken
+  EXPECT_TRUE(node_->BeginPut(copy, {}, client_->LocalAddress(), /*copy=*/true).ok());
+  Start();  // the tombstone is on disk
+  EXPECT_EQ(node_->Holds(ns, key).deleted_unix_micros, deleted);
+  ASSERT_TRUE(Put(a).ok());  // a put of the state clears it
+  EXPECT_TRUE(node_->Holds(ns, key).stored);
+  EXPECT_EQ(node_->Holds(ns, key).deleted_unix_micros, 0);
+  ASSERT_TRUE(node_->Delete(ns, key).ok());
+  clock_.Advance(absl::Hours(1) + absl::Seconds(1));
+  ASSERT_TRUE(node_->RunRetention().ok());
+  EXPECT_EQ(node_->Holds(ns, key).deleted_unix_micros, 0);
+  Start();
+  EXPECT_EQ(node_->Holds(ns, key).deleted_unix_micros, 0);
+  ASSERT_TRUE(Put(b).ok());
+  ASSERT_TRUE(node_->DropCopy(b.manifest.namespace_key, b.manifest.state_key).ok());
+  EXPECT_EQ(node_->Holds(b.manifest.namespace_key, b.manifest.state_key).deleted_unix_micros, 0);
+}
+
 // A state is named by its key and its namespace: under another namespace a stored key answers
 // exactly as an unknown key does, for every read, pin and delete, warm or cold.
 TEST_F(CacheNodeServiceTest, AKeyAloneIsNotEnough) {

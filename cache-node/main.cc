@@ -42,6 +42,9 @@ std::vector<ConfigKey> Keys() {
       {"retention.max_bytes", ConfigType::kBytes, "0",
        "Cold tier limit, page bytes; oldest unpinned states make room (0: no limit)."},
       {"retention.sweep_interval", ConfigType::kDuration, "10s", "How often max_age is applied."},
+      {"retention.tombstone_ttl", ConfigType::kDuration, "24h",
+       "How long a state deleted on request is remembered, so that replication does not copy an "
+       "older copy of it back (longer than a node stays down and returns with its data)."},
       {"pin.max_bytes_per_namespace", ConfigType::kBytes, "1GiB",
        "Pinned page bytes per namespace (a tenant's states under one model and policy) at most; "
        "a Pin past it is RESOURCE_EXHAUSTED. 0: no limit."},
@@ -183,6 +186,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.retention.max_age = c.GetDuration("retention.max_age");
   o.retention.max_bytes = c.GetBytes("retention.max_bytes");
   o.retention_sweep_interval = c.GetDuration("retention.sweep_interval");
+  o.tombstone_ttl = c.GetDuration("retention.tombstone_ttl");
   o.max_pinned_bytes_per_namespace = c.GetBytes("pin.max_bytes_per_namespace");
   o.limits.max_state_bytes = c.GetBytes("put.max_state_bytes");
   o.limits.max_pages = c.GetInt("put.max_pages");
@@ -214,6 +218,9 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
               s->copied_bytes);
     w.Counter("glimpse_cache_node_replication_dropped_states_total",
               "Copies dropped once every owner had the state.", {}, s->dropped_states);
+    w.Counter("glimpse_cache_node_replication_deleted_states_total",
+              "Copies deleted because an owner had deleted the state on request since.", {},
+              s->deleted_states);
     w.Gauge("glimpse_cache_node_under_replicated_states",
             "States with fewer copies than replication.replicas, at the last scan.", {},
             s->under_replicated);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/status_macros.h"
@@ -20,6 +21,7 @@ constexpr char kPagesCf[] = "pages";
 constexpr char kManifestsCf[] = "manifests";
 constexpr char kMetaCf[] = "meta";
 constexpr char kPinPrefix[] = "pin/";
+constexpr char kTombstonePrefix[] = "del/";
 constexpr char kFormatKey[] = "format";
 
 void PutBe32(std::string& out, uint32_t v) {
@@ -33,6 +35,12 @@ rocksdb::Slice AsSlice(const StateKey& k) {
 
 std::string PinKey(const StateKey& k) {
   std::string out(kPinPrefix);
+  out.append(reinterpret_cast<const char*>(k.data()), k.size());
+  return out;
+}
+
+std::string TombstoneKey(const StateKey& k) {
+  std::string out(kTombstonePrefix);
   out.append(reinterpret_cast<const char*>(k.data()), k.size());
   return out;
 }
@@ -166,6 +174,7 @@ absl::Status PageStore::Commit(const Manifest& m, std::span<const std::span<cons
               rocksdb::Slice(reinterpret_cast<const char*>(pages[i].data()), pages[i].size()));
   }
   batch.Put(manifests_, AsSlice(m.state_key), kvstate::EncodeManifest(m));
+  batch.Delete(meta_, TombstoneKey(m.state_key));
   return Write(batch, "writing a state", batch.GetDataSize());
 }
 
@@ -194,10 +203,41 @@ absl::Status PageStore::Write(rocksdb::WriteBatch& batch, std::string_view what,
   return s;
 }
 
-absl::Status PageStore::Delete(std::span<const Manifest> states) {
+absl::Status PageStore::Delete(std::span<const Manifest> states,
+                               std::optional<int64_t> tombstone_micros) {
   rocksdb::WriteBatch batch;
-  for (const Manifest& m : states) AddDeletes(batch, m);
+  for (const Manifest& m : states) {
+    AddDeletes(batch, m);
+    if (tombstone_micros.has_value()) {
+      batch.Put(meta_, TombstoneKey(m.state_key), absl::StrCat(*tombstone_micros));
+    }
+  }
   return Write(batch, "deleting states", 0);
+}
+
+absl::StatusOr<std::vector<std::pair<StateKey, int64_t>>> PageStore::LoadTombstones() {
+  std::vector<std::pair<StateKey, int64_t>> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  for (it->Seek(kTombstonePrefix); it->Valid() && it->key().starts_with(kTombstonePrefix);
+       it->Next()) {
+    rocksdb::Slice k = it->key();
+    k.remove_prefix(sizeof(kTombstonePrefix) - 1);
+    int64_t micros = 0;
+    if (k.size() != 16 || !absl::SimpleAtoi(it->value().ToString(), &micros)) {
+      return absl::DataLossError("a tombstone record is malformed");
+    }
+    StateKey key;
+    std::memcpy(key.data(), k.data(), 16);
+    out.emplace_back(key, micros);
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), "scanning tombstones"));
+  return out;
+}
+
+absl::Status PageStore::DropTombstones(std::span<const StateKey> keys) {
+  rocksdb::WriteBatch batch;
+  for (const StateKey& k : keys) batch.Delete(meta_, TombstoneKey(k));
+  return Write(batch, "dropping tombstones", 0);
 }
 
 absl::StatusOr<Manifest> PageStore::ReadManifest(const StateKey& key) {

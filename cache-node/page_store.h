@@ -1,7 +1,9 @@
 // PageStore: the cache node's cold tier, a RocksDB database with three column families:
 //   pages      state key ‖ layer ‖ kv_head ‖ index (u32 big-endian each) → encoded page (kvpage)
 //   manifests  state key → EncodeManifest(manifest) (kvstate/manifest.h)
-//   meta       "pin/" ‖ state key → "" for every pinned state; "format" → "1"
+//   meta       "pin/" ‖ state key → "" for every pinned state; "del/" ‖ state key → deletion
+//              time (unix µs, decimal) for every state deleted on request, its tombstone, so that
+//              replication does not copy it back (cache-node/replicator.h); "format" → "1"
 // Everything else (prefix index, retention order, byte totals) is derived from the manifests when
 // the node opens, so there is no second copy that could drift from them.
 //
@@ -68,10 +70,16 @@ class PageStore {
   static absl::StatusOr<std::unique_ptr<PageStore>> Open(const PageStoreOptions& options);
   ~PageStore();  // flushes nothing extra: every acknowledged write is already in the WAL
 
+  // Also drops m's tombstone, if any (a state stored again after its deletion).
   absl::Status Commit(const Manifest& m, std::span<const std::span<const uint8_t>> pages,
                       std::span<const Manifest> victims);
-  // Deletes the states (pages, manifest, pin record) in one WriteBatch.
-  absl::Status Delete(std::span<const Manifest> states);
+  // Deletes the states (pages, manifest, pin record) in one WriteBatch; with `tombstone_micros`,
+  // leaves a tombstone of that time for each in the same batch.
+  absl::Status Delete(std::span<const Manifest> states,
+                      std::optional<int64_t> tombstone_micros = std::nullopt);
+  // Every tombstone: the state key and its deletion time (unix µs).
+  absl::StatusOr<std::vector<std::pair<StateKey, int64_t>>> LoadTombstones();
+  absl::Status DropTombstones(std::span<const StateKey> keys);
 
   // NotFound when no manifest is stored under `key`.
   absl::StatusOr<Manifest> ReadManifest(const StateKey& key);

@@ -122,17 +122,26 @@ void Replicator::Place(const kvstate::Manifest& m, const std::vector<std::string
       self_owns = true;
       continue;
     }
-    absl::StatusOr<bool> has = client_->Has(peers[i], m.namespace_key, m.state_key);
-    if (!has.ok()) {
+    absl::StatusOr<kvstate::Held> held = client_->Holds(peers[i], m.namespace_key, m.state_key);
+    if (!held.ok()) {
       log::Warning("replication: a peer is passed over for this scan",
-                   {{"peer", peers[i]}, {"error", has.status().ToString()}});
+                   {{"peer", peers[i]}, {"error", held.status().ToString()}});
       down[i] = true;  // for the rest of this scan
       continue;
     }
     ++owners;
-    if (*has) {
+    if (held->stored) {
       ++copies;
       continue;
+    }
+    if (held->deleted_unix_micros >= m.created_unix_micros) {
+      // Deleted on request (on that owner) after this copy was made, while this node was away:
+      // the deletion wins, here too (with a tombstone, for the owners still to be asked).
+      if (service_->Delete(m.namespace_key, m.state_key).ok()) {
+        absl::MutexLock lock(&mu_);
+        ++stats_.deleted_states;
+      }
+      return;
     }
     absl::StatusOr<int64_t> sent = CopyTo(peers[i], m.state_key);
     if (!sent.ok()) {
@@ -148,7 +157,7 @@ void Replicator::Place(const kvstate::Manifest& m, const std::vector<std::string
   }
   if (!self_owns && all_owners_have && owners == replicas) {
     // Every owner has it: this copy is one too many (a pinned one stays).
-    if (service_->Delete(m.namespace_key, m.state_key).ok()) {
+    if (service_->DropCopy(m.namespace_key, m.state_key).ok()) {
       absl::MutexLock lock(&mu_);
       ++stats_.dropped_states;
       return;

@@ -8,7 +8,10 @@
 //     gets the states it now owns);
 //   - drops its own copy once it is not an owner and every owner has the state (a copy a client
 //     made on a substitute while an owner was down, or one a joining node now owns). Pinned
-//     states are kept.
+//     states are kept;
+//   - deletes its own copy when an owner deleted the state on request after the copy was made
+//     (its tombstone, cache_node_service.h): a node that was down during a delete does not bring
+//     the state back.
 // A peer that fails a call is passed over for the rest of the scan (owners are the next in the
 // ranking). Copies go at most `bytes_per_second`; a copy is a put with `copy` set (no tokens; a
 // node takes it only from role cache). A scan holds no state between runs, so a restart resumes
@@ -43,7 +46,7 @@ struct ReplicatorOptions {
 
 struct ReplicatorStats {
   int64_t scans = 0;
-  int64_t copied_states = 0, copied_bytes = 0, dropped_states = 0;
+  int64_t copied_states = 0, copied_bytes = 0, dropped_states = 0, deleted_states = 0;
   int64_t under_replicated = 0;  // at the end of the last scan: states with fewer than R copies
 };
 

@@ -302,6 +302,38 @@ TEST_F(CacheRepairTest, ANodesDeathIsRepairedToTwoCopiesAndItsReturnRebalances) 
   });
 }
 
+// A node down while a state it holds is deleted comes back with its old copy: it learns of the
+// delete from the other owner's tombstone and deletes its copy too, instead of copying the state
+// back; stored again by a client, the state is replicated as any other.
+TEST_F(CacheRepairTest, AStateDeletedWhileANodeIsDownStaysDeletedWhenItReturns) {
+  std::unique_ptr<CacheClient> client = All();
+  std::vector<TestState> states;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    states.push_back(StateFor(seed));
+    ASSERT_TRUE(
+        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
+  }
+  auto held_by_1 = std::find_if(states.begin(), states.end(),
+                                [&](const TestState& s) { return Copies(s, {1}) == 1; });
+  ASSERT_NE(held_by_1, states.end());
+  const TestState gone = *held_by_1;
+  states.erase(held_by_1);
+  nodes_[1]->Kill();
+  const absl::Status deleted = client->Delete(gone.manifest.namespace_key, gone.manifest.state_key);
+  ASSERT_TRUE(deleted.ok()) << deleted;
+  EXPECT_EQ(Copies(gone, {0, 2}), 0);
+  nodes_[1] = StartNode(1);
+  ASSERT_TRUE(nodes_[1].has_value());
+  Forget(1);
+  // No node holds it once node 1 has learnt of the delete: nothing is left to copy it back from.
+  AwaitWhileReading(*client, states, [&] { return Copies(gone, {0, 1, 2}) == 0; });
+  auto got = client->Get(gone.manifest.namespace_key, gone.manifest.state_key, gone.manifest.model);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
+  ASSERT_TRUE(client->Put(gone.manifest, gone.tokens, gone.spans()).ok());
+  states.push_back(gone);
+  AwaitWhileReading(*client, states, [&] { return OnOwners(gone, {0, 1, 2}); });
+}
+
 class CacheMembershipTest : public CacheRepairTest {
  protected:
   CacheMembershipTest() { membership_ = true; }

@@ -543,8 +543,9 @@ absl::Status CacheClient::KeyCall(KeyMethod method, const kvstate::NamespaceKey&
   return done ? absl::OkStatus() : absl::NotFoundError("no cache node holds the state");
 }
 
-absl::StatusOr<bool> CacheClient::Has(const std::string& node, const kvstate::NamespaceKey& ns,
-                                      const kvstate::StateKey& key) {
+absl::StatusOr<kvstate::Held> CacheClient::Holds(const std::string& node,
+                                                 const kvstate::NamespaceKey& ns,
+                                                 const kvstate::StateKey& key) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
   ASSIGN_OR_RETURN(const Node* target, Find(*nodes, node));
   v1::CacheStateKeyRequest req;
@@ -554,7 +555,7 @@ absl::StatusOr<bool> CacheClient::Has(const std::string& node, const kvstate::Na
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   RETURN_IF_ERROR(FromGrpcStatus(target->stub->Has(&ctx, req, &resp)));
-  return resp.stored();
+  return kvstate::Held{resp.stored(), resp.deleted_unix_micros()};
 }
 
 absl::Status CacheClient::Pin(const kvstate::NamespaceKey& ns, const kvstate::StateKey& key) {

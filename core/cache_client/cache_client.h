@@ -118,9 +118,9 @@ class CacheClient {
   // The copy goes to `node` (one of the node list's addresses; NOT_FOUND for another).
   absl::StatusOr<PutResult> PutCopy(const std::string& node, const kvstate::Manifest& manifest,
                                     std::span<const std::span<const uint8_t>> pages);
-  // Whether `node` (one of the list's) stores the state.
-  absl::StatusOr<bool> Has(const std::string& node, const kvstate::NamespaceKey& ns,
-                           const kvstate::StateKey& key);
+  // What `node` (one of the list's) holds of the state.
+  absl::StatusOr<kvstate::Held> Holds(const std::string& node, const kvstate::NamespaceKey& ns,
+                                      const kvstate::StateKey& key);
 
   // Replaces the node list (empty: every call fails UNAVAILABLE until nodes are set); a node
   // kept keeps its channel. InvalidArgument (and the list unchanged) when an address cannot be

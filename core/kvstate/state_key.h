@@ -26,6 +26,13 @@ using kvpage::Fingerprint;
 using kvpage::StateKey;
 using NamespaceKey = std::array<uint8_t, 16>;
 
+// What a cache node holds of a state: the state, or its tombstone (deleted there on request at
+// deleted_unix_micros, cache-node/cache_node_service.h), or neither.
+struct Held {
+  bool stored = false;
+  int64_t deleted_unix_micros = 0;  // 0: no tombstone
+};
+
 NamespaceKey MakeNamespaceKey(std::string_view tenant_salt, const Fingerprint& model,
                               std::string_view eviction_policy);
 
