@@ -190,6 +190,36 @@ TEST_F(CacheReplicationTest, EveryStateIsOnTwoNodesAndOutlivesOneNodesDeath) {
   }
 }
 
+// A batched get over several nodes: every state, in order, byte for byte; with a node down too
+// (its batch fails, its states come from their other copies).
+TEST_F(CacheReplicationTest, GetManyGathersStatesFromEveryNodeAndOutlivesOneNodesDeath) {
+  std::unique_ptr<CacheClient> client = All();
+  std::vector<TestState> states;
+  std::vector<cache_client::GetSpec> specs;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    states.push_back(StateFor(seed));
+    const kvstate::Manifest& m = states.back().manifest;
+    ASSERT_TRUE(client->Put(m, states.back().tokens, states.back().spans()).ok());
+    specs.push_back({.ns = m.namespace_key, .key = m.state_key, .model = m.model, .pages = {}});
+  }
+  auto expect_all = [&] {
+    absl::StatusOr<std::vector<cache_client::State>> got = client->GetMany(specs);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), states.size());
+    for (size_t i = 0; i < states.size(); ++i) {
+      EXPECT_TRUE((*got)[i].manifest.SameContent(states[i].manifest)) << i;
+      ASSERT_EQ((*got)[i].pages.size(), states[i].pages.size());
+      for (size_t p = 0; p < states[i].pages.size(); ++p) {
+        EXPECT_TRUE(std::equal((*got)[i].pages[p].begin(), (*got)[i].pages[p].end(),
+                               states[i].pages[p].begin(), states[i].pages[p].end()));
+      }
+    }
+  };
+  expect_all();
+  nodes_[0]->Kill();
+  expect_all();
+}
+
 TEST_F(CacheReplicationTest, LookupFindsTheLongestPrefixOnAnyNodeAndDeleteReachesAll) {
   std::unique_ptr<CacheClient> client = All();
   std::vector<TestState> states;

@@ -436,10 +436,38 @@ absl::StatusOr<State> CacheClient::GetOn(const Node& node, const kvstate::Namesp
 absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec> states) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
   if (nodes->nodes.size() == 1) return GetManyOn(nodes->nodes[0], states);
+  // One batched get per node, of the states it ranks first for, the nodes at once; the states of
+  // a batch that failed (a node down, or lacking one of them: a batch is all or nothing) go one
+  // by one through Get, which tries the rest of their ranking.
+  std::map<const Node*, std::vector<size_t>> by_node;
+  for (size_t i = 0; i < states.size(); ++i) {
+    by_node[Placement(*nodes, states[i].key).front()].push_back(i);
+  }
+  std::vector<std::optional<State>> got(states.size());
+  auto batch = [&](const Node* node, const std::vector<size_t>& items) {
+    std::vector<GetSpec> specs;
+    for (size_t i : items) specs.push_back(states[i]);
+    absl::StatusOr<std::vector<State>> one = GetManyOn(*node, specs);
+    if (!one.ok()) {
+      Suspect(*node, one.status());
+      return;
+    }
+    for (size_t k = 0; k < items.size(); ++k) got[items[k]] = std::move((*one)[k]);
+  };
+  {
+    std::vector<std::thread> others;
+    for (auto it = std::next(by_node.begin()); it != by_node.end(); ++it) {
+      others.emplace_back([&, it] { batch(it->first, it->second); });
+    }
+    batch(by_node.begin()->first, by_node.begin()->second);
+    for (std::thread& t : others) t.join();
+  }
   std::vector<State> out;
-  for (const GetSpec& spec : states) {
-    ASSIGN_OR_RETURN(State s, Get(spec.ns, spec.key, spec.model, spec.pages));
-    out.push_back(std::move(s));
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (!got[i].has_value()) {
+      ASSIGN_OR_RETURN(got[i], Get(states[i].ns, states[i].key, states[i].model, states[i].pages));
+    }
+    out.push_back(*std::move(got[i]));
   }
   return out;
 }

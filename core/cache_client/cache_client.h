@@ -35,10 +35,12 @@
 // fails is replaced by the next node in the ranking, and the put succeeds once W
 // (Options::write_quorum, default R) have the state durably (a smaller W acknowledges a state that
 // fewer nodes hold: losing those loses it). Get tries the nodes in ranking order and moves on past
-// one that lacks the state, failed, or sent a page that fails its checksum. GetMany asks one node
-// per state (no batching across nodes); Lookup asks every node and keeps the longest prefix; Pin,
+// one that lacks the state, failed, or sent a page that fails its checksum. GetMany sends each node
+// one batch of the states it ranks first for, all nodes at once, and gets the states of a batch
+// that failed one by one as Get does; Lookup asks every node and keeps the longest prefix; Pin,
 // Unpin and Delete act on every node that answers and holds the state (a node down is passed
-// over: a state deleted meanwhile is served again once that node is back). Stats is the first
+// over; with the nodes' replicators on, its copy of a state deleted meanwhile is deleted once it
+// is back, cache-node/replicator.h). Stats is the first
 // node's. One address: exactly the single-node client.
 //
 // The node list may change while calls run (SetNodes: the live cache nodes a membership watch
