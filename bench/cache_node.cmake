@@ -15,7 +15,7 @@ target_compile_definitions(glimpse_bench_cache_node PRIVATE
 # host; repair; a node's death and a node's joining with membership on etcd. Run: `make bench-cache-node` (its second half).
 add_executable(glimpse_bench_cache_replication ${CMAKE_CURRENT_LIST_DIR}/cache_replication_bench.cc)
 target_link_libraries(glimpse_bench_cache_replication
-  PRIVATE glimpse_cache_client glimpse_cache_membership glimpse_etcd_process
+  PRIVATE glimpse_cache_client glimpse_etcd_membership glimpse_etcd_process
           glimpse_kvstate_testing glimpse_service_process glimpse_transport glimpse_common)
 add_dependencies(glimpse_bench_cache_replication glimpse-cache-node)
 target_compile_definitions(glimpse_bench_cache_replication PRIVATE

@@ -8,7 +8,7 @@
 // p50 / p99 per state; the last column is a put's p50 over the same node count's R = 1 p50.
 // Then repair: three nodes with their replicators on, the states put with R = 2, one node
 // SIGKILLed, and the time until the survivors count no state short of two copies. Last, the same
-// with membership on a local etcd member (core/cluster/cache_membership.h, ttl 3 s, no lists): a
+// with membership on a local etcd member (core/cluster/etcd_membership.h, ttl 3 s, no lists): a
 // client reading every state in turn while node 1 is SIGKILLed (its slowest read, the time until
 // its list drops the node, and until the survivors repaired), then while a fourth node joins (the
 // time until it is listed, and until every state is on exactly two nodes again).
@@ -31,7 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/flags.h"
 #include "core/cache_client/cache_client.h"
-#include "core/cluster/cache_membership.h"
+#include "core/cluster/etcd_membership.h"
 #include "core/common/http_server.h"
 #include "core/common/progress.h"
 #include "core/common/service_process.h"
@@ -370,13 +370,13 @@ absl::Status MeasureMembership(const Flags& f, const std::vector<TestState>& sta
   o.timeout = absl::Seconds(60);
   ASSIGN_OR_RETURN(std::unique_ptr<cache_client::CacheClient> client,
                    cache_client::CacheClient::Create(o, std::move(transports)));
-  cluster::CacheMembershipOptions m;
+  cluster::EtcdMembershipOptions m;
   m.etcd_endpoints = {etcd->endpoint()};
-  ASSIGN_OR_RETURN(std::unique_ptr<cluster::CacheMembership> membership,
-                   cluster::CacheMembership::Start(
-                       m, "", [c = client.get()](const std::vector<std::string>& live) {
-                         c->SetNodes(live).IgnoreError();
-                       }));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<cluster::EtcdMembership> membership,
+      cluster::EtcdMembership::Start(m, [c = client.get()](const std::vector<std::string>& live) {
+        c->SetNodes(live).IgnoreError();
+      }));
   auto listed = [&](size_t n) { return client->nodes().size() == n; };
   RETURN_IF_ERROR(
       SecondsUntil(absl::Now(), "listing three nodes", [&] { return listed(3); }).status());

@@ -12,7 +12,7 @@
 #include "cache-node/cache_node_metrics.h"
 #include "cache-node/cache_node_service.h"
 #include "cache-node/replicator.h"
-#include "core/cluster/cache_membership.h"
+#include "core/cluster/etcd_membership.h"
 #include "core/cluster/membership_config.h"
 #include "core/common/clock.h"
 #include "core/common/grpc/service_main.h"
@@ -71,7 +71,7 @@ std::vector<ConfigKey> Keys() {
        "Bytes per second the copies of repair and rebalance may take."},
   };
   for (ConfigKey& k : cluster::MembershipKeys("cache")) keys.push_back(k);
-  for (ConfigKey& k : cluster::CacheMembershipKeys()) keys.push_back(k);
+  for (ConfigKey& k : cluster::EtcdMembershipKeys()) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator")) keys.push_back(k);
   return keys;
 }
@@ -88,8 +88,8 @@ class Running final : public RunningService {
     if (replication.self.empty()) replication.self = absl::StrCat(advertise_host, ":", grpc_port);
     if (replication_transport != nullptr) StartReplication();
     if (!membership.etcd_endpoints.empty()) {
-      absl::StatusOr<std::unique_ptr<cluster::CacheMembership>> m = cluster::CacheMembership::Start(
-          membership, replication.self, [this](const std::vector<std::string>& live) {
+      absl::StatusOr<std::unique_ptr<cluster::EtcdMembership>> m =
+          cluster::EtcdMembership::Start(membership, [this](const std::vector<std::string>& live) {
             absl::MutexLock lock(&replicator_mu_);
             if (replicator_ == nullptr) return;
             if (absl::Status st = replicator_->SetPeers(live); !st.ok()) {
@@ -97,9 +97,13 @@ class Running final : public RunningService {
             }
           });
       if (m.ok()) {
+        if (absl::Status st = (*m)->Announce("cache", replication.self, replication.self);
+            !st.ok()) {
+          log::Error("this node is not announced on etcd", {{"error", st.ToString()}});
+        }
         absl::MutexLock lock(&membership_mu_);
         membership_ = *std::move(m);
-      } else {  // CheckCacheMembership passed at start: not a configuration error
+      } else {  // CheckEtcdMembership passed at start: not a configuration error
         log::Error("this node is not announced on etcd", {{"error", m.status().ToString()}});
       }
     }
@@ -141,7 +145,7 @@ class Running final : public RunningService {
   cluster::CoordinatorLinkOptions link;  // all but the gRPC port
   ReplicatorOptions replication;
   std::unique_ptr<transport::Transport> replication_transport;  // null: no replication
-  cluster::CacheMembershipOptions membership;
+  cluster::EtcdMembershipOptions membership;
   std::string advertise_host;
 
  private:
@@ -158,7 +162,7 @@ class Running final : public RunningService {
 
   std::unique_ptr<cluster::CoordinatorLink> link_;
   absl::Mutex membership_mu_;  // OnServing and OnShutdown may run on different threads
-  std::unique_ptr<cluster::CacheMembership> membership_ ABSL_GUARDED_BY(membership_mu_);
+  std::unique_ptr<cluster::EtcdMembership> membership_ ABSL_GUARDED_BY(membership_mu_);
   absl::Mutex replicator_mu_;
   std::unique_ptr<Replicator> replicator_ ABSL_GUARDED_BY(replicator_mu_);
   std::unique_ptr<CacheNodeService> service_;
@@ -235,9 +239,9 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r.interval = c.GetDuration("replication.interval");
   r.bytes_per_second = c.GetBytes("replication.rate");
   r.tls = tls;
-  running->membership = cluster::CacheMembershipFromConfig(c);
+  running->membership = cluster::EtcdMembershipFromConfig(c);
   if (!running->membership.etcd_endpoints.empty()) {
-    RETURN_IF_ERROR(cluster::CheckCacheMembership(running->membership));
+    RETURN_IF_ERROR(cluster::CheckEtcdMembership(running->membership));
   }
   if (!r.peers.empty() || !running->membership.etcd_endpoints.empty()) {
     // The replicator's client engine to the peers, registered so that they accept its batches.

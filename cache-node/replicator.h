@@ -1,7 +1,7 @@
 // Replicator: keeps each state this cache node stores on its owners, the `replicas` (R) peers
 // that rank highest for its key (core/cache_client/placement.h) among those that answer, the
 // same placement the workers' clients use over the same address list (`peers`, this node's entry
-// `self`; SetPeers replaces it when the live cache nodes change, core/cluster/cache_membership.h,
+// `self`; SetPeers replaces it when the live cache nodes change, core/cluster/etcd_membership.h,
 // and starts a scan at once). Every `interval` it scans the states it stores and, for each:
 //   - copies it to every owner that lacks it (repair, after a node died: the survivors copy to the
 //     new owners until R copies exist again; rebalance, after a node joined or came back: it

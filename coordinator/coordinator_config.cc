@@ -74,6 +74,10 @@ std::vector<ConfigKey> CoordinatorConfigKeys() {
        "Below this much free disk under store.path the coordinator refuses changes "
        "(RESOURCE_EXHAUSTED) and refuses to start."},
       {"membership.heartbeat_interval", T::kDuration, "1s", "Nodes heartbeat at least this often."},
+      {"membership.etcd_prefix", T::kString, "/glimpse/members/",
+       "With store.etcd_endpoints: where nodes announce themselves on etcd (the nodes' "
+       "membership.etcd_prefix); a worker whose announcement ends is declared dead at once, before "
+       "it misses its heartbeats."},
       {"membership.missed_heartbeats", T::kInt, "3",
        "Missed intervals after which a node is declared dead."},
       {"membership.forget_dead_after", T::kDuration, "10m",

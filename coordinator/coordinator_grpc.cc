@@ -241,6 +241,7 @@ grpc::Status CoordinatorGrpc::Stats(grpc::ServerContext* ctx, const v1::StatsReq
   CoordinatorStats s = service->Stats();
   resp->set_nodes_alive(s.nodes_alive);
   resp->set_nodes_dead(s.nodes_dead);
+  resp->set_workers_announced(s.workers_announced);
   resp->set_sessions_active(s.sessions_active);
   resp->set_sessions_leased(s.sessions_leased);
   resp->set_sessions_warm(s.sessions_warm);

@@ -187,16 +187,33 @@ void CoordinatorService::DemoteLocked(SessionState& s, DemoteReason reason) {
   room_.SignalAll();
 }
 
+void CoordinatorService::BuryLocked(const std::string& id) {
+  for (auto& [sid, s] : sessions_) {
+    if (s.decode_worker == id && s.tier != SessionTier::kWarm) {
+      DemoteLocked(s, DemoteReason::kDeadNode);
+    }
+  }
+  ledger_.RemoveWorker(id);
+  release_.erase(id);
+  routed_since_heartbeat_.erase(id);
+}
+
+void CoordinatorService::SetAnnouncedWorkers(const std::set<std::string>& ids) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (const std::string& id : announced_) {
+    if (!ids.contains(id) && membership_.Expire(id, now)) {
+      log::Warning("node declared dead: its announcement on etcd ended", {{"node", id}});
+      BuryLocked(id);
+    }
+  }
+  announced_ = ids;
+}
+
 void CoordinatorService::SweepLocked(absl::Time now) {
   for (const std::string& id : membership_.Sweep(now)) {
     log::Warning("node declared dead", {{"node", id}});
-    for (auto& [sid, s] : sessions_) {
-      if (s.decode_worker == id && s.tier != SessionTier::kWarm)
-        DemoteLocked(s, DemoteReason::kDeadNode);
-    }
-    ledger_.RemoveWorker(id);
-    release_.erase(id);
-    routed_since_heartbeat_.erase(id);
+    BuryLocked(id);
   }
   while (!leases_.empty() && leases_.begin()->first <= now) {
     auto it = sessions_.find(leases_.begin()->second);
@@ -504,6 +521,7 @@ CoordinatorStats CoordinatorService::Stats() const {
   CoordinatorStats st = counters_;
   for (const auto& [id, node] : membership_.nodes())
     (node.alive ? st.nodes_alive : st.nodes_dead)++;
+  st.workers_announced = static_cast<int64_t>(announced_.size());
   for (const auto& [id, s] : sessions_) {
     if (s.tier == SessionTier::kActive) ++st.sessions_active;
     if (s.tier == SessionTier::kLeased) ++st.sessions_leased;

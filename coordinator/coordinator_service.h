@@ -151,6 +151,7 @@ struct NodeView {
 
 struct CoordinatorStats {
   int64_t nodes_alive = 0, nodes_dead = 0;
+  int64_t workers_announced = 0;  // on etcd, as SetAnnouncedWorkers last said
   int64_t sessions_active = 0, sessions_leased = 0, sessions_warm = 0;
   int64_t reserved_bytes = 0, capacity_bytes = 0;
   int64_t routes = 0, hot_hits = 0, rejected = 0;
@@ -206,6 +207,10 @@ class CoordinatorService {
   // Declares dead nodes dead and expires leases due by now; saves the estimator when due. Every
   // call also does this; a service calls Tick periodically so that leases end on time when idle.
   void Tick();
+  // The workers announced on etcd now (node ids; cluster/etcd_membership.h): one announced before
+  // and gone since is declared dead at once, as a missed heartbeat would later. Workers that never
+  // announced themselves are left to their heartbeats.
+  void SetAnnouncedWorkers(const std::set<std::string>& ids);
   // Saves the estimator (called at shutdown).
   absl::Status Flush();
 
@@ -254,6 +259,8 @@ class CoordinatorService {
 
   // All *Locked functions need mu_ held.
   void SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What follows a node's death: its sessions demoted, its budget and bookkeeping dropped.
+  void BuryLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DemoteLocked(SessionState& s, DemoteReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LeaseResult EndFailedTurnLocked(SessionState& s, const EndTurnRequest& r, absl::Time now)
@@ -313,8 +320,9 @@ class CoordinatorService {
   static constexpr size_t kMaxFirstAttempts = size_t{1} << 16;
   // When refused sessions first asked (at most kMaxFirstAttempts).
   std::map<std::string, absl::Time> first_attempt_ ABSL_GUARDED_BY(mu_);
-  std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);  // admission tickets
-  absl::Status store_failed_ ABSL_GUARDED_BY(mu_);   // the first store write that failed
+  std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);       // admission tickets
+  absl::Status store_failed_ ABSL_GUARDED_BY(mu_);        // the first store write that failed
+  std::set<std::string> announced_ ABSL_GUARDED_BY(mu_);  // SetAnnouncedWorkers' last
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Time last_estimator_save_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reap_ ABSL_GUARDED_BY(mu_);

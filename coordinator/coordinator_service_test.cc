@@ -235,6 +235,27 @@ TEST_F(CoordinatorServiceTest, PressureCostWithDemotionGivesTheBreakEvenLeaseBef
   Invariants();
 }
 
+// A worker whose announcement on etcd ends is dead at once, with no missed heartbeat; one never
+// announced is left to its heartbeats; one announced again after registering anew lives.
+TEST_F(CoordinatorServiceTest, AWorkerWhoseAnnouncementEndsIsDeadAtOnce) {
+  AddCluster(10'000);  // d1, d2, p1
+  absl::StatusOr<RouteResult> r = svc_->RouteTurn(Turn("s1", 0, 50, 10));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(svc_->EndTurn({"s1", 60, "grep", std::nullopt, std::nullopt}).ok());
+  const std::string gone = r->decode.id;
+  svc_->SetAnnouncedWorkers({"d1", "d2"});
+  EXPECT_EQ(svc_->Stats().workers_announced, 2);
+  EXPECT_EQ(svc_->Stats().nodes_dead, 0);
+  svc_->SetAnnouncedWorkers({gone == "d1" ? "d2" : "d1"});
+  EXPECT_EQ(svc_->Stats().nodes_dead, 1);
+  EXPECT_EQ(svc_->GetSession("s1")->tier, SessionTier::kWarm);
+  EXPECT_EQ(svc_->Stats().demoted_dead_node, 1);
+  svc_->SetAnnouncedWorkers({});  // p1 was never announced: untouched
+  EXPECT_EQ(svc_->Stats().nodes_dead, 2);
+  EXPECT_EQ(svc_->Stats().nodes_alive, 1);
+  Invariants();
+}
+
 TEST_F(CoordinatorServiceTest, DeadNodeSessionsFallBackToWarmAndRoutingAvoidsIt) {
   AddCluster(10'000);
   absl::StatusOr<RouteResult> r = svc_->RouteTurn(Turn("s1", 0, 50, 10));

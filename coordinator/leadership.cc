@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/cluster/etcd_membership.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
 
@@ -56,9 +57,37 @@ absl::Status Leadership::Campaign(const std::string& address) {
                        election_client_.get(), std::move(o),
                        [this](const etcd::Term& term) { return TakeUp(term); },
                        [this](const etcd::Term&) { StepDown(); }));
-  absl::MutexLock lock(&mu_);
-  election_ = std::move(election);
+  {
+    absl::MutexLock lock(&mu_);
+    election_ = std::move(election);
+  }
+  if (!options_.workers_prefix.empty()) {
+    ASSIGN_OR_RETURN(workers_,
+                     etcd::PrefixWatch::Start(
+                         election_client_.get(), options_.workers_prefix,
+                         [this](const etcd::KeyValues& kv) { OnAnnounced(kv); }, options_.poll));
+  }
   return absl::OkStatus();
+}
+
+void Leadership::OnAnnounced(const etcd::KeyValues& members) {
+  std::set<std::string> workers;
+  for (const auto& [key, value] : members) {
+    const std::string_view rest = std::string_view(key).substr(options_.workers_prefix.size());
+    for (std::string_view role : {"decode/", "prefill/"}) {
+      if (!rest.starts_with(role)) continue;
+      if (std::string id = cluster::WorkerOfAnnouncement(rest.substr(role.size())); !id.empty()) {
+        workers.insert(std::move(id));
+      }
+    }
+  }
+  std::shared_ptr<Incumbent> incumbent;
+  {
+    absl::MutexLock lock(&mu_);
+    announced_ = workers;
+    incumbent = incumbent_;
+  }
+  if (incumbent != nullptr) incumbent->service->SetAnnouncedWorkers(workers);
 }
 
 absl::Status Leadership::TakeUp(const etcd::Term& term) {
@@ -80,6 +109,8 @@ absl::Status Leadership::TakeUp(const etcd::Term& term) {
   auto incumbent = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::CancelledError("the coordinator is stopping");
+  // The workers announced now are this term's baseline: those that leave later are declared dead.
+  incumbent->service->SetAnnouncedWorkers(announced_);
   log::Info("took up a term: state loaded from etcd",
             {{"address", address_}, {"revision", std::to_string(term.revision)}});
   incumbent.swap(incumbent_);  // the earlier one (none: StepDown took it) is dropped outside mu_
@@ -100,6 +131,7 @@ void Leadership::Stop() {
   // meanwhile are refused as by a follower, and no term is taken up any more. Then resign,
   // outside mu_ (TakeUp may be waiting on it). Incumbents are dropped outside mu_ too: a
   // service's destructor may report a store failure, which takes mu_.
+  workers_.reset();  // its callback uses this
   std::shared_ptr<Incumbent> was;
   {
     absl::MutexLock lock(&mu_);

@@ -8,11 +8,15 @@
 // campaigns again, and a new term loads the state afresh. Between terms Current() is UNAVAILABLE
 // naming the leader, which is what a client with several coordinator addresses moves on from
 // (core/cluster/coordinators.h). A store failure during a term resigns it, so that a coordinator
-// that still reaches etcd takes over rather than one that refuses every change. Thread-safe.
+// that still reaches etcd takes over rather than one that refuses every change. It also watches
+// the workers announced on etcd (`workers_prefix`, cluster/etcd_membership.h) and hands each term's
+// service the announced set, which declares a worker dead as soon as its announcement ends.
+// Thread-safe.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +25,7 @@
 #include "coordinator/etcd_state_store.h"
 #include "core/common/clock.h"
 #include "core/etcd/election.h"
+#include "core/etcd/prefix_watch.h"
 
 namespace glimpse::coordinator {
 
@@ -35,6 +40,7 @@ class Leadership {
     EtcdStateStoreOptions store;     // without a guard: each term sets its own
     absl::Duration ttl = absl::Seconds(5);
     absl::Duration poll = absl::Milliseconds(500);
+    std::string workers_prefix;  // the nodes' membership.etcd_prefix; empty: no watch
   };
   // Campaigns once Campaign() names the address; nothing is served before.
   static absl::StatusOr<std::unique_ptr<Leadership>> Elected(ElectedOptions options, Clock* clock);
@@ -55,16 +61,19 @@ class Leadership {
  private:
   struct Incumbent;  // a term's store and service
   Leadership() = default;
-  absl::Status TakeUp(const etcd::Term& term);  // Election's on_elected
-  void StepDown();                              // Election's on_deposed
+  absl::Status TakeUp(const etcd::Term& term);       // Election's on_elected
+  void StepDown();                                   // Election's on_deposed
+  void OnAnnounced(const etcd::KeyValues& members);  // the watch's
 
   ElectedOptions options_;
   Clock* clock_ = nullptr;
   std::unique_ptr<etcd::EtcdClient> election_client_;
+  std::unique_ptr<etcd::PrefixWatch> workers_;  // set by Campaign, dropped by Stop
   mutable absl::Mutex mu_;
   std::unique_ptr<etcd::Election> election_ ABSL_GUARDED_BY(mu_);  // null: Sole, before Campaign
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Incumbent> incumbent_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> announced_ ABSL_GUARDED_BY(mu_);  // workers announced, as last watched
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop began: nothing is served or taken up
 };
 

@@ -93,6 +93,9 @@ void RegisterMetrics(const Leadership* leadership, metrics::MetricsRegistry& reg
     CoordinatorStats s = (*service)->Stats();
     w.Gauge("glimpse_coordinator_nodes", "Nodes by liveness.", {{"state", "alive"}}, s.nodes_alive);
     w.Gauge("glimpse_coordinator_nodes", "Nodes by liveness.", {{"state", "dead"}}, s.nodes_dead);
+    w.Gauge("glimpse_coordinator_workers_announced",
+            "Workers announced on etcd (membership.etcd_prefix), as last watched.", {},
+            s.workers_announced);
     const char* kSessions = "Sessions by tier.";
     w.Gauge("glimpse_coordinator_sessions", kSessions, {{"tier", "active"}}, s.sessions_active);
     w.Gauge("glimpse_coordinator_sessions", kSessions, {{"tier", "leased"}}, s.sessions_leased);
@@ -145,6 +148,7 @@ absl::StatusOr<std::unique_ptr<Leadership>> Lead(const Config& config, Coordinat
     o.store.prefix = config.GetString("store.etcd_prefix");
     o.ttl = config.GetDuration("election.ttl");
     o.poll = config.GetDuration("election.poll");
+    o.workers_prefix = config.GetString("membership.etcd_prefix");
     return Leadership::Elected(std::move(o), Clock::Real());
   }
   options.on_store_failure = [health](const absl::Status&) { health->Fail(); };

@@ -143,6 +143,14 @@ std::vector<std::string> Membership::Sweep(absl::Time now) {
   return dead;
 }
 
+bool Membership::Expire(const std::string& id, absl::Time now) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || !it->second.alive) return false;
+  it->second.alive = false;
+  it->second.dead_since = now;
+  return true;
+}
+
 std::vector<std::string> Membership::Forget(absl::Time now) {
   std::vector<std::string> gone;
   for (auto it = nodes_.begin(); it != nodes_.end();) {

@@ -39,6 +39,8 @@ class Membership {
 
   // Declares dead every live node whose last heartbeat is older than the timeout; returns them.
   std::vector<std::string> Sweep(absl::Time now);
+  // Declares `id` dead now (its announcement on etcd ended); false when it was not alive.
+  bool Expire(const std::string& id, absl::Time now);
   // Removes every node dead for longer than forget_dead_after; returns them.
   std::vector<std::string> Forget(absl::Time now);
 

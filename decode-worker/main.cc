@@ -50,8 +50,13 @@ class Running final : public RunningService {
                 {{"session", session}, {"freed_bytes", static_cast<long long>(freed)}});
     };
     link_ = cluster::RegisterWhenServing(base.link, grpc_port, load, release);
+    worker::AnnounceWorker(base, link_.get());
   }
-  void Stop() override { link_.reset(); }
+  // After the drain, as the deregistration: leaving etcd's membership declares it dead.
+  void Stop() override {
+    base.membership.reset();
+    link_.reset();
+  }
 
   worker::WorkerBase base;
   std::unique_ptr<worker::DeliveryInbox> inbox;

@@ -31,8 +31,13 @@ class Running final : public RunningService {
     };
     auto release = [](const std::string&) {};  // a prefill worker holds no session
     link_ = cluster::RegisterWhenServing(base.link, grpc_port, load, release);
+    worker::AnnounceWorker(base, link_.get());
   }
-  void Stop() override { link_.reset(); }
+  // After the drain, as the deregistration: leaving etcd's membership declares it dead.
+  void Stop() override {
+    base.membership.reset();
+    link_.reset();
+  }
 
   worker::WorkerBase base;
   std::unique_ptr<transport::Transport> ship;

@@ -21,7 +21,7 @@ add_executable(glimpse_cache_replication_test
   ${CMAKE_CURRENT_LIST_DIR}/cache_replication_test.cc
   ${CMAKE_SOURCE_DIR}/core/transport/ucx_test_main.cc)
 target_link_libraries(glimpse_cache_replication_test PRIVATE
-  glimpse_cache_client glimpse_cache_membership glimpse_etcd_process glimpse_kvstate_testing
+  glimpse_cache_client glimpse_etcd_membership glimpse_etcd_process glimpse_kvstate_testing
   glimpse_service_process glimpse_transport GTest::gtest)
 add_dependencies(glimpse_cache_replication_test glimpse-cache-node)
 target_compile_definitions(glimpse_cache_replication_test PRIVATE

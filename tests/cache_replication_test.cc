@@ -6,7 +6,7 @@
 // nodes, pins and deletes reach every copy; a put that reaches fewer than W nodes fails, saying so.
 // With the nodes' replicators on: a node's death is repaired to two copies per state on the
 // survivors, and its return rebalances every state onto exactly its two owners, reads never
-// missing meanwhile. With membership on etcd (core/cluster/cache_membership.h, no coordinator, no
+// missing meanwhile. With membership on etcd (core/cluster/etcd_membership.h, no coordinator, no
 // node lists): a killed node leaves every client's list by itself and is repaired around; a
 // fourth node started under load is seen, takes the states it now owns, and no read misses.
 #include <algorithm>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cache_client/cache_client.h"
 #include "core/cache_client/placement.h"
-#include "core/cluster/cache_membership.h"
+#include "core/cluster/etcd_membership.h"
 #include "core/common/service_process.h"
 #include "core/etcd/etcd_process.h"
 #include "core/kvstate/test_state.h"
@@ -371,20 +371,18 @@ class CacheMembershipTest : public CacheRepairTest {
   // A client with no node list whose nodes are the live ones on etcd, as a worker's.
   struct Follower {
     std::unique_ptr<CacheClient> client;
-    std::unique_ptr<cluster::CacheMembership> membership;  // stops before the client
+    std::unique_ptr<cluster::EtcdMembership> membership;  // stops before the client
   };
   Follower Follow() {
     Follower f;
     f.client = Client({});
-    cluster::CacheMembershipOptions o;
+    cluster::EtcdMembershipOptions o;
     o.etcd_endpoints = {etcd_->endpoint()};
     o.ttl = kTtl;
-    f.membership =
-        cluster::CacheMembership::Start(o, "",
-                                        [c = f.client.get()](const std::vector<std::string>& live) {
-                                          EXPECT_TRUE(c->SetNodes(live).ok());
-                                        })
-            .value();
+    f.membership = cluster::EtcdMembership::Start(o, [c = f.client.get()](
+                                                         const std::vector<std::string>& live) {
+                     EXPECT_TRUE(c->SetNodes(live).ok());
+                   }).value();
     return f;
   }
   std::vector<std::string> Addresses(const std::vector<int>& nodes) const {

@@ -19,10 +19,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "core/cluster/coordinators.h"
+#include "core/cluster/etcd_membership.h"
 #include "core/common/grpc/server.h"
 #include "core/common/netns.h"
 #include "core/common/service_process.h"
 #include "core/common/tcp_proxy.h"
+#include "core/etcd/announcement.h"
 #include "core/etcd/etcd_process.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -355,6 +357,35 @@ TEST_F(CoordinatorFailoverTest, ALeaderWhoseLinkToEtcdGoesDeadStopsBeforeTheOthe
   ASSERT_TRUE(AwaitLeading(a_address));
   ServiceProcess b = Start("b", (*etcd)->endpoint());
   GrantAcrossAPartition(a_address, b, [&] { EXPECT_TRUE((*ns)->Cut(*to_etcd).ok()); });
+}
+
+// A worker announced on etcd, as a worker with membership.etcd_endpoints announces itself
+// (cluster/etcd_membership.h), is declared dead as soon as its announcement ends, its session
+// demoted, long before its missed heartbeats would (30 s × 3 here, past the test's patience).
+TEST_F(CoordinatorFailoverTest, AWorkerWhoseAnnouncementEndsIsDeadBeforeItMissesAHeartbeat) {
+  ServiceProcess a = Start("a", etcd_->endpoint());
+  ASSERT_TRUE(AwaitLeading(a));
+  const Client to_a = Only(a);
+  ASSERT_TRUE(Register(to_a).ok());  // d1
+  ASSERT_TRUE(Turn(to_a, "s1", 0).ok());
+  auto stats = [&] {
+    v1::StatsResponse resp;
+    to_a([&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
+    return resp;
+  };
+  etcd::EtcdOptions eo;
+  eo.endpoints = {etcd_->endpoint()};
+  std::unique_ptr<etcd::EtcdClient> client = etcd::EtcdClient::Create(eo).value();
+  auto announced = etcd::Announcement::Start(
+      client.get(), "/glimpse/members/decode/" + cluster::WorkerAnnouncement("d1", "i1"),
+      "127.0.0.1:7001", absl::Seconds(2));
+  ASSERT_TRUE(announced.ok()) << announced.status();
+  ASSERT_TRUE(WaitUntil([&] { return stats().workers_announced() == 1; }));
+  EXPECT_EQ(stats().nodes_alive(), 1);
+  announced->reset();  // the worker stops (or its lease ends)
+  ASSERT_TRUE(WaitUntil([&] { return stats().nodes_dead() == 1; }));
+  EXPECT_EQ(stats().workers_announced(), 0);
+  EXPECT_EQ(Get(to_a, "s1").value().tier(), v1::SESSION_TIER_WARM);  // demoted: dead node
 }
 
 TEST_F(CoordinatorFailoverTest, AnEtcdMemberKilledOfThreeChangesNothing) {

@@ -11,8 +11,8 @@
    paths: loopback, free ports, a temporary directory), so a key or value the binaries reject
    fails here; the coordinator's state goes to an etcd member over mutual TLS, as in
    deploy/k8s/etcd.yaml (whose members the coordinator's and the nodes' configs must name), and
-   the workers find the cache node there (membership.*, no list of cache nodes). One chat turn
-   runs through the frontend (`glimpse chat`).
+   the workers find the cache node there (membership.*, no list of cache nodes) and announce
+   themselves there to the coordinator. One chat turn runs through the frontend (`glimpse chat`).
 4. Every `glimpse_` metric family the five services export after the turn is listed in
    docs/metrics.md with its type and help text; `--write-metrics-doc` (target glimpse_metrics_doc)
    regenerates that file. A family in the file that no service exported is kept: some are made
@@ -396,6 +396,11 @@ def start_cluster(args, configs, tmp, services, helpers):
                  lambda w=worker: (metric_value(
                      http_get(f"http://127.0.0.1:{w.metrics_port}/metrics"),
                      f"glimpse_{w.name.replace('-', '_')}_cache_nodes", {}) or 0) >= 1, 60)
+    # And each announces itself there; the leading coordinator watches them (a worker whose
+    # announcement ends is dead at once).
+    wait_for("the coordinator to see both workers announced on etcd",
+             lambda: metric_value(http_get(f"http://127.0.0.1:{coordinator.metrics_port}/metrics"),
+                                  "glimpse_coordinator_workers_announced", {}) == 2, 60)
 
     metrics_url = f"http://127.0.0.1:{coordinator.metrics_port}/metrics"
     wait_for("the workers to register with the coordinator",

@@ -44,7 +44,7 @@
 // node's. One address: exactly the single-node client.
 //
 // The node list may change while calls run (SetNodes: the live cache nodes a membership watch
-// follows, core/cluster/cache_membership.h); each call uses the list as it was when it began.
+// follows, core/cluster/etcd_membership.h); each call uses the list as it was when it began.
 #pragma once
 
 #include <cstdint>

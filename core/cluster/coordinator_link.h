@@ -41,6 +41,8 @@ class CoordinatorLink {
   ~CoordinatorLink();
 
   bool registered() const;
+  const CoordinatorLinkOptions& options() const { return options_; }  // node id, address, role
+  const std::string& incarnation() const { return incarnation_; }
 
  private:
   CoordinatorLink(CoordinatorLinkOptions options, std::unique_ptr<Coordinators> coordinators,

@@ -1,5 +1,5 @@
 // Announcement: a key that exists in etcd while its process lives, the liveness of a cluster's
-// nodes (core/cluster/cache_membership.h). The key is put under a lease of `ttl`, renewed every
+// nodes (core/cluster/etcd_membership.h). The key is put under a lease of `ttl`, renewed every
 // ttl/3; when the process dies or hangs, etcd deletes the key one ttl after the last renewal
 // (plus up to 500 ms: etcd looks for expired leases twice a second), with no one else involved,
 // and every watcher of the key sees it go. Where etcd cannot be reached for a ttl the lease

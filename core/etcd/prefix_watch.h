@@ -1,5 +1,5 @@
 // PrefixWatch: a live copy of the keys under an etcd prefix, for whoever must follow them (the
-// cache nodes that are alive, core/cluster/cache_membership.h) without polling. It reads the keys
+// cache nodes that are alive, core/cluster/etcd_membership.h) without polling. It reads the keys
 // (GetPrefix, one revision), hands them to `on_change`, then watches from that revision on and
 // hands the whole set over again after every change. When the watch ends (the member died or
 // lost its raft leader, the revision was compacted, the stream broke) it reads the keys again

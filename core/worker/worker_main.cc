@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/cluster/membership_config.h"
+#include "core/cluster/node_role.h"
 #include "core/common/grpc/service_main.h"
 #include "core/common/log.h"
 #include "core/common/status_macros.h"
@@ -55,7 +56,7 @@ std::vector<ConfigKey> CommonWorkerKeys(std::string_view role) {
        "lookahead_module when it exists."},
   };
   for (ConfigKey& k : cluster::MembershipKeys(role)) keys.push_back(k);
-  for (ConfigKey& k : cluster::CacheMembershipKeys()) keys.push_back(k);
+  for (ConfigKey& k : cluster::EtcdMembershipKeys()) keys.push_back(k);
   for (ConfigKey& k : ClientTlsKeys("the coordinator and the cache node")) keys.push_back(k);
   return keys;
 }
@@ -109,7 +110,7 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
   cluster::ApplyTransportKeys(c, &w.transport);
   ASSIGN_OR_RETURN(w.peers, cluster::PeerAllowlistFromConfig(c, tls));
   w.link = cluster::LinkOptionsFromConfig(c, role, tls);
-  const cluster::CacheMembershipOptions membership = cluster::CacheMembershipFromConfig(c);
+  const cluster::EtcdMembershipOptions membership = cluster::EtcdMembershipFromConfig(c);
   if (!c.GetStringList("cache_node").empty() || !membership.etcd_endpoints.empty()) {
     std::vector<std::unique_ptr<transport::Transport>> transports;
     for (int64_t i = 0; i < cache_engines; ++i) {
@@ -124,19 +125,28 @@ absl::StatusOr<WorkerBase> StartWorkerBase(const Config& c, v1::NodeRole role) {
     o.timeout = c.GetDuration("cache_timeout");
     o.tls = tls;
     ASSIGN_OR_RETURN(w.cache, cache_client::CacheClient::Create(o, std::move(transports)));
-    if (!membership.etcd_endpoints.empty()) {
-      ASSIGN_OR_RETURN(w.cache_membership,
-                       cluster::CacheMembership::Start(
-                           membership, /*announce=*/"",
-                           [cache = w.cache.get()](const std::vector<std::string>& live) {
-                             if (absl::Status st = cache->SetNodes(live); !st.ok()) {
-                               log::Error("cache membership: the node list is unchanged",
-                                          {{"error", st.ToString()}});
-                             }
-                           }));
+  }
+  if (!membership.etcd_endpoints.empty()) {
+    cluster::EtcdMembership::OnChange follow = nullptr;
+    if (w.cache != nullptr) {
+      follow = [cache = w.cache.get()](const std::vector<std::string>& live) {
+        if (absl::Status st = cache->SetNodes(live); !st.ok()) {
+          log::Error("cache membership: the node list is unchanged", {{"error", st.ToString()}});
+        }
+      };
     }
+    ASSIGN_OR_RETURN(w.membership, cluster::EtcdMembership::Start(membership, std::move(follow)));
   }
   return w;
+}
+
+void AnnounceWorker(const WorkerBase& w, const cluster::CoordinatorLink* link) {
+  if (w.membership == nullptr || link == nullptr) return;
+  const cluster::CoordinatorLinkOptions& o = link->options();
+  const absl::Status st = w.membership->Announce(
+      std::string(cluster::NodeRoleName(o.role)),
+      cluster::WorkerAnnouncement(o.node_id, link->incarnation()), o.grpc_address);
+  if (!st.ok()) log::Error("this worker is not announced on etcd", {{"error", st.ToString()}});
 }
 
 void AddKvPoolMetrics(const WorkerBase& w, std::string_view service,

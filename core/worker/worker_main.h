@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/cache_client/cache_client.h"
-#include "core/cluster/cache_membership.h"
 #include "core/cluster/coordinator_link.h"
+#include "core/cluster/etcd_membership.h"
 #include "core/common/config.h"
 #include "core/common/metrics.h"
 #include "core/eviction/profile.h"
@@ -26,7 +26,7 @@ namespace glimpse::worker {
 
 // model, threads, kv_memory, cache_node, cache_timeout, cache_engines, page_tokens, recall_*,
 // lookahead_module, eviction_profile, the membership keys (cluster/membership_config.h,
-// cluster/cache_membership.h) and client_tls.*. `role` names the default node id ("decode" →
+// cluster/etcd_membership.h) and client_tls.*. `role` names the default node id ("decode" →
 // decode-<host>-<port>).
 std::vector<ConfigKey> CommonWorkerKeys(std::string_view role);
 
@@ -34,9 +34,9 @@ struct WorkerBase {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<kernels::ThreadPool> pool;
   std::unique_ptr<cache_client::CacheClient> cache;  // null without cache_node or etcd membership
-  // With membership.etcd_endpoints: keeps `cache`'s nodes the live cache nodes (declared after
-  // `cache`, so that it stops first).
-  std::unique_ptr<cluster::CacheMembership> cache_membership;
+  // With membership.etcd_endpoints: keeps `cache`'s nodes the live cache nodes and announces the
+  // worker (AnnounceWorker); declared after `cache`, so that it stops first.
+  std::unique_ptr<cluster::EtcdMembership> membership;
   transport::UcxOptions transport;                  // for the worker's own engines
   std::shared_ptr<transport::PeerAllowlist> peers;  // null: engines accept any peer
   // All but ucx_address and capacity_bytes (the cache client's engines are client addresses);
@@ -50,6 +50,11 @@ struct WorkerBase {
   // A UCX engine of this worker, restricted to `peers`.
   absl::StatusOr<std::unique_ptr<transport::Transport>> NewEngine() const;
 };
+
+// With membership on etcd, announces the worker registered through `link` (its node id and
+// incarnation): the leading coordinator declares it dead as soon as the announcement goes
+// (cluster/etcd_membership.h). Nothing without either; errors are logged.
+void AnnounceWorker(const WorkerBase& w, const cluster::CoordinatorLink* link);
 
 // Exports the KV pool on /metrics: glimpse_<service>_kv_pool_bytes{state="budget|held|used"} and
 // glimpse_<service>_kv_pool_pages{format, state="used|free"}.

@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   }
   const std::string coordinator_flag = "--coordinator=" + absl::StrJoin(coordinators, ",");
   // On etcd, the cache node announces itself there and the workers find it there
-  // (core/cluster/cache_membership.h), each with its own certificate; else they are told it.
+  // (core/cluster/etcd_membership.h), each with its own certificate; else they are told it.
   auto membership = [&](const std::string& name) {
     if (!o.etcd) return std::vector<std::string>{};
     const TlsFiles f = CertificateFiles(tls_dir, name);

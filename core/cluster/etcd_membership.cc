@@ -1,4 +1,4 @@
-#include "core/cluster/cache_membership.h"
+#include "core/cluster/etcd_membership.h"
 
 #include <utility>
 
@@ -7,7 +7,7 @@
 
 namespace glimpse::cluster {
 
-std::vector<ConfigKey> CacheMembershipKeys() {
+std::vector<ConfigKey> EtcdMembershipKeys() {
   using T = ConfigType;
   return {
       {"membership.etcd_endpoints", T::kStringList, "",
@@ -30,8 +30,8 @@ std::vector<ConfigKey> CacheMembershipKeys() {
   };
 }
 
-CacheMembershipOptions CacheMembershipFromConfig(const Config& c) {
-  CacheMembershipOptions o;
+EtcdMembershipOptions EtcdMembershipFromConfig(const Config& c) {
+  EtcdMembershipOptions o;
   o.etcd_endpoints = c.GetStringList("membership.etcd_endpoints");
   o.prefix = c.GetString("membership.etcd_prefix");
   o.etcd_tls.ca_file = c.GetString("membership.etcd_ca");
@@ -43,7 +43,7 @@ CacheMembershipOptions CacheMembershipFromConfig(const Config& c) {
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> Client(const CacheMembershipOptions& options) {
+absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> Client(const EtcdMembershipOptions& options) {
   if (options.etcd_endpoints.empty() || options.prefix.empty() || options.ttl < absl::Seconds(1)) {
     return absl::InvalidArgumentError(
         "cache membership: needs etcd endpoints, a prefix and a ttl of at least 1s");
@@ -58,41 +58,58 @@ absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> Client(const CacheMembershipOp
 
 }  // namespace
 
-absl::Status CheckCacheMembership(const CacheMembershipOptions& options) {
+absl::Status CheckEtcdMembership(const EtcdMembershipOptions& options) {
   absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client = Client(options);
   if (client.ok()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("membership.etcd_*: ", client.status().message()));
 }
 
-absl::StatusOr<std::unique_ptr<CacheMembership>> CacheMembership::Start(
-    const CacheMembershipOptions& options, std::string announce, OnChange on_change) {
-  std::unique_ptr<CacheMembership> m(new CacheMembership());
+absl::StatusOr<std::unique_ptr<EtcdMembership>> EtcdMembership::Start(
+    const EtcdMembershipOptions& options, OnChange on_cache_nodes) {
+  std::unique_ptr<EtcdMembership> m(new EtcdMembership(options));
   ASSIGN_OR_RETURN(m->client_, Client(options));
-  const std::string prefix = absl::StrCat(options.prefix, "cache/");
-  if (!announce.empty()) {
-    ASSIGN_OR_RETURN(m->announcement_,
-                     etcd::Announcement::Start(m->client_.get(), absl::StrCat(prefix, announce),
-                                               announce, options.ttl));
-  }
-  ASSIGN_OR_RETURN(m->watch_, etcd::PrefixWatch::Start(
-                                  m->client_.get(), prefix,
-                                  [on_change = std::move(on_change)](const etcd::KeyValues& kv) {
-                                    std::vector<std::string> addresses;  // in key order: sorted
-                                    for (const auto& [key, address] : kv)
-                                      addresses.push_back(address);
-                                    on_change(addresses);
-                                  },
-                                  options.ttl / 3));
+  if (on_cache_nodes == nullptr) return m;
+  ASSIGN_OR_RETURN(m->watch_,
+                   etcd::PrefixWatch::Start(
+                       m->client_.get(), absl::StrCat(options.prefix, "cache/"),
+                       [on_change = std::move(on_cache_nodes)](const etcd::KeyValues& kv) {
+                         std::vector<std::string> addresses;  // in key order: sorted
+                         for (const auto& [key, address] : kv) addresses.push_back(address);
+                         on_change(addresses);
+                       },
+                       options.ttl / 3));
   return m;
 }
 
-CacheMembership::~CacheMembership() {
+absl::Status EtcdMembership::Announce(const std::string& role, const std::string& name,
+                                      const std::string& value) {
+  absl::MutexLock lock(&mu_);
+  if (announcement_ != nullptr) return absl::FailedPreconditionError("announced already");
+  ASSIGN_OR_RETURN(announcement_, etcd::Announcement::Start(
+                                      client_.get(), absl::StrCat(options_.prefix, role, "/", name),
+                                      value, options_.ttl));
+  return absl::OkStatus();
+}
+
+EtcdMembership::~EtcdMembership() {
   watch_.reset();
+  absl::MutexLock lock(&mu_);
   announcement_.reset();
 }
 
-bool CacheMembership::announced() const {
+bool EtcdMembership::announced() const {
+  absl::MutexLock lock(&mu_);
   return announcement_ != nullptr && announcement_->announced();
+}
+
+std::string WorkerAnnouncement(const std::string& node_id, const std::string& incarnation) {
+  return absl::StrCat(node_id, "/", incarnation);
+}
+
+std::string WorkerOfAnnouncement(std::string_view key_past_role) {
+  const size_t slash = key_past_role.find('/');
+  if (slash == std::string_view::npos || slash == 0) return "";
+  return std::string(key_past_role.substr(0, slash));
 }
 
 }  // namespace glimpse::cluster
