@@ -432,32 +432,61 @@ void CacheNodeService::DeleteFromIndexes(const std::vector<Manifest>& states) {
 }
 
 absl::Status CacheNodeService::Delete(const NamespaceKey& ns, const StateKey& key) {
-  return Remove(ns, key, /*tombstone=*/true);
+  const bool tombstones = options_.tombstone_ttl > absl::ZeroDuration();
+  return Remove(ns, key, tombstones ? std::optional<absl::Time>(clock_->Now()) : std::nullopt,
+                std::nullopt);
 }
 
 absl::Status CacheNodeService::DropCopy(const NamespaceKey& ns, const StateKey& key) {
-  return Remove(ns, key, /*tombstone=*/false);
+  return Remove(ns, key, std::nullopt, std::nullopt);
 }
 
-absl::Status CacheNodeService::Remove(const NamespaceKey& ns, const StateKey& key, bool tombstone) {
+absl::Status CacheNodeService::FollowDelete(const NamespaceKey& ns, const StateKey& key,
+                                            int64_t created_unix_micros, absl::Time deleted) {
+  return Remove(ns, key, deleted, created_unix_micros);
+}
+
+absl::Status CacheNodeService::Remove(const NamespaceKey& ns, const StateKey& key,
+                                      std::optional<absl::Time> tombstone,
+                                      std::optional<int64_t> created) {
   absl::Status s = [&]() -> absl::Status {
     Call call(this);
     if (!call.ok()) return absl::UnavailableError("cache node is stopping");
     absl::MutexLock admin(&admin_mu_);
-    ASSIGN_OR_RETURN(const bool pinned, PinnedIfStored(ns, key));
-    if (pinned) {
+    absl::StatusOr<bool> pinned = PinnedIfStored(ns, key);
+    if (absl::IsNotFound(pinned.status()) && tombstone.has_value()) {
+      // Not held here: the tombstone still refuses a copy stored before the delete, in flight or
+      // to come (unless the key is stored under another namespace: a malformed request).
+      bool other = false;
+      {
+        absl::ReaderMutexLock lock(&mu_);
+        other = index_.Find(key) != nullptr;
+      }
+      if (!other) {
+        RETURN_IF_ERROR(store_->AddTombstone(key, absl::ToUnixMicros(*tombstone)));
+        absl::MutexLock lock(&mu_);
+        absl::Time& at = tombstones_[key];
+        at = std::max(at, *tombstone);
+      }
+    }
+    RETURN_IF_ERROR(pinned.status());
+    if (*pinned) {
       return absl::FailedPreconditionError(
           absl::StrCat("state ", kvpage::ToHex(key), " is pinned; unpin it first"));
     }
     ASSIGN_OR_RETURN(Manifest m, store_->ReadManifest(key));
+    if (created.has_value() && m.created_unix_micros != *created) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state ", kvpage::ToHex(key), " was stored again since"));
+    }
     std::vector<Manifest> states = {std::move(m)};
-    const absl::Time now = clock_->Now();
     RETURN_IF_ERROR(store_->Delete(
-        states, tombstone ? std::optional<int64_t>(absl::ToUnixMicros(now)) : std::nullopt));
+        states, tombstone.has_value() ? std::optional<int64_t>(absl::ToUnixMicros(*tombstone))
+                                      : std::nullopt));
     DeleteFromIndexes(states);
-    if (tombstone) {
+    if (tombstone.has_value()) {
       absl::MutexLock lock(&mu_);
-      tombstones_[key] = now;
+      tombstones_[key] = *tombstone;
     }
     deletes_.fetch_add(1);
     return absl::OkStatus();

@@ -267,7 +267,7 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
       t.ticket = RandomTicket();
     } while (t.ticket == 0 || pending_.contains(t.ticket));
     pending_.emplace(t.ticket, Pending{std::move(m), std::string(sender_address), clock_->Now(),
-                                       false, std::nullopt});
+                                       copy, false, std::nullopt});
     return t;
   }();
   Record(Method::kBeginPut, result.status());
@@ -276,7 +276,8 @@ absl::StatusOr<PutTicket> CacheNodeService::BeginPut(Manifest m, std::span<const
 
 absl::StatusOr<transport::ReceivedBatch> CacheNodeService::AwaitBatch(uint64_t ticket,
                                                                       absl::Time deadline,
-                                                                      Manifest* manifest) {
+                                                                      Manifest* manifest,
+                                                                      bool* copy) {
   deadline = std::min(deadline, absl::Now() + options_.ticket_timeout);  // a bounded hold
   absl::MutexLock lock(&pending_mu_);
   auto it = pending_.find(ticket);
@@ -304,6 +305,7 @@ absl::StatusOr<transport::ReceivedBatch> CacheNodeService::AwaitBatch(uint64_t t
         absl::StrCat("the pages of put ticket ", ticket, " did not arrive before the deadline"));
   }
   *manifest = std::move(p.manifest);
+  *copy = p.copy;
   return std::move(*p.batch);
 }
 
@@ -318,7 +320,8 @@ absl::StatusOr<CommitResult> CacheNodeService::VerifyAndCommit(uint64_t ticket,
   Call call(this);
   if (!call.ok()) return absl::UnavailableError("cache node is stopping");
   Manifest m;
-  ASSIGN_OR_RETURN(transport::ReceivedBatch batch, AwaitBatch(ticket, deadline, &m));
+  bool copy = false;
+  ASSIGN_OR_RETURN(transport::ReceivedBatch batch, AwaitBatch(ticket, deadline, &m, &copy));
   const auto& bufs = batch.buffers();
   ASSIGN_OR_RETURN(const kvstate::BatchHeader h, kvstate::DecodeBatchHeader(bufs[0]));
   std::vector<uint32_t> sizes;
@@ -333,7 +336,20 @@ absl::StatusOr<CommitResult> CacheNodeService::VerifyAndCommit(uint64_t ticket,
   for (size_t i = 0; i < pages.size(); ++i) {
     RETURN_IF_ERROR(kvstate::CheckPage(m, m.pages[i], pages[i], /*full_decode=*/true));
   }
-  m.created_unix_micros = absl::ToUnixMicros(clock_->Now());
+  // A client's put is created now, whatever was deleted before. A copy keeps the time the state
+  // got where a client stored it, which tombstones are compared with, here again (a delete may
+  // have come since BeginPut) and by replicators.
+  if (copy) {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto t = tombstones_.find(m.state_key);
+        t != tombstones_.end() && t->second >= absl::FromUnixMicros(m.created_unix_micros)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state ", kvpage::ToHex(m.state_key), " was deleted on this node at ",
+                       absl::FormatTime(t->second), ", after this copy was stored; refused"));
+    }
+  } else {
+    m.created_unix_micros = absl::ToUnixMicros(clock_->Now());
+  }
   return CommitVerified(m, pages);
 }
 

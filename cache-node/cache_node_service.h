@@ -42,11 +42,15 @@
 //
 // Lookup(namespace, tokens): the longest stored prefix (state_index.h). Pin / Unpin: a pinned
 // state is never dropped by retention nor evicted from the warm tier; Delete refuses a pinned
-// state (FailedPrecondition). Delete leaves a tombstone for `tombstone_ttl`: Holds reports its
-// time, and a replication copy of the state made before it is refused (FailedPrecondition), so a
-// node that was down during the delete cannot have its old copy restored (cache-node/replicator.h);
-// storing the state again (a put, or a copy made after the delete) clears it. DropCopy removes a
-// copy replication no longer needs, with no tombstone. Every method is thread-safe.
+// state (FailedPrecondition). With replication (tombstone_ttl > 0), Delete leaves a tombstone for
+// tombstone_ttl, whether or not the node held the state (NotFound still when it did not): Holds
+// reports its time, and a replication copy of the state stored before it (copies keep the created
+// time the state got where a client stored it) is refused (FailedPrecondition), at BeginPut and
+// again at commit, so a node that was down during the delete cannot have its old copy restored
+// (cache-node/replicator.h); storing the state again (a put, or a copy stored after the delete)
+// clears it. FollowDelete deletes a copy stored before an owner's tombstone, tombstoned at the
+// owner's time; DropCopy removes a copy replication no longer needs, with none. Every method is
+// thread-safe.
 #pragma once
 
 #include <array>
@@ -92,8 +96,8 @@ struct CacheNodeOptions {
   // Zero: no limit.
   uint64_t max_pinned_bytes_per_namespace = uint64_t{1} << 30;
   // How long a deleted state's tombstone is kept (longer than any node stays down and comes back
-  // with its old copies); dropped by the retention sweep.
-  absl::Duration tombstone_ttl = absl::Hours(24);
+  // with its old copies); dropped by the retention sweep. Zero: no tombstones (no replication).
+  absl::Duration tombstone_ttl = absl::ZeroDuration();
 };
 
 struct PutTicket {
@@ -193,6 +197,10 @@ class CacheNodeService {
   absl::Status Unpin(const NamespaceKey& ns, const StateKey& key);
   absl::Status Delete(const NamespaceKey& ns, const StateKey& key);
   absl::Status DropCopy(const NamespaceKey& ns, const StateKey& key);
+  // Deletes the state if it is still the copy created at `created_unix_micros`, with a tombstone
+  // of `deleted` (an owner's); FailedPrecondition when it was stored again since.
+  absl::Status FollowDelete(const NamespaceKey& ns, const StateKey& key,
+                            int64_t created_unix_micros, absl::Time deleted);
   // Whether the state is stored (in `ns`), or was deleted here (its tombstone; any namespace: the
   // key is a hash of the namespace too).
   kvstate::Held Holds(const NamespaceKey& ns, const StateKey& key) const;
@@ -215,6 +223,7 @@ class CacheNodeService {
     kvstate::Manifest manifest;
     std::string sender;  // the transport address BeginPut named; "" accepts any
     absl::Time created;
+    bool copy = false;  // replication's: keeps the manifest's created time
     bool claimed = false;
     std::optional<absl::StatusOr<transport::ReceivedBatch>> batch;
   };
@@ -229,8 +238,9 @@ class CacheNodeService {
   absl::Status WithinPinQuota(const StateKey& key) const;
   void ReceiveLoop();
   void RetentionLoop();
+  // The ticket's batch; its manifest and whether it is a copy into `manifest` and `copy`.
   absl::StatusOr<transport::ReceivedBatch> AwaitBatch(uint64_t ticket, absl::Time deadline,
-                                                      kvstate::Manifest* manifest);
+                                                      kvstate::Manifest* manifest, bool* copy);
   absl::StatusOr<CommitResult> CommitVerified(const kvstate::Manifest& m,
                                               std::span<const std::span<const uint8_t>> pages);
   absl::StatusOr<CommitResult> CheckDuplicate(const kvstate::Manifest& m,
@@ -255,8 +265,10 @@ class CacheNodeService {
   void DeleteFromIndexes(const std::vector<kvstate::Manifest>& states);
   // Drops the tombstones older than tombstone_ttl (under admin_mu_).
   absl::Status DropExpiredTombstones();
-  // Delete (with a tombstone of now) and DropCopy (without).
-  absl::Status Remove(const NamespaceKey& ns, const StateKey& key, bool tombstone);
+  // Delete, DropCopy and FollowDelete: removes the state (only the copy created at `created`,
+  // when given) and leaves `tombstone`, if any.
+  absl::Status Remove(const NamespaceKey& ns, const StateKey& key,
+                      std::optional<absl::Time> tombstone, std::optional<int64_t> created);
   absl::StatusOr<CommitResult> VerifyAndCommit(uint64_t ticket, absl::Time deadline);
   void Record(Method m, const absl::Status& s);
 

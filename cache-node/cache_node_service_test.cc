@@ -503,6 +503,34 @@ TEST_F(CacheNodeServiceTest, ADeleteLeavesATombstoneThatRefusesOlderCopies) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   copy.created_unix_micros = deleted + 1;  // made after it (stored again elsewhere): taken
   EXPECT_TRUE(node_->BeginPut(copy, {}, client_->LocalAddress(), /*copy=*/true).ok());
+  // A node that does not hold the state keeps a tombstone too (still NotFound), and a copy begun
+  // before the delete is refused at its commit.
+  const kvstate::StateKey& other = b.manifest.state_key;
+  kvstate::Manifest in_flight = b.manifest;
+  in_flight.created_unix_micros = deleted;
+  auto ticket = node_->BeginPut(in_flight, {}, client_->LocalAddress(), /*copy=*/true);
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(node_->Delete(ns, other).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(node_->Holds(ns, other).deleted_unix_micros, absl::ToUnixMicros(clock_.Now()));
+  auto peer = client_->Connect(ticket->transport_address);
+  ASSERT_TRUE(peer.ok());
+  auto header = kvstate::EncodeBatchHeader(
+      {kvstate::BatchKind::kPut, ticket->ticket, static_cast<uint32_t>(b.pages.size())});
+  std::vector<std::span<const uint8_t>> bufs = {header};
+  for (const auto& p : b.spans()) bufs.push_back(p);
+  auto id = client_->Submit(*peer, bufs);
+  ASSERT_TRUE(id.ok() && client_->Wait(*id, absl::InfiniteFuture()).ok());
+  EXPECT_EQ(node_->CommitPut(ticket->ticket, absl::Now() + absl::Seconds(10)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(node_->Holds(ns, other).stored);
+  // Without replication (no tombstone_ttl) a delete leaves none.
+  options_.tombstone_ttl = absl::ZeroDuration();
+  Start();
+  ASSERT_TRUE(Put(b).ok());
+  ASSERT_TRUE(node_->Delete(ns, other).ok());
+  EXPECT_EQ(node_->Holds(ns, other).deleted_unix_micros, 0);
+  options_.tombstone_ttl = absl::Hours(1);
   Start();  // the tombstone is on disk
   EXPECT_EQ(node_->Holds(ns, key).deleted_unix_micros, deleted);
   ASSERT_TRUE(Put(a).ok());  // a put of the state clears it

@@ -42,9 +42,10 @@ std::vector<ConfigKey> Keys() {
       {"retention.max_bytes", ConfigType::kBytes, "0",
        "Cold tier limit, page bytes; oldest unpinned states make room (0: no limit)."},
       {"retention.sweep_interval", ConfigType::kDuration, "10s", "How often max_age is applied."},
-      {"retention.tombstone_ttl", ConfigType::kDuration, "24h",
-       "How long a state deleted on request is remembered, so that replication does not copy an "
-       "older copy of it back (longer than a node stays down and returns with its data)."},
+      {"retention.tombstone_ttl", ConfigType::kDuration, "1h",
+       "With replication: how long a state deleted on request is remembered (about 100 bytes "
+       "each, in memory and RocksDB), so that replication does not copy an older copy of it back "
+       "(a node down for longer returns with copies that come back)."},
       {"pin.max_bytes_per_namespace", ConfigType::kBytes, "1GiB",
        "Pinned page bytes per namespace (a tenant's states under one model and policy) at most; "
        "a Pin past it is RESOURCE_EXHAUSTED. 0: no limit."},
@@ -190,7 +191,10 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   o.retention.max_age = c.GetDuration("retention.max_age");
   o.retention.max_bytes = c.GetBytes("retention.max_bytes");
   o.retention_sweep_interval = c.GetDuration("retention.sweep_interval");
-  o.tombstone_ttl = c.GetDuration("retention.tombstone_ttl");
+  // Tombstones matter only where copies move between nodes (replication).
+  const bool replicated = !c.GetStringList("replication.peers").empty() ||
+                          !c.GetStringList("membership.etcd_endpoints").empty();
+  o.tombstone_ttl = replicated ? c.GetDuration("retention.tombstone_ttl") : absl::ZeroDuration();
   o.max_pinned_bytes_per_namespace = c.GetBytes("pin.max_bytes_per_namespace");
   o.limits.max_state_bytes = c.GetBytes("put.max_state_bytes");
   o.limits.max_pages = c.GetInt("put.max_pages");

@@ -234,6 +234,12 @@ absl::StatusOr<std::vector<std::pair<StateKey, int64_t>>> PageStore::LoadTombsto
   return out;
 }
 
+absl::Status PageStore::AddTombstone(const StateKey& key, int64_t micros) {
+  rocksdb::WriteBatch batch;
+  batch.Put(meta_, TombstoneKey(key), absl::StrCat(micros));
+  return Write(batch, "writing a tombstone", 0);
+}
+
 absl::Status PageStore::DropTombstones(std::span<const StateKey> keys) {
   rocksdb::WriteBatch batch;
   for (const StateKey& k : keys) batch.Delete(meta_, TombstoneKey(k));

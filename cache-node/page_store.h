@@ -80,6 +80,7 @@ class PageStore {
   // Every tombstone: the state key and its deletion time (unix µs).
   absl::StatusOr<std::vector<std::pair<StateKey, int64_t>>> LoadTombstones();
   absl::Status DropTombstones(std::span<const StateKey> keys);
+  absl::Status AddTombstone(const StateKey& key, int64_t micros);  // for a state not stored
 
   // NotFound when no manifest is stored under `key`.
   absl::StatusOr<Manifest> ReadManifest(const StateKey& key);

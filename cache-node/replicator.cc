@@ -134,10 +134,14 @@ void Replicator::Place(const kvstate::Manifest& m, const std::vector<std::string
       ++copies;
       continue;
     }
-    if (held->deleted_unix_micros >= m.created_unix_micros) {
-      // Deleted on request (on that owner) after this copy was made, while this node was away:
-      // the deletion wins, here too (with a tombstone, for the owners still to be asked).
-      if (service_->Delete(m.namespace_key, m.state_key).ok()) {
+    if (held->deleted_unix_micros > 0 && held->deleted_unix_micros >= m.created_unix_micros) {
+      // Deleted on request (on that owner) after this copy was stored, while this node was away:
+      // the deletion wins here too, tombstoned at the owner's time (a state stored again since is
+      // newer, and kept), and only if this is still the copy scanned.
+      if (service_
+              ->FollowDelete(m.namespace_key, m.state_key, m.created_unix_micros,
+                             absl::FromUnixMicros(held->deleted_unix_micros))
+              .ok()) {
         absl::MutexLock lock(&mu_);
         ++stats_.deleted_states;
       }

@@ -218,6 +218,7 @@ TEST_F(CacheReplicationTest, GetManyGathersStatesFromEveryNodeAndOutlivesOneNode
   expect_all();
   nodes_[0]->Kill();
   expect_all();
+  EXPECT_EQ(client->GetMany({}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CacheReplicationTest, LookupFindsTheLongestPrefixOnAnyNodeAndDeleteReachesAll) {

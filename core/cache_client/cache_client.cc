@@ -436,6 +436,7 @@ absl::StatusOr<State> CacheClient::GetOn(const Node& node, const kvstate::Namesp
 absl::StatusOr<std::vector<State>> CacheClient::GetMany(std::span<const GetSpec> states) {
   ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
   if (nodes->nodes.size() == 1) return GetManyOn(nodes->nodes[0], states);
+  if (states.empty()) return absl::InvalidArgumentError("a batched get of no states");
   // One batched get per node, of the states it ranks first for, the nodes at once; the states of
   // a batch that failed (a node down, or lacking one of them: a batch is all or nothing) go one
   // by one through Get, which tries the rest of their ranking.
