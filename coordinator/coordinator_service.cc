@@ -198,16 +198,19 @@ void CoordinatorService::BuryLocked(const std::string& id) {
   routed_since_heartbeat_.erase(id);
 }
 
-void CoordinatorService::SetAnnouncedWorkers(const std::set<std::string>& ids) {
+void CoordinatorService::SetAnnouncedWorkers(const Announced& workers) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  for (const std::string& id : announced_) {
-    if (!ids.contains(id) && membership_.Expire(id, now)) {
+  for (const auto& [id, incarnation] : announced_) {
+    if (workers.contains({id, incarnation})) continue;
+    const NodeState* node = membership_.Find(id);
+    if (node == nullptr || node->spec.incarnation != incarnation) continue;  // not this one
+    if (membership_.Expire(id, now)) {
       log::Warning("node declared dead: its announcement on etcd ended", {{"node", id}});
       BuryLocked(id);
     }
   }
-  announced_ = ids;
+  announced_ = workers;
 }
 
 void CoordinatorService::SweepLocked(absl::Time now) {

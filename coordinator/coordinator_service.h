@@ -207,10 +207,12 @@ class CoordinatorService {
   // Declares dead nodes dead and expires leases due by now; saves the estimator when due. Every
   // call also does this; a service calls Tick periodically so that leases end on time when idle.
   void Tick();
-  // The workers announced on etcd now (node ids; cluster/etcd_membership.h): one announced before
-  // and gone since is declared dead at once, as a missed heartbeat would later. Workers that never
-  // announced themselves are left to their heartbeats.
-  void SetAnnouncedWorkers(const std::set<std::string>& ids);
+  // The workers announced on etcd now, as (node id, incarnation) (cluster/etcd_membership.h): a
+  // worker whose registered incarnation was announced before and is gone since is declared dead
+  // at once, as a missed heartbeat would later. Workers that never announced themselves, and one
+  // whose earlier incarnation's announcement ends after it registered again, are left alone.
+  using Announced = std::set<std::pair<std::string, std::string>>;
+  void SetAnnouncedWorkers(const Announced& workers);
   // Saves the estimator (called at shutdown).
   absl::Status Flush();
 
@@ -320,9 +322,9 @@ class CoordinatorService {
   static constexpr size_t kMaxFirstAttempts = size_t{1} << 16;
   // When refused sessions first asked (at most kMaxFirstAttempts).
   std::map<std::string, absl::Time> first_attempt_ ABSL_GUARDED_BY(mu_);
-  std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);       // admission tickets
-  absl::Status store_failed_ ABSL_GUARDED_BY(mu_);        // the first store write that failed
-  std::set<std::string> announced_ ABSL_GUARDED_BY(mu_);  // SetAnnouncedWorkers' last
+  std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);  // admission tickets
+  absl::Status store_failed_ ABSL_GUARDED_BY(mu_);   // the first store write that failed
+  Announced announced_ ABSL_GUARDED_BY(mu_);         // SetAnnouncedWorkers' last
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Time last_estimator_save_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reap_ ABSL_GUARDED_BY(mu_);

@@ -236,17 +236,24 @@ TEST_F(CoordinatorServiceTest, PressureCostWithDemotionGivesTheBreakEvenLeaseBef
 }
 
 // A worker whose announcement on etcd ends is dead at once, with no missed heartbeat; one never
-// announced is left to its heartbeats; one announced again after registering anew lives.
+// announced is left to its heartbeats; the end of an earlier incarnation's announcement leaves a
+// worker that registered again alone.
 TEST_F(CoordinatorServiceTest, AWorkerWhoseAnnouncementEndsIsDeadAtOnce) {
   AddCluster(10'000);  // d1, d2, p1
   absl::StatusOr<RouteResult> r = svc_->RouteTurn(Turn("s1", 0, 50, 10));
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(svc_->EndTurn({"s1", 60, "grep", std::nullopt, std::nullopt}).ok());
-  const std::string gone = r->decode.id;
-  svc_->SetAnnouncedWorkers({"d1", "d2"});
+  const std::string gone = r->decode.id, kept = gone == "d1" ? "d2" : "d1";
+  svc_->SetAnnouncedWorkers({{gone, ""}, {kept, ""}});  // AddCluster's incarnations
   EXPECT_EQ(svc_->Stats().workers_announced, 2);
   EXPECT_EQ(svc_->Stats().nodes_dead, 0);
-  svc_->SetAnnouncedWorkers({gone == "d1" ? "d2" : "d1"});
+  // `kept` restarted: its new incarnation registered and announced, the old one's ends.
+  NodeSpec again = Node(kept, NodeRole::kDecode, 10'000, kept == "d1" ? 7001 : 7002);
+  again.incarnation = "2";
+  ASSERT_TRUE(svc_->RegisterNode(again).ok());
+  svc_->SetAnnouncedWorkers({{gone, ""}, {kept, "2"}});
+  EXPECT_EQ(svc_->Stats().nodes_dead, 0);
+  svc_->SetAnnouncedWorkers({{kept, "2"}});
   EXPECT_EQ(svc_->Stats().nodes_dead, 1);
   EXPECT_EQ(svc_->GetSession("s1")->tier, SessionTier::kWarm);
   EXPECT_EQ(svc_->Stats().demoted_dead_node, 1);

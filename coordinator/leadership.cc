@@ -51,33 +51,31 @@ absl::Status Leadership::Campaign(const std::string& address) {
     }
     address_ = address;
   }
+  if (!options_.workers_prefix.empty()) {  // before the election: its terms read what it sees
+    ASSIGN_OR_RETURN(workers_,
+                     etcd::PrefixWatch::Start(
+                         election_client_.get(), options_.workers_prefix,
+                         [this](const etcd::KeyValues& kv) { OnAnnounced(kv); }, options_.poll));
+  }
   etcd::ElectionOptions o{options_.store.prefix + "leader", address, options_.ttl, options_.poll};
   ASSIGN_OR_RETURN(std::unique_ptr<etcd::Election> election,
                    etcd::Election::Start(
                        election_client_.get(), std::move(o),
                        [this](const etcd::Term& term) { return TakeUp(term); },
                        [this](const etcd::Term&) { StepDown(); }));
-  {
-    absl::MutexLock lock(&mu_);
-    election_ = std::move(election);
-  }
-  if (!options_.workers_prefix.empty()) {
-    ASSIGN_OR_RETURN(workers_,
-                     etcd::PrefixWatch::Start(
-                         election_client_.get(), options_.workers_prefix,
-                         [this](const etcd::KeyValues& kv) { OnAnnounced(kv); }, options_.poll));
-  }
+  absl::MutexLock lock(&mu_);
+  election_ = std::move(election);
   return absl::OkStatus();
 }
 
 void Leadership::OnAnnounced(const etcd::KeyValues& members) {
-  std::set<std::string> workers;
+  CoordinatorService::Announced workers;
   for (const auto& [key, value] : members) {
     const std::string_view rest = std::string_view(key).substr(options_.workers_prefix.size());
     for (std::string_view role : {"decode/", "prefill/"}) {
       if (!rest.starts_with(role)) continue;
-      if (std::string id = cluster::WorkerOfAnnouncement(rest.substr(role.size())); !id.empty()) {
-        workers.insert(std::move(id));
+      if (auto worker = cluster::ParseWorkerAnnouncement(rest.substr(role.size()))) {
+        workers.insert(*std::move(worker));
       }
     }
   }
@@ -106,11 +104,18 @@ absl::Status Leadership::TakeUp(const etcd::Term& term) {
   };
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
                    CoordinatorService::Create(coordinator, clock_, store.get()));
+  // The workers announced now are this term's baseline: those that leave later are declared dead.
+  // (Outside mu_: a service's store failure takes it. A change meanwhile reaches the new service
+  // through OnAnnounced once it is the incumbent.)
+  CoordinatorService::Announced baseline;
+  {
+    absl::MutexLock lock(&mu_);
+    baseline = announced_;
+  }
+  service->SetAnnouncedWorkers(baseline);
   auto incumbent = std::make_shared<Incumbent>(Incumbent{std::move(store), std::move(service)});
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::CancelledError("the coordinator is stopping");
-  // The workers announced now are this term's baseline: those that leave later are declared dead.
-  incumbent->service->SetAnnouncedWorkers(announced_);
   log::Info("took up a term: state loaded from etcd",
             {{"address", address_}, {"revision", std::to_string(term.revision)}});
   incumbent.swap(incumbent_);  // the earlier one (none: StepDown took it) is dropped outside mu_

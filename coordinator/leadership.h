@@ -73,7 +73,7 @@ class Leadership {
   std::unique_ptr<etcd::Election> election_ ABSL_GUARDED_BY(mu_);  // null: Sole, before Campaign
   std::string address_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Incumbent> incumbent_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> announced_ ABSL_GUARDED_BY(mu_);  // workers announced, as last watched
+  CoordinatorService::Announced announced_ ABSL_GUARDED_BY(mu_);  // workers, as last watched
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop began: nothing is served or taken up
 };
 

@@ -33,10 +33,11 @@ class Running final : public RunningService {
     link_ = cluster::RegisterWhenServing(base.link, grpc_port, load, release);
     worker::AnnounceWorker(base, link_.get());
   }
-  // After the drain, as the deregistration: leaving etcd's membership declares it dead.
+  // After the drain: deregistered first, so that the end of its announcement on etcd (which
+  // declares it dead) does not make the link register it again.
   void Stop() override {
-    base.membership.reset();
     link_.reset();
+    base.membership.reset();
   }
 
   worker::WorkerBase base;

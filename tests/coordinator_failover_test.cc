@@ -370,7 +370,9 @@ TEST_F(CoordinatorFailoverTest, AWorkerWhoseAnnouncementEndsIsDeadBeforeItMisses
   ASSERT_TRUE(Turn(to_a, "s1", 0).ok());
   auto stats = [&] {
     v1::StatsResponse resp;
-    to_a([&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
+    const grpc::Status st =
+        to_a([&](auto& stub, auto* ctx) { return stub.Stats(ctx, v1::StatsRequest(), &resp); });
+    EXPECT_TRUE(st.ok()) << st.error_message();
     return resp;
   };
   etcd::EtcdOptions eo;

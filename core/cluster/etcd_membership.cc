@@ -11,10 +11,11 @@ std::vector<ConfigKey> EtcdMembershipKeys() {
   using T = ConfigType;
   return {
       {"membership.etcd_endpoints", T::kStringList, "",
-       "etcd members' client addresses (host:port,...): cache nodes announce themselves there on "
-       "a lease (membership.ttl) and every worker and cache node watches which are alive, "
-       "placing states over them (cache_node and replication.peers serve until etcd first "
-       "answers). Empty: the configured lists."},
+       "etcd members' client addresses (host:port,...): cache nodes and workers announce "
+       "themselves there on a lease (membership.ttl); workers and cache nodes place states over "
+       "the cache nodes alive there (cache_node and replication.peers serve until etcd first "
+       "answers), and the leading coordinator declares a worker dead when its announcement ends. "
+       "Empty: the configured lists and heartbeats."},
       {"membership.etcd_prefix", T::kString, "/glimpse/members/",
        "Key prefix of this Glimpse cluster's members in etcd."},
       {"membership.etcd_ca", T::kString, "",
@@ -25,8 +26,8 @@ std::vector<ConfigKey> EtcdMembershipKeys() {
        "membership.etcd_key."},
       {"membership.etcd_key", T::kString, "", "The private key of membership.etcd_cert."},
       {"membership.ttl", T::kDuration, "3s",
-       "A cache node's lease in etcd: it leaves the membership this long after it stops renewing "
-       "(it died or lost etcd); renewed every third of it."},
+       "A node's lease in etcd: it leaves the membership this long after it stops renewing (it "
+       "died or lost etcd); renewed every third of it."},
   };
 }
 
@@ -106,10 +107,14 @@ std::string WorkerAnnouncement(const std::string& node_id, const std::string& in
   return absl::StrCat(node_id, "/", incarnation);
 }
 
-std::string WorkerOfAnnouncement(std::string_view key_past_role) {
+std::optional<std::pair<std::string, std::string>> ParseWorkerAnnouncement(
+    std::string_view key_past_role) {
   const size_t slash = key_past_role.find('/');
-  if (slash == std::string_view::npos || slash == 0) return "";
-  return std::string(key_past_role.substr(0, slash));
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == key_past_role.size()) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string(key_past_role.substr(0, slash)),
+                        std::string(key_past_role.substr(slash + 1)));
 }
 
 }  // namespace glimpse::cluster

@@ -16,8 +16,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -72,7 +74,9 @@ class EtcdMembership {
 // Where workers announce themselves: `<prefix><role>/<node id>/<incarnation>` (the incarnation
 // keeps a restarted worker's key apart from its predecessor's, which may outlive it by a ttl).
 std::string WorkerAnnouncement(const std::string& node_id, const std::string& incarnation);
-// The node id in a worker's announcement key past `<prefix><role>/`; empty for another key.
-std::string WorkerOfAnnouncement(std::string_view key_past_role);
+// The node id and incarnation in a worker's announcement key past `<prefix><role>/`; nullopt for
+// another key.
+std::optional<std::pair<std::string, std::string>> ParseWorkerAnnouncement(
+    std::string_view key_past_role);
 
 }  // namespace glimpse::cluster
