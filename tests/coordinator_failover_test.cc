@@ -24,6 +24,7 @@
 #include "core/common/netns.h"
 #include "core/common/service_process.h"
 #include "core/common/tcp_proxy.h"
+#include "core/common/wait_for.h"
 #include "core/etcd/announcement.h"
 #include "core/etcd/etcd_process.h"
 #include "glimpse/v1/coordinator.grpc.pb.h"
@@ -130,22 +131,12 @@ class CoordinatorFailoverTest : public ::testing::Test {
   }
   template <typename Pred>
   static bool WaitUntil(Pred pred) {
-    const absl::Time end = absl::Now() + kPatience;
-    while (!pred()) {
-      if (absl::Now() > end) return false;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return true;
+    return WaitFor(pred, kPatience);
   }
   // Waits until the coordinator at `address` leads; false after kPatience.
   static bool AwaitLeading(const ServiceProcess& p) { return AwaitLeading(p.grpc_address()); }
   static bool AwaitLeading(const std::string& address) {
-    const absl::Time end = absl::Now() + kPatience;
-    while (absl::Now() < end) {
-      if (Leads(address)) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
+    return WaitFor([&] { return Leads(address); }, kPatience);
   }
 
   static grpc::Status Register(const Client& c) {

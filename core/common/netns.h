@@ -1,7 +1,8 @@
 // Netns: a network namespace of its own for a test's process, joined to the test's namespace by
 // veth links (a /30 each), so that a link can be cut as a network cuts it: Cut downs this end, and
 // every packet over the link then vanishes (no reset, no refusal: the peer's calls hang until
-// their deadlines or keepalives). What TcpProxy (tcp_proxy.h) cannot show. Needs CAP_NET_ADMIN
+// their deadlines or keepalives). What TcpProxy (tcp_proxy.h) cannot show; tests/netns_test.py
+// does the like for a whole cluster from Python, this is for gtest tests. Needs CAP_NET_ADMIN
 // and Debian's iproute2 (`ip`); Create says why not (FAILED_PRECONDITION), for a test to skip.
 // Namespaces and links are named after the process id, so concurrent tests do not collide; the
 // destructor deletes the namespace, and with it its links, and Create deletes those a process

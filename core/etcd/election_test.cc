@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/tcp_proxy.h"
+#include "core/common/wait_for.h"
 #include "core/etcd/etcd_process.h"
 #include "gtest/gtest.h"
 
@@ -19,12 +20,7 @@ constexpr absl::Duration kPatience = absl::Seconds(30);
 
 template <typename Pred>
 bool WaitFor(Pred pred, absl::Duration timeout = kPatience) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return pred();
+  return glimpse::WaitFor(pred, timeout);
 }
 
 class ElectionTest : public ::testing::Test {
