@@ -68,6 +68,10 @@ std::vector<ConfigKey> Keys() {
       {"replication.interval", ConfigType::kDuration, "30s",
        "Pause between scans of the stored states (a scan asks each other owner of each state "
        "whether it holds it: one small call per state and owner)."},
+      {"replication.repair_delay", ConfigType::kDuration, "0s",
+       "A peer gone (from the live nodes, or failing calls) for less than this keeps its share: "
+       "no stand-in copies meanwhile, so a restarting node comes back to its states rather than "
+       "having them moved away and back (they stay short of replicas meanwhile). 0s: at once."},
       {"replication.rate", ConfigType::kBytes, "64MiB",
        "Bytes per second the copies of repair and rebalance may take."},
   };
@@ -241,6 +245,7 @@ absl::StatusOr<std::unique_ptr<RunningService>> Start(const Config& c,
   r.self = c.GetString("replication.self");
   r.replicas = static_cast<int>(c.GetInt("replication.replicas"));
   r.interval = c.GetDuration("replication.interval");
+  r.repair_delay = c.GetDuration("replication.repair_delay");
   r.bytes_per_second = c.GetBytes("replication.rate");
   r.tls = tls;
   running->membership = cluster::EtcdMembershipFromConfig(c);

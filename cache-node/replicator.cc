@@ -50,12 +50,51 @@ Replicator::~Replicator() {
 }
 
 absl::Status Replicator::SetPeers(const std::vector<std::string>& peers) {
-  if (peers == client_->nodes()) return absl::OkStatus();
+  const std::vector<std::string> before = client_->nodes();
+  if (peers == before) return absl::OkStatus();
   RETURN_IF_ERROR(client_->SetNodes(peers));
   absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (const std::string& p : before) {
+    if (std::find(peers.begin(), peers.end(), p) == peers.end()) away_since_.try_emplace(p, now);
+  }
   rescan_ = true;
   cv_.SignalAll();
   return absl::OkStatus();
+}
+
+absl::Duration Replicator::Away(const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  return now - away_since_.try_emplace(peer, now).first->second;
+}
+
+void Replicator::Back(const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  away_since_.erase(peer);
+}
+
+Replicator::ScanPeers Replicator::PeersForScan() {
+  ScanPeers scan;
+  scan.addresses = client_->nodes();
+  scan.waiting.assign(scan.addresses.size(), false);
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto it = away_since_.begin(); it != away_since_.end();) {
+    const bool listed =
+        std::find(scan.addresses.begin(), scan.addresses.end(), it->first) != scan.addresses.end();
+    if (listed) {
+      ++it;
+    } else if (now - it->second < options_.repair_delay) {  // gone from the list, not for long
+      scan.addresses.push_back(it->first);
+      scan.waiting.push_back(true);
+      ++it;
+    } else {
+      it = away_since_.erase(it);
+    }
+  }
+  scan.down.assign(scan.addresses.size(), false);
+  return scan;
 }
 
 ReplicatorStats Replicator::stats() const {
@@ -85,20 +124,19 @@ absl::Status Replicator::Scan() {
   std::vector<kvstate::Manifest> stored;
   RETURN_IF_ERROR(
       service_->ForEachManifest([&](kvstate::Manifest m) { stored.push_back(std::move(m)); }));
-  const std::vector<std::string> peers = client_->nodes();
-  if (std::find(peers.begin(), peers.end(), options_.self) == peers.end()) {
-    return absl::FailedPreconditionError(absl::StrCat("this node (", options_.self,
-                                                      ") is not among the ", peers.size(),
-                                                      " live cache nodes yet"));
+  const std::vector<std::string> live = client_->nodes();
+  if (std::find(live.begin(), live.end(), options_.self) == live.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this node (", options_.self, ") is not among the ", live.size(), " live cache nodes yet"));
   }
-  std::vector<bool> down(peers.size(), false);
+  ScanPeers peers = PeersForScan();
   int64_t under = 0;
   for (const kvstate::Manifest& m : stored) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();
     }
-    Place(m, peers, down, under);
+    Place(m, peers, under);
   }
   absl::MutexLock lock(&mu_);
   ++stats_.scans;
@@ -106,29 +144,43 @@ absl::Status Replicator::Scan() {
   return absl::OkStatus();
 }
 
-void Replicator::Place(const kvstate::Manifest& m, const std::vector<std::string>& peers,
-                       std::vector<bool>& down, int64_t& under) {
+void Replicator::Place(const kvstate::Manifest& m, ScanPeers& scan, int64_t& under) {
+  const std::vector<std::string>& peers = scan.addresses;
   const size_t replicas = std::min<size_t>(options_.replicas, peers.size());
   const std::vector<size_t> order = cache_client::RendezvousOrder(m.state_key, peers);
-  // Owners: the first R of the ranking that answer; a peer found down makes room for the next.
+  // Owners: the first R of the ranking that answer or are waited for; a peer found down makes
+  // room for the next.
   size_t copies = 0, owners = 0;
   bool self_owns = false, all_owners_have = true;
   for (size_t i : order) {
     if (owners == replicas) break;
-    if (down[i]) continue;
+    if (scan.down[i]) continue;
     if (peers[i] == options_.self) {
       ++owners;
       ++copies;
       self_owns = true;
       continue;
     }
-    absl::StatusOr<kvstate::Held> held = client_->Holds(peers[i], m.namespace_key, m.state_key);
-    if (!held.ok()) {
-      log::Warning("replication: a peer is passed over for this scan",
-                   {{"peer", peers[i]}, {"error", held.status().ToString()}});
-      down[i] = true;  // for the rest of this scan
+    if (scan.waiting[i]) {  // an owner away for less than repair_delay: no stand-in, no drop
+      ++owners;
+      all_owners_have = false;
       continue;
     }
+    absl::StatusOr<kvstate::Held> held = client_->Holds(peers[i], m.namespace_key, m.state_key);
+    if (!held.ok()) {
+      const bool wait = Away(peers[i]) < options_.repair_delay;
+      log::Warning(wait ? "replication: a peer is waited for"
+                        : "replication: a peer is passed "
+                          "over for this scan",
+                   {{"peer", peers[i]}, {"error", held.status().ToString()}});
+      (wait ? scan.waiting : scan.down)[i] = true;  // for the rest of this scan
+      if (wait) {
+        ++owners;
+        all_owners_have = false;
+      }
+      continue;
+    }
+    Back(peers[i]);
     ++owners;
     if (held->stored) {
       ++copies;

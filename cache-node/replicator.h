@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,6 +40,11 @@ struct ReplicatorOptions {
   std::string self;  // this node's entry in `peers`
   int replicas = 2;  // capped at the number of peers
   absl::Duration interval = absl::Seconds(30);
+  // A peer away (gone from the live list, or failing calls) for less than this is still an owner:
+  // its states get no stand-in copies, and no copy is dropped on its account, so a node that
+  // restarts (a rolling update) comes back to its share instead of having it moved away and back.
+  // Those states count as under-replicated meanwhile. Zero: replaced at once.
+  absl::Duration repair_delay = absl::ZeroDuration();
   int64_t bytes_per_second = int64_t{64} << 20;
   TlsFiles tls;  // to reach the peers (this node's client certificate)
   absl::Duration timeout = absl::Seconds(30);
@@ -69,10 +75,18 @@ class Replicator {
              std::unique_ptr<cache_client::CacheClient> client);
   void Loop();
   absl::Status Scan();
-  // Acts on one stored state, placed over `peers` (this node among them); `down` collects
-  // peers that failed this scan.
-  void Place(const kvstate::Manifest& m, const std::vector<std::string>& peers,
-             std::vector<bool>& down, int64_t& under);
+  // The peers of one scan: the live ones and those away for less than repair_delay.
+  struct ScanPeers {
+    std::vector<std::string> addresses;
+    std::vector<bool> down;     // failed this scan, away for repair_delay or more: replaced
+    std::vector<bool> waiting;  // away for less than repair_delay: owners not asked
+  };
+  ScanPeers PeersForScan();
+  // Acts on one stored state, placed over the scan's peers (this node among them).
+  void Place(const kvstate::Manifest& m, ScanPeers& peers, int64_t& under);
+  // How long `peer` has been away (zero when it is newly so); Back when it answered.
+  absl::Duration Away(const std::string& peer);
+  void Back(const std::string& peer);
   // Copies the state to `peer`; the bytes sent, or why not.
   absl::StatusOr<int64_t> CopyTo(const std::string& peer, const kvstate::StateKey& key);
   // Waits `d`, until stopping or a rescan is asked for; false once stopping.
@@ -85,6 +99,7 @@ class Replicator {
   absl::CondVar cv_;  // signalled when stopping_ or rescan_ is set
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool rescan_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, absl::Time> away_since_ ABSL_GUARDED_BY(mu_);  // by peer address
   ReplicatorStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -19,6 +19,7 @@
 #include "core/cache_client/cache_client.h"
 #include "core/cache_client/placement.h"
 #include "core/cluster/etcd_membership.h"
+#include "core/common/http_server.h"
 #include "core/common/service_process.h"
 #include "core/etcd/etcd_process.h"
 #include "core/kvstate/test_state.h"
@@ -92,9 +93,10 @@ class CacheReplicationTest : public ::testing::Test {
                                      "--storage.path=" + (dir_ / absl::StrCat("node-", i)).string(),
                                      "--storage.sync_every_put=false", "--warm.bytes=4MiB"};
     if (membership_) {
-      args.insert(args.end(), {"--membership.etcd_endpoints=" + etcd_->endpoint(),
-                               absl::StrCat("--membership.ttl=", absl::FormatDuration(kTtl)),
-                               "--replication.interval=200ms"});
+      args.insert(args.end(),
+                  {"--membership.etcd_endpoints=" + etcd_->endpoint(),
+                   absl::StrCat("--membership.ttl=", absl::FormatDuration(kTtl)),
+                   "--replication.interval=200ms", "--replication.repair_delay=" + repair_delay_});
     } else if (replicate_) {
       args.insert(args.end(), {absl::StrCat("--replication.peers=", Address(0), ",", Address(1),
                                             ",", Address(2)),
@@ -145,6 +147,7 @@ class CacheReplicationTest : public ::testing::Test {
   static constexpr absl::Duration kTtl = absl::Seconds(2);  // membership.ttl
   bool replicate_ = false;                                  // set by a test's fixture before SetUp
   bool membership_ = false;                                 // likewise
+  std::string repair_delay_ = "0s";  // with membership_: replication.repair_delay
   std::unique_ptr<etcd::EtcdProcess> etcd_;
   std::filesystem::path dir_;
   std::vector<int> ports_;
@@ -493,6 +496,52 @@ TEST_F(CacheMembershipTest, AFourthNodeJoiningUnderLoadTakesItsStatesAndNoReadMi
   std::cerr << "during the move: " << written.size() << " puts and " << reads << " reads; "
             << on_new << " of " << states.size() << " states now on the new node\n";
   for (const TestState& s : states) ExpectReadable(*f.client, s);
+}
+
+// With replication.repair_delay, a node that restarts within it comes back to its share: the
+// others make no stand-in copies while it is gone (without the delay they copy within a scan).
+class CacheRepairDelayTest : public CacheMembershipTest {
+ protected:
+  CacheRepairDelayTest() { repair_delay_ = "60s"; }
+  // A counter of node `i`'s /metrics; -1 when unreadable.
+  double Counter(int i, const std::string& name) {
+    absl::StatusOr<std::string> text = HttpGet("127.0.0.1", nodes_[i]->metrics_port(), "/metrics");
+    if (!text.ok()) return -1;
+    const size_t at = text->find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::atof(text->c_str() + at + name.size() + 2);
+  }
+};
+
+TEST_F(CacheRepairDelayTest, ANodeBackWithinTheRepairDelayGetsNoStandInCopies) {
+  Follower f = Follow();
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
+  std::vector<TestState> states = PutStates(*f.client, 1, 16);
+  // Settled first (a node may copy while its own membership view is still filling at start).
+  AwaitWhileReading(*f.client, states, [&] {
+    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 1, 2});
+    });
+  });
+  const std::string copied = "glimpse_cache_node_replication_copied_states_total";
+  const double copied0 = Counter(0, copied), copied2 = Counter(2, copied);
+  nodes_[1]->Kill();
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 2})));  // gone from the membership, a ttl later
+  const std::string scans = "glimpse_cache_node_replication_scans_total";
+  const double scans0 = Counter(0, scans), scans2 = Counter(2, scans);
+  AwaitWhileReading(*f.client, states, [&] {  // the survivors scan three times more meanwhile
+    return Counter(0, scans) >= scans0 + 3 && Counter(2, scans) >= scans2 + 3;
+  });
+  nodes_[1] = StartNode(1);
+  ASSERT_TRUE(nodes_[1].has_value());
+  Forget(1);
+  ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
+  AwaitWhileReading(*f.client, states, [&] {
+    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
+      return OnOwners(s, {0, 1, 2});
+    });
+  });
+  EXPECT_EQ(Counter(0, copied), copied0);
+  EXPECT_EQ(Counter(2, copied), copied2);
 }
 
 }  // namespace
