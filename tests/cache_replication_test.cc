@@ -21,6 +21,7 @@
 #include "core/cluster/etcd_membership.h"
 #include "core/common/http_server.h"
 #include "core/common/service_process.h"
+#include "core/common/wait_for.h"
 #include "core/etcd/etcd_process.h"
 #include "core/kvstate/test_state.h"
 #include "core/transport/ucx/ucx_transport.h"
@@ -102,7 +103,9 @@ class CacheReplicationTest : public ::testing::Test {
                                             ",", Address(2)),
                                "--replication.self=" + Address(i), "--replication.interval=200ms"});
     }
-    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(kNode, args, Log(i));
+    // A loaded machine may take a while to recover a store and serve.
+    absl::StatusOr<ServiceProcess> p =
+        ServiceProcess::Start(kNode, args, Log(i), absl::Seconds(60));
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return std::nullopt;
     return *std::move(p);
@@ -133,6 +136,17 @@ class CacheReplicationTest : public ::testing::Test {
   }
   void Forget(int i) { single_.erase(i); }
 
+  // Puts the states of seeds [first, first + count) through `c`; each must be stored.
+  static std::vector<TestState> PutStates(CacheClient& c, uint64_t first, uint64_t count) {
+    std::vector<TestState> states;
+    for (uint64_t seed = first; seed < first + count; ++seed) {
+      states.push_back(StateFor(seed));
+      auto put = c.Put(states.back().manifest, states.back().tokens, states.back().spans());
+      EXPECT_TRUE(put.ok()) << put.status();
+    }
+    return states;
+  }
+
   static void ExpectReadable(CacheClient& c, const TestState& s) {
     auto got = c.Get(s.manifest.namespace_key, s.manifest.state_key, s.manifest.model);
     ASSERT_TRUE(got.ok()) << got.status();
@@ -157,12 +171,7 @@ class CacheReplicationTest : public ::testing::Test {
 
 TEST_F(CacheReplicationTest, EveryStateIsOnTwoNodesAndOutlivesOneNodesDeath) {
   std::unique_ptr<CacheClient> client = All();
-  std::vector<TestState> states;
-  for (uint64_t seed = 1; seed <= 24; ++seed) {
-    states.push_back(StateFor(seed));
-    ASSERT_TRUE(
-        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
-  }
+  std::vector<TestState> states = PutStates(*client, 1, 24);
   std::map<int, int> per_node;  // rendezvous spreads the states over the nodes
   for (const TestState& s : states) {
     EXPECT_EQ(Copies(s, {0, 1, 2}), 2);
@@ -226,12 +235,7 @@ TEST_F(CacheReplicationTest, GetManyGathersStatesFromEveryNodeAndOutlivesOneNode
 
 TEST_F(CacheReplicationTest, LookupFindsTheLongestPrefixOnAnyNodeAndDeleteReachesAll) {
   std::unique_ptr<CacheClient> client = All();
-  std::vector<TestState> states;
-  for (uint64_t seed = 1; seed <= 6; ++seed) {
-    states.push_back(StateFor(seed));
-    ASSERT_TRUE(
-        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
-  }
+  std::vector<TestState> states = PutStates(*client, 1, 6);
   for (const TestState& s : states) {
     auto m = client->Lookup(s.manifest.namespace_key, s.tokens);
     ASSERT_TRUE(m.ok()) << m.status();
@@ -294,6 +298,11 @@ class CacheRepairTest : public CacheReplicationTest {
       absl::SleepFor(absl::Milliseconds(100));
     }
   }
+  // Whether every state is on exactly its two owners among `alive`.
+  bool AllOnOwners(const std::vector<TestState>& states, const std::vector<int>& alive) {
+    return std::all_of(states.begin(), states.end(),
+                       [&](const TestState& s) { return OnOwners(s, alive); });
+  }
   // Whether `s` is on exactly its two owners among `alive` (the placement's top two).
   bool OnOwners(const TestState& s, std::vector<int> alive) {
     std::vector<std::string> addresses;
@@ -311,29 +320,16 @@ class CacheRepairTest : public CacheReplicationTest {
 
 TEST_F(CacheRepairTest, ANodesDeathIsRepairedToTwoCopiesAndItsReturnRebalances) {
   std::unique_ptr<CacheClient> client = All();
-  std::vector<TestState> states;
-  for (uint64_t seed = 1; seed <= 16; ++seed) {
-    states.push_back(StateFor(seed));
-    ASSERT_TRUE(
-        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
-  }
+  std::vector<TestState> states = PutStates(*client, 1, 16);
   // Repair: node 1 dies; the survivors copy until each state has two copies on them.
   nodes_[1]->Kill();
-  AwaitWhileReading(*client, states, [&] {
-    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
-      return OnOwners(s, {0, 2});
-    });
-  });
+  AwaitWhileReading(*client, states, [&] { return AllOnOwners(states, {0, 2}); });
   // Rebalance: node 1 is back (with what it held); each state ends on exactly its two owners
   // among the three, and no read misses on the way.
   nodes_[1] = StartNode(1);
   ASSERT_TRUE(nodes_[1].has_value());
   Forget(1);
-  AwaitWhileReading(*client, states, [&] {
-    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
-      return OnOwners(s, {0, 1, 2});
-    });
-  });
+  AwaitWhileReading(*client, states, [&] { return AllOnOwners(states, {0, 1, 2}); });
 }
 
 // A node down while a state it holds is deleted comes back with its old copy: it learns of the
@@ -341,12 +337,7 @@ TEST_F(CacheRepairTest, ANodesDeathIsRepairedToTwoCopiesAndItsReturnRebalances) 
 // back; stored again by a client, the state is replicated as any other.
 TEST_F(CacheRepairTest, AStateDeletedWhileANodeIsDownStaysDeletedWhenItReturns) {
   std::unique_ptr<CacheClient> client = All();
-  std::vector<TestState> states;
-  for (uint64_t seed = 1; seed <= 8; ++seed) {
-    states.push_back(StateFor(seed));
-    ASSERT_TRUE(
-        client->Put(states.back().manifest, states.back().tokens, states.back().spans()).ok());
-  }
+  std::vector<TestState> states = PutStates(*client, 1, 8);
   auto held_by_1 = std::find_if(states.begin(), states.end(),
                                 [&](const TestState& s) { return Copies(s, {1}) == 1; });
   ASSERT_NE(held_by_1, states.end());
@@ -361,8 +352,15 @@ TEST_F(CacheRepairTest, AStateDeletedWhileANodeIsDownStaysDeletedWhenItReturns) 
   Forget(1);
   // No node holds it once node 1 has learnt of the delete: nothing is left to copy it back from.
   AwaitWhileReading(*client, states, [&] { return Copies(gone, {0, 1, 2}) == 0; });
-  auto got = client->Get(gone.manifest.namespace_key, gone.manifest.state_key, gone.manifest.model);
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
+  // The client finds it nowhere once its channel to the restarted node has reconnected (until
+  // then that node answers UNAVAILABLE).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return absl::IsNotFound(
+            client->Get(gone.manifest.namespace_key, gone.manifest.state_key, gone.manifest.model)
+                .status());
+      },
+      absl::Seconds(60)));
   ASSERT_TRUE(client->Put(gone.manifest, gone.tokens, gone.spans()).ok());
   states.push_back(gone);
   AwaitWhileReading(*client, states, [&] { return OnOwners(gone, {0, 1, 2}); });
@@ -401,15 +399,6 @@ class CacheMembershipTest : public CacheRepairTest {
     while (c.nodes() != nodes && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
     return c.nodes() == nodes;
   }
-  std::vector<TestState> PutStates(CacheClient& c, uint64_t first, uint64_t count) {
-    std::vector<TestState> states;
-    for (uint64_t seed = first; seed < first + count; ++seed) {
-      states.push_back(StateFor(seed));
-      auto put = c.Put(states.back().manifest, states.back().tokens, states.back().spans());
-      EXPECT_TRUE(put.ok()) << put.status();
-    }
-    return states;
-  }
 };
 
 TEST_F(CacheMembershipTest, AKilledNodeLeavesTheMembershipByItselfAndIsRepairedAround) {
@@ -422,21 +411,13 @@ TEST_F(CacheMembershipTest, AKilledNodeLeavesTheMembershipByItselfAndIsRepairedA
   ASSERT_TRUE(Lists(*f.client, Addresses({0, 2})));
   std::cerr << "membership saw the death after " << absl::FormatDuration(absl::Now() - killed)
             << " (ttl " << absl::FormatDuration(kTtl) << ")\n";
-  AwaitWhileReading(*f.client, states, [&] {
-    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
-      return OnOwners(s, {0, 2});
-    });
-  });
+  AwaitWhileReading(*f.client, states, [&] { return AllOnOwners(states, {0, 2}); });
   // Back on its address: announced again, and the states settle on their owners among three.
   nodes_[1] = StartNode(1);
   ASSERT_TRUE(nodes_[1].has_value());
   Forget(1);
   ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
-  AwaitWhileReading(*f.client, states, [&] {
-    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
-      return OnOwners(s, {0, 1, 2});
-    });
-  });
+  AwaitWhileReading(*f.client, states, [&] { return AllOnOwners(states, {0, 1, 2}); });
 }
 
 TEST_F(CacheMembershipTest, AFourthNodeJoiningUnderLoadTakesItsStatesAndNoReadMisses) {
@@ -517,11 +498,7 @@ TEST_F(CacheRepairDelayTest, ANodeBackWithinTheRepairDelayGetsNoStandInCopies) {
   ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
   std::vector<TestState> states = PutStates(*f.client, 1, 16);
   // Settled first (a node may copy while its own membership view is still filling at start).
-  AwaitWhileReading(*f.client, states, [&] {
-    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
-      return OnOwners(s, {0, 1, 2});
-    });
-  });
+  AwaitWhileReading(*f.client, states, [&] { return AllOnOwners(states, {0, 1, 2}); });
   const std::string copied = "glimpse_cache_node_replication_copied_states_total";
   const double copied0 = Counter(0, copied), copied2 = Counter(2, copied);
   nodes_[1]->Kill();
@@ -535,11 +512,7 @@ TEST_F(CacheRepairDelayTest, ANodeBackWithinTheRepairDelayGetsNoStandInCopies) {
   ASSERT_TRUE(nodes_[1].has_value());
   Forget(1);
   ASSERT_TRUE(Lists(*f.client, Addresses({0, 1, 2})));
-  AwaitWhileReading(*f.client, states, [&] {
-    return std::all_of(states.begin(), states.end(), [&](const TestState& s) {
-      return OnOwners(s, {0, 1, 2});
-    });
-  });
+  AwaitWhileReading(*f.client, states, [&] { return AllOnOwners(states, {0, 1, 2}); });
   EXPECT_EQ(Counter(0, copied), copied0);
   EXPECT_EQ(Counter(2, copied), copied2);
 }
