@@ -20,7 +20,7 @@ add_executable(glimpse_coordinator_failover_test
   ${CMAKE_CURRENT_LIST_DIR}/coordinator_failover_test.cc)
 target_link_libraries(glimpse_coordinator_failover_test PRIVATE
   glimpse_proto glimpse_coordinators glimpse_common_grpc glimpse_service_process glimpse_tcp_proxy
-  glimpse_netns glimpse_etcd_process glimpse_etcd_membership GTest::gmock GTest::gtest GTest::gtest_main)
+  glimpse_netns glimpse_etcd_process glimpse_etcd_membership GTest::gmock GTest::gtest)
 add_dependencies(glimpse_coordinator_failover_test glimpse-coordinator)
 target_compile_definitions(glimpse_coordinator_failover_test PRIVATE
   GLIMPSE_COORDINATOR_BINARY="$<TARGET_FILE:glimpse-coordinator>")

@@ -1,11 +1,13 @@
 #include "core/common/netns.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -65,10 +67,28 @@ void DeleteLeftovers() {
   }
 }
 
+// Set by IsolateThisProcess (before any thread), read later.
+bool isolated = false;
+
 }  // namespace
+
+absl::Status Netns::IsolateThisProcess() {
+  if (unshare(CLONE_NEWNET) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("unshare(CLONE_NEWNET): ", std::strerror(errno)));
+  }
+  RETURN_IF_ERROR(RunIp({"link", "set", "lo", "up"}));
+  isolated = true;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Netns>> Netns::Create(int index) {
   if (index < 0 || index > 9) return absl::InvalidArgumentError("netns index is 0 to 9");
+  if (!isolated) {
+    return absl::FailedPreconditionError(
+        "this test process is not in a network namespace of its own (Netns::IsolateThisProcess "
+        "failed or was not called): its links would be seen by every process on the host");
+  }
   DeleteLeftovers();
   const std::string name = absl::StrCat("glimpse-", getpid(), "-", index);
   (void)RunIp({"netns", "del", name});  // this process's own, from an earlier Create

@@ -4,8 +4,12 @@
 // their deadlines or keepalives). What TcpProxy (tcp_proxy.h) cannot show; tests/netns_test.py
 // does the like for a whole cluster from Python, this is for gtest tests. Needs CAP_NET_ADMIN
 // and Debian's iproute2 (`ip`); Create says why not (FAILED_PRECONDITION), for a test to skip.
-// Namespaces and links are named after the process id, so concurrent tests do not collide; the
-// destructor deletes the namespace, and with it its links, and Create deletes those a process
+// The test's ends of the links must not be seen by other processes (UCX engines advertise every
+// interface they find, and a cut link then fails their peers' connects): a test process calls
+// IsolateThisProcess first, in main() before any thread starts, which moves it (and every child it
+// starts later) into a network namespace of its own with only its loopback; Create refuses until it
+// has. Namespaces and links are named after the process id, so concurrent tests do not collide;
+// the destructor deletes the namespace, and with it its links, and Create deletes those a process
 // that no longer runs left behind (a test killed at its timeout). Not thread-safe.
 #pragma once
 
@@ -24,7 +28,11 @@ class Netns {
     std::string here_ip, there_ip;  // the addresses of the two ends
   };
 
+  // Moves this process into a network namespace of its own (only loopback, up); why not when it
+  // cannot (no CAP_NET_ADMIN, or threads already run). Once, before any thread starts.
+  static absl::Status IsolateThisProcess();
   // A namespace with only its loopback up. `index` (0 to 9) tells apart a test's namespaces.
+  // FAILED_PRECONDITION unless IsolateThisProcess succeeded, or namespaces cannot be made here.
   static absl::StatusOr<std::unique_ptr<Netns>> Create(int index);
   ~Netns();
 
