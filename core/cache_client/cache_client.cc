@@ -208,7 +208,7 @@ absl::StatusOr<PutResult> CacheClient::PutCopy(const std::string& node,
   RETURN_IF_ERROR(CheckPageCount(manifest, pages));
   ASSIGN_OR_RETURN(std::shared_ptr<const Nodes> nodes, Snapshot());
   ASSIGN_OR_RETURN(const Node* target, Find(*nodes, node));
-  return PutOn(*target, manifest, {}, pages, /*copy=*/true);
+  return PutOn(*target, manifest, {}, Pack(pages), /*copy=*/true);
 }
 
 absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
@@ -221,8 +221,10 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   // copies (its puts fail while fewer are alive), one that only ever had fewer stores what it can.
   const size_t w = std::min<size_t>(
       options_.write_quorum > 0 ? options_.write_quorum : options_.replicas, nodes->most);
+  // One packed buffer for every replica: one memcpy saves the transport a rendezvous per page.
+  const std::vector<uint8_t> packed = Pack(pages);
   if (nodes->nodes.size() == 1 && w == 1) {
-    return PutOn(nodes->nodes[0], manifest, tokens, pages, copy);
+    return PutOn(nodes->nodes[0], manifest, tokens, packed, copy);
   }
   const std::vector<const Node*> order = Placement(*nodes, manifest.state_key);
   const size_t r = std::min<size_t>(options_.replicas, order.size());  // R, at most the nodes
@@ -231,9 +233,10 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   {
     std::vector<std::thread> others;
     for (size_t i = 1; i < r; ++i) {
-      others.emplace_back([&, i] { results[i] = PutOn(*order[i], manifest, tokens, pages, copy); });
+      others.emplace_back(
+          [&, i] { results[i] = PutOn(*order[i], manifest, tokens, packed, copy); });
     }
-    results[0] = PutOn(*order[0], manifest, tokens, pages, copy);
+    results[0] = PutOn(*order[0], manifest, tokens, packed, copy);
     for (std::thread& t : others) t.join();
   }
   std::optional<PutResult> stored;
@@ -252,17 +255,28 @@ absl::StatusOr<PutResult> CacheClient::Put(const kvstate::Manifest& manifest,
   // A replica that failed is replaced by the next node in the ranking, so that R copies exist
   // while a node is down.
   for (size_t next = r; copies < r && next < order.size(); ++next) {
-    tally(*order[next], PutOn(*order[next], manifest, tokens, pages, copy));
+    tally(*order[next], PutOn(*order[next], manifest, tokens, packed, copy));
   }
   if (copies >= w) return *stored;
   return absl::UnavailableError(absl::StrCat("cache put stored ", copies, " of the ", w,
                                              " copies required: ", absl::StrJoin(failures, "; ")));
 }
 
+std::vector<uint8_t> CacheClient::Pack(std::span<const std::span<const uint8_t>> pages) {
+  size_t total = 0;
+  for (const auto& p : pages) total += p.size();
+  std::vector<uint8_t> packed(total);
+  size_t off = 0;
+  for (const auto& p : pages) {
+    std::memcpy(packed.data() + off, p.data(), p.size());
+    off += p.size();
+  }
+  return packed;
+}
+
 absl::StatusOr<PutResult> CacheClient::PutOn(const Node& node, const kvstate::Manifest& manifest,
                                              std::span<const int32_t> tokens,
-                                             std::span<const std::span<const uint8_t>> pages,
-                                             bool copy) {
+                                             std::span<const uint8_t> packed, bool copy) {
   Lane& lane = AcquireLane();
   absl::Cleanup release = [&] { ReleaseLane(lane); };
   v1::CacheBeginPutRequest begin;
@@ -276,18 +290,9 @@ absl::StatusOr<PutResult> CacheClient::PutOn(const Node& node, const kvstate::Ma
     SetDeadline(&ctx);
     RETURN_IF_ERROR(FromGrpcStatus(node.stub->BeginPut(&ctx, begin, &ticket)));
   }
-  // One packed buffer: one memcpy here saves the transport a rendezvous per page.
   const auto header = kvstate::EncodeBatchHeader({kvstate::BatchKind::kPut, ticket.ticket(),
-                                                  static_cast<uint32_t>(pages.size()),
+                                                  static_cast<uint32_t>(manifest.pages.size()),
                                                   kvstate::BatchHeader::kPacked});
-  size_t total = 0;
-  for (const auto& p : pages) total += p.size();
-  std::vector<uint8_t> packed(total);
-  size_t off = 0;
-  for (const auto& p : pages) {
-    std::memcpy(packed.data() + off, p.data(), p.size());
-    off += p.size();
-  }
   const std::span<const uint8_t> bufs[] = {header, packed};
   ASSIGN_OR_RETURN(transport::PeerId peer, lane.peers.Get(ticket.transport_address()));
   transport::SubmitOptions so;

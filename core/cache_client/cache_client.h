@@ -179,9 +179,12 @@ class CacheClient {
   static absl::StatusOr<const Node*> Find(const Nodes& nodes, const std::string& address);
   // Marks `node` suspect when `failure` says it is down or slow; true when it did.
   bool Suspect(const Node& node, const absl::Status& failure);
+  // The pages back to back, as a put ships them (made once for every replica).
+  static std::vector<uint8_t> Pack(std::span<const std::span<const uint8_t>> pages);
+  // `packed`: Pack of the manifest's pages.
   absl::StatusOr<PutResult> PutOn(const Node& node, const kvstate::Manifest& manifest,
-                                  std::span<const int32_t> tokens,
-                                  std::span<const std::span<const uint8_t>> pages, bool copy);
+                                  std::span<const int32_t> tokens, std::span<const uint8_t> packed,
+                                  bool copy);
   absl::StatusOr<State> GetOn(const Node& node, const kvstate::NamespaceKey& ns,
                               const kvstate::StateKey& key, const kvstate::Fingerprint& model,
                               const std::vector<kvstate::PageId>& pages);
