@@ -103,9 +103,7 @@ class CacheReplicationTest : public ::testing::Test {
                                             ",", Address(2)),
                                "--replication.self=" + Address(i), "--replication.interval=200ms"});
     }
-    // A loaded machine may take a while to recover a store and serve.
-    absl::StatusOr<ServiceProcess> p =
-        ServiceProcess::Start(kNode, args, Log(i), absl::Seconds(60));
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(kNode, args, Log(i));
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return std::nullopt;
     return *std::move(p);

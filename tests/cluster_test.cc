@@ -124,7 +124,7 @@ class ClusterTest : public ::testing::Test {
     }
     args.push_back("--shutdown_grace=500ms");
     absl::StatusOr<ServiceProcess> p =
-        ServiceProcess::Start(binary, args, (dir_ / (name + ".log")).string(), absl::Seconds(60));
+        ServiceProcess::Start(binary, args, (dir_ / (name + ".log")).string());
     EXPECT_TRUE(p.ok()) << name << ": " << p.status();
     return p.ok() ? std::make_unique<ServiceProcess>(*std::move(p)) : nullptr;
   }

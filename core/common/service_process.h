@@ -19,13 +19,14 @@ namespace glimpse {
 
 class ServiceProcess {
  public:
-  // `binary` is a service (e.g. glimpse-cache-node); `args` are its flags. The kernel kills the
-  // service (SIGKILL) when the thread that started it exits, so a crashed test or CLI leaves no
-  // service behind: start it from a thread that outlives it.
+  // `binary` is a service (e.g. glimpse-cache-node); `args` are its flags. `ready_timeout` is
+  // generous: a service recovering a store on a loaded 2-core machine may take tens of seconds. The
+  // kernel kills the service (SIGKILL) when the thread that started it exits, so a crashed test or
+  // CLI leaves no service behind: start it from a thread that outlives it.
   static absl::StatusOr<ServiceProcess> Start(const std::string& binary,
                                               const std::vector<std::string>& args,
                                               const std::string& log_path,
-                                              absl::Duration ready_timeout = absl::Seconds(20));
+                                              absl::Duration ready_timeout = absl::Seconds(60));
   // Any program (etcd in tests): ready once a line its log gains after the start satisfies
   // `ready`. The ports stay 0.
   static absl::StatusOr<ServiceProcess> StartUntil(

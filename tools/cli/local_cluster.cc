@@ -137,7 +137,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
     if (name != "coordinator" && name != "frontend") {  // the nodes that register
       args.push_back(absl::StrCat("--node_id=", NodeId(name)));
     }
-    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(binary, args, log, absl::Seconds(60));
+    absl::StatusOr<ServiceProcess> p = ServiceProcess::Start(binary, args, log);
     if (!p.ok()) {
       return absl::Status(p.status().code(), absl::StrCat(name, ": ", p.status().message(),
                                                           "\n--- ", log, " ---\n", Tail(log)));
