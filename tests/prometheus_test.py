@@ -601,13 +601,7 @@ def main():
     finally:
         if prometheus is not None:
             proc, log_file, _ = prometheus
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log_file.close()
+            stop_process(proc, log_file)
         for s in reversed(services + helpers):
             s.stop()
         if ok and not args.keep:
