@@ -52,10 +52,12 @@ absl::StatusOr<Enum> ParseName(const std::pair<Enum, std::string_view> (&table)[
 // Checks a settings entry without building the scorer (a LookaheadKV scorer needs its module).
 absl::Status Validate(const MethodSettings& s) {
   ASSIGN_OR_RETURN(const WindowDefaults defaults, ScorerWindowDefaults(s.scorer.method));
-  if (defaults.window == 0 &&
-      (s.scorer.window != 0 || s.scorer.kernel != 0 || !s.scorer.pooling.empty())) {
+  if (defaults.kernel == 0 && (s.scorer.kernel != 0 || !s.scorer.pooling.empty())) {
     return absl::InvalidArgumentError(
         absl::StrCat(s.scorer.method, " takes no window, kernel or pooling"));
+  }
+  if (defaults.window == 0 && s.scorer.window != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(s.scorer.method, " takes no window"));
   }
   if (s.scorer.window < 0 || s.scorer.window > kMaxRecentWindow || s.scorer.kernel < 0 ||
       (s.scorer.kernel > 0 && s.scorer.kernel % 2 == 0)) {
@@ -125,7 +127,7 @@ absl::StatusOr<MethodSettings> BuiltInSettings(std::string_view method) {
   }
   s.scorer.window = defaults->window;
   s.scorer.kernel = defaults->kernel;
-  if (defaults->window > 0) s.scorer.pooling = "avg";
+  if (defaults->kernel > 0) s.scorer.pooling = "avg";
   return s;
 }
 
@@ -272,8 +274,9 @@ std::string_view GranularityName(Granularity granularity) {
 
 std::string Describe(const MethodSettings& s) {
   std::string out = s.scorer.method;
-  if (s.scorer.window > 0) {
-    absl::StrAppend(&out, " W=", s.scorer.window, " k=", s.scorer.kernel, " ",
+  if (s.scorer.window > 0) absl::StrAppend(&out, " W=", s.scorer.window);
+  if (s.scorer.kernel > 0) {
+    absl::StrAppend(&out, " k=", s.scorer.kernel, " ",
                     s.scorer.pooling.empty() ? "avg" : s.scorer.pooling);
   }
   absl::StrAppend(&out, ", sinks ", s.sinks);

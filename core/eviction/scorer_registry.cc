@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/status_macros.h"
 #include "core/eviction/scorer.h"
 
 namespace glimpse::eviction {
@@ -23,46 +24,39 @@ struct Params {
 };
 
 struct Method {
-  // Defaults; 0 means the method takes no window (no kernel / pooling).
+  // Defaults (WindowDefaults in scorer.h): window 0, no observation window; kernel 0, no kernel or
+  // pooling either; a windowless method with a kernel has its scores pooled by NewPooledScorer.
   int64_t window = 0;
   int64_t kernel = 0;
   std::unique_ptr<Scorer> (*make)(const Params&) = nullptr;
   // Learned gates: built from Params::weights_path (required for them, rejected for the others).
   absl::StatusOr<std::unique_ptr<Scorer>> (*load)(const Params&) = nullptr;
-  // Methods built from a module file (lookahead): take the config as is and check it themselves;
-  // module_path is rejected for every other method.
-  absl::StatusOr<std::unique_ptr<Scorer>> (*open)(const ScorerConfig&) = nullptr;
+  // Methods built from a module file (lookahead): module_path is required there (the opener
+  // checks) and rejected for every other method.
+  absl::StatusOr<std::unique_ptr<Scorer>> (*open)(const std::string& module_path) = nullptr;
 };
-
-absl::StatusOr<std::unique_ptr<Scorer>> OpenLookahead(const ScorerConfig& c) {
-  if (c.window != 0 || c.kernel != 0 || !c.pooling.empty() || !c.weights_path.empty()) {
-    return absl::InvalidArgumentError(
-        "lookahead takes only module_path (no window, kernel, pooling or weights_path)");
-  }
-  return NewLookaheadScorer(c.module_path);
-}
 
 const std::map<std::string, Method>& Registry() {
   static const auto* registry = new std::map<std::string, Method>{
       {"snapkv",  // kvpress SnapKVPress defaults
        {64, 5, [](const Params& p) { return NewSnapKvScorer(p.window, p.kernel, p.pooling); }}},
       {"streamingllm", {0, 0, [](const Params&) { return NewStreamingLlmScorer(); }}},
-      {"h2o", {0, 0, [](const Params&) { return NewH2oScorer(); }}},
-      {"expected_attention", {0, 0, [](const Params&) { return NewExpectedAttentionScorer(); }}},
+      {"h2o", {0, 1, [](const Params&) { return NewH2oScorer(); }}},
+      {"expected_attention", {0, 1, [](const Params&) { return NewExpectedAttentionScorer(); }}},
       {"defensivekv",  // FFY0/DefensiveKV EfficientDefensiveKVPress defaults
        {32, 5,
         [](const Params& p) { return NewDefensiveKvScorer(p.window, p.kernel, p.pooling); }}},
       {"cake",  // antgroup/cakekv pred_cake.py defaults (W = 32, avg_pool1d k = 5)
        {32, 5, [](const Params& p) { return NewCakeScorer(p.window, p.kernel, p.pooling); }}},
       {"kvzip_gate",
-       {0, 0, nullptr, [](const Params& p) { return NewKvzipGateScorer(p.weights_path); }}},
+       {0, 1, nullptr, [](const Params& p) { return NewKvzipGateScorer(p.weights_path); }}},
       {"trimkv_gate",
-       {0, 0, nullptr, [](const Params& p) { return NewTrimKvGateScorer(p.weights_path); }}},
+       {0, 1, nullptr, [](const Params& p) { return NewTrimKvGateScorer(p.weights_path); }}},
       {"retention_global",
-       {0, 0, nullptr, [](const Params& p) { return NewRetentionGlobalScorer(p.weights_path); }}},
+       {0, 1, nullptr, [](const Params& p) { return NewRetentionGlobalScorer(p.weights_path); }}},
       {"foresightkv",
-       {0, 0, nullptr, [](const Params& p) { return NewForesightScorer(p.weights_path); }}},
-      {"lookahead", {0, 0, nullptr, nullptr, OpenLookahead}},  // LookaheadKV, --module
+       {0, 1, nullptr, [](const Params& p) { return NewForesightScorer(p.weights_path); }}},
+      {"lookahead", {0, 1, nullptr, nullptr, NewLookaheadScorer}},  // LookaheadKV, --module
   };
   return *registry;
 }
@@ -84,17 +78,19 @@ absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method)
             : absl::StrCat(who, " takes no weights_path (got \"", config.weights_path, "\")"));
   }
   p.weights_path = config.weights_path;
-  if (method.window == 0) {
-    if (config.window != 0 || config.kernel != 0 || !config.pooling.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(who, " takes no window, kernel or pooling (got window=", config.window,
-                       " kernel=", config.kernel, " pooling=\"", config.pooling, "\")"));
-    }
-    return p;
+  if (method.kernel == 0 && (config.window != 0 || config.kernel != 0 || !config.pooling.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, " takes no window, kernel or pooling (got window=", config.window,
+                     " kernel=", config.kernel, " pooling=\"", config.pooling, "\")"));
+  }
+  if (method.kernel == 0) return p;
+  if (method.window == 0 && config.window != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, " takes no window (got ", config.window, "); only kernel and pooling"));
   }
   p.window = config.window == 0 ? method.window : config.window;
   p.kernel = config.kernel == 0 ? method.kernel : config.kernel;
-  if (p.window < 1 || p.window > kMaxWindow) {
+  if (method.window > 0 && (p.window < 1 || p.window > kMaxWindow)) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": window ", p.window, " is outside [1, ", kMaxWindow, "]"));
   }
@@ -135,15 +131,24 @@ absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method) {
 absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config) {
   const auto it = Registry().find(config.method);
   if (it == Registry().end()) return UnknownScorer(config.method);
-  if (it->second.open != nullptr) return it->second.open(config);
-  if (!config.module_path.empty()) {
+  const Method& method = it->second;
+  if (method.open == nullptr && !config.module_path.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(config.method, " takes no module_path (got \"", config.module_path, "\")"));
   }
-  absl::StatusOr<Params> params = Resolve(config, it->second);
-  if (!params.ok()) return params.status();
-  if (it->second.load != nullptr) return it->second.load(*params);
-  return it->second.make(*params);
+  ASSIGN_OR_RETURN(const Params params, Resolve(config, method));
+  std::unique_ptr<Scorer> scorer;
+  if (method.open != nullptr) {
+    ASSIGN_OR_RETURN(scorer, method.open(config.module_path));
+  } else if (method.load != nullptr) {
+    ASSIGN_OR_RETURN(scorer, method.load(params));
+  } else {
+    scorer = method.make(params);
+  }
+  if (method.window == 0 && params.kernel > 1) {
+    return NewPooledScorer(std::move(scorer), params.kernel, params.pooling);
+  }
+  return scorer;
 }
 
 }  // namespace glimpse::eviction

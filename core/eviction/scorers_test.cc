@@ -366,6 +366,33 @@ TEST(H2oTest, MeansAccumulatedAttentionOverTheGroup) {
   EXPECT_EQ(MustScore(*MustCreate(Config("h2o")), layer.View(1)), want);
 }
 
+// Pooling of a windowless scorer (pooled_scorer.cc): H2O's scores above, each kv-head's row pooled
+// on its own with k = 3 (avg counts the zero padding, as SnapKV's pooling), nothing else changed.
+TEST(PooledScorerTest, PoolsEachKvHeadsRowAlone) {
+  Layer layer = LayerB();
+  layer.acc.assign(4 * kT, 0.0f);
+  for (int64_t j = 0; j < kT; ++j) {
+    layer.acc[0 * kT + j] = static_cast<float>(kT - j);
+    layer.acc[1 * kT + j] = static_cast<float>(j % 3);
+    layer.acc[2 * kT + j] = 1.0f;
+    layer.acc[3 * kT + j] = static_cast<float>(j) * 0.5f;
+  }
+  const std::unique_ptr<Scorer> pooled = MustCreate(Config("h2o", 0, 3, "avg"));
+  EXPECT_EQ(pooled->name(), "h2o");
+  EXPECT_EQ(pooled->needs(), MustCreate(Config("h2o"))->needs());
+  EXPECT_EQ(pooled->window(), 0);
+  // kv-head 0's row, then kv-head 1's: each row's ends see zero padding, not the other row.
+  const std::vector<float> want = {10.0f / 3, 5.0f,  4.5f,     4.0f,      3.5f,  3.0f, 2.5f,
+                                   2.0f,      1.5f,  2.5f / 3, 1.25f / 3, 0.75f, 1.0f, 1.25f,
+                                   1.5f,      1.75f, 2.0f,     2.25f,     2.5f,  1.75f};
+  const std::vector<float> got = MustScore(*pooled, layer.View(1));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  // Kernel 1, the default, pools nothing.
+  EXPECT_EQ(MustScore(*MustCreate(Config("h2o", 0, 1, "max")), layer.View(1)),
+            MustScore(*MustCreate(Config("h2o")), layer.View(1)));
+}
+
 TEST(ExpectedAttentionTest, MatchesKvpress) {
   Layer layer = LayerA();
   ExpectNear(MustScore(*MustCreate(Config("expected_attention")), layer.View(1)),
@@ -530,11 +557,12 @@ TEST(RegistryTest, UnknownMethodIsNotFoundListingTheKnownOnes) {
 
 TEST(RegistryTest, BadParametersAreInvalidArgument) {
   const std::vector<ScorerConfig> bad = {
-      Config("snapkv", -1, 0, ""),     Config("snapkv", 1 << 20, 0, ""),
-      Config("snapkv", 0, 4, ""),      Config("snapkv", 0, -3, ""),
-      Config("snapkv", 0, 999, ""),    Config("snapkv", 0, 0, "mean"),
-      Config("defensivekv", 0, 2, ""), Config("streamingllm", 8, 0, ""),
-      Config("h2o", 0, 5, ""),         Config("expected_attention", 0, 0, "avg"),
+      Config("snapkv", -1, 0, ""),      Config("snapkv", 1 << 20, 0, ""),
+      Config("snapkv", 0, 4, ""),       Config("snapkv", 0, -3, ""),
+      Config("snapkv", 0, 999, ""),     Config("snapkv", 0, 0, "mean"),
+      Config("defensivekv", 0, 2, ""),  Config("streamingllm", 8, 0, ""),
+      Config("streamingllm", 0, 5, ""), Config("h2o", 8, 0, ""),
+      Config("h2o", 0, 4, ""),          Config("expected_attention", 0, 0, "mean"),
   };
   for (const ScorerConfig& config : bad) {
     const auto scorer = CreateScorer(config);

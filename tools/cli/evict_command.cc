@@ -35,8 +35,9 @@ const std::vector<FlagSpec>& EvictFlags() {
       {"window",
        "the scorer's observation window (methods with one), else the always-kept recent window",
        false, "the profile's"},
-      {"kernel", "pooling kernel of window scorers", false, "the profile's"},
-      {"pooling", "avg or max, for window scorers", false, "the profile's"},
+      {"kernel", "pooling kernel (odd; 1 pools nothing; not for streamingllm)", false,
+       "the profile's"},
+      {"pooling", "avg or max (not for streamingllm)", false, "the profile's"},
       {"module",
        "LookaheadKV module file (.safetensors); the gates' trained weights and the profile are "
        "read beside it",

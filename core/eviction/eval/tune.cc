@@ -103,12 +103,17 @@ std::vector<MethodSettings> ScorerCandidates(const std::string& method,
   std::vector<MethodSettings> out;
   std::set<std::string> seen;
   AddDistinct(out, seen, built_in);
-  if (built_in.scorer.window == 0) return out;
-  const bool snapkv = built_in.scorer.method == "snapkv";
-  for (int64_t w : kWindows) {
+  if (built_in.scorer.kernel == 0) return out;  // neither a window nor pooling
+  // Max pooling where its method is defined with it or has no window to be defined by (pooled
+  // scorers, pooled_scorer.cc); DefensiveKV and CAKE are defined with avg.
+  const bool max_too = built_in.scorer.method == "snapkv" || built_in.scorer.window == 0;
+  std::vector<int64_t> windows(std::begin(kWindows), std::end(kWindows));
+  if (built_in.scorer.window == 0) windows = {0};
+  for (int64_t w : windows) {
     for (int64_t k : kKernels) {
       for (const char* pooling : {"avg", "max"}) {
-        if (!snapkv && std::string_view(pooling) == "max") continue;
+        // Kernel 1 pools nothing: its max is its avg.
+        if ((!max_too || k == 1) && std::string_view(pooling) == "max") continue;
         MethodSettings s = built_in;
         s.scorer.window = w;
         s.scorer.kernel = k;

@@ -15,13 +15,19 @@ namespace {
 TEST(TuneCandidatesTest, StartWithTheIncumbentAndAreDistinct) {
   const MethodSettings snap = *BuiltInSettings("snapkv");
   const std::vector<MethodSettings> stage1 = ScorerCandidates("snapkv", snap);
-  ASSERT_EQ(stage1.size(), 24u);  // W 4 x kernel 3 x pooling 2; the built-in is one of them
+  // W 4 x (kernel 1, kernels 5 and 9 x pooling 2); the built-in is one of them
+  ASSERT_EQ(stage1.size(), 20u);
   EXPECT_EQ(Describe(stage1.front()), Describe(snap));
   std::set<std::string> names;
   for (const MethodSettings& s : stage1) names.insert(Describe(s));
   EXPECT_EQ(names.size(), stage1.size());
 
-  EXPECT_EQ(ScorerCandidates("h2o", *BuiltInSettings("h2o")).size(), 1u);
+  EXPECT_EQ(ScorerCandidates("streamingllm", *BuiltInSettings("streamingllm")).size(), 1u);
+  // No window, pooling only: kernel 1 (the built-in), kernels 5 and 9 x pooling 2
+  const std::vector<MethodSettings> pooled = ScorerCandidates("h2o", *BuiltInSettings("h2o"));
+  ASSERT_EQ(pooled.size(), 5u);
+  EXPECT_EQ(Describe(pooled.front()), Describe(*BuiltInSettings("h2o")));
+  for (const MethodSettings& s : pooled) EXPECT_EQ(s.scorer.window, 0) << Describe(s);
   EXPECT_EQ(ScorerCandidates("cake", *BuiltInSettings("cake")).size(), 12u);  // avg only
 
   MethodSettings winner = stage1[3];
