@@ -318,6 +318,39 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
     }
   }
 
+  // Pooled (pooled_scorer.cc, k 3 avg): the same pass, each kept middle entry now the top-6 of
+  // (s[j-1] + s[j] + s[j+1]) / 3, zero beyond the row's ends.
+  ScorerConfig pooled_config = Config("lookahead", kModulePath);
+  pooled_config.kernel = 3;
+  pooled_config.pooling = "avg";
+  auto pooled = CreateScorer(pooled_config);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  EXPECT_EQ((*pooled)->needs(), kLookaheadAttention);
+  ASSERT_NE((*pooled)->lookahead_module(), nullptr);  // the pipeline runs its pass from it
+  model::Sequence pooled_session(*model_, pool_);
+  auto pooled_result = PrefillAndEvict(pooled_session, prompt, **pooled,
+                                       {.budget_tokens = 12, .sinks = 2, .window = 4});
+  ASSERT_TRUE(pooled_result.ok()) << pooled_result.status();
+  for (int32_t l = 0; l < 2; ++l) {
+    for (int32_t h = 0; h < 2; ++h) {
+      const float* row = scores[l].data() + h * T;
+      std::vector<float> avg(T);
+      for (int64_t j = 0; j < T; ++j) {
+        const float left = j > 0 ? row[j - 1] : 0.0f, right = j + 1 < T ? row[j + 1] : 0.0f;
+        avg[j] = (left + row[j] + right) / 3.0f;
+      }
+      std::vector<int32_t> middle(T - 6);
+      for (int64_t j = 0; j < T - 6; ++j) middle[j] = static_cast<int32_t>(j + 2);
+      std::stable_sort(middle.begin(), middle.end(),
+                       [&](int32_t a, int32_t b) { return avg[a] > avg[b]; });
+      std::vector<int32_t> want = {0, 1};
+      want.insert(want.end(), middle.begin(), middle.begin() + 6);
+      for (int64_t j = T - 4; j < T; ++j) want.push_back(static_cast<int32_t>(j));
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(pooled_result->kept_positions[l][h], want) << "layer " << l << " kv-head " << h;
+    }
+  }
+
   // A module made for another model fails before the prefill and leaves the session empty.
   FileSpec spec = ReadFixture();
   spec.metadata["base_fingerprint"] = "ffffffffffffffffffffffffffffffff";

@@ -25,6 +25,7 @@ class PooledScorer : public Scorer {
   bool has_layer_preference() const override { return inner_->has_layer_preference(); }
 
   absl::Status Score(const LayerView& view, float* scores) const override {
+    if (scores == nullptr) return absl::InvalidArgumentError("pooled scorer: no output");
     std::vector<float> raw(RawSize(view));
     RETURN_IF_ERROR(inner_->Score(view, raw.data()));
     Pool(view, raw, scores);
@@ -33,6 +34,7 @@ class PooledScorer : public Scorer {
 
   absl::Status ScoreWithPreference(const LayerView& view, float* scores,
                                    double* preference) const override {
+    if (scores == nullptr) return absl::InvalidArgumentError("pooled scorer: no output");
     std::vector<float> raw(RawSize(view));
     RETURN_IF_ERROR(inner_->ScoreWithPreference(view, raw.data(), preference));
     Pool(view, raw, scores);

@@ -51,21 +51,10 @@ absl::StatusOr<Enum> ParseName(const std::pair<Enum, std::string_view> (&table)[
 
 // Checks a settings entry without building the scorer (a LookaheadKV scorer needs its module).
 absl::Status Validate(const MethodSettings& s) {
-  ASSIGN_OR_RETURN(const WindowDefaults defaults, ScorerWindowDefaults(s.scorer.method));
-  if (defaults.kernel == 0 && (s.scorer.kernel != 0 || !s.scorer.pooling.empty())) {
+  RETURN_IF_ERROR(CheckScorerShape(s.scorer));
+  if (s.scorer.window < 0 || s.scorer.window > kMaxRecentWindow) {
     return absl::InvalidArgumentError(
-        absl::StrCat(s.scorer.method, " takes no window, kernel or pooling"));
-  }
-  if (defaults.window == 0 && s.scorer.window != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(s.scorer.method, " takes no window"));
-  }
-  if (s.scorer.window < 0 || s.scorer.window > kMaxRecentWindow || s.scorer.kernel < 0 ||
-      (s.scorer.kernel > 0 && s.scorer.kernel % 2 == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("window ", s.scorer.window, " or kernel ",
-                                                   s.scorer.kernel, " out of range (odd kernel)"));
-  }
-  if (!s.scorer.pooling.empty() && s.scorer.pooling != "avg" && s.scorer.pooling != "max") {
-    return absl::InvalidArgumentError(absl::StrCat("pooling \"", s.scorer.pooling, "\""));
+        absl::StrCat("window ", s.scorer.window, " out of range [0, ", kMaxRecentWindow, "]"));
   }
   if (s.sinks < 0 || s.sinks > kMaxSinks || s.recent_window < 0 ||
       s.recent_window > kMaxRecentWindow) {
@@ -91,6 +80,12 @@ absl::StatusOr<MethodSettings> SettingsFromJson(const json& j) {
   ASSIGN_OR_RETURN(s.granularity,
                    ParseName(kGranularities, j.value("granularity", "per_head"), "granularity"));
   RETURN_IF_ERROR(Validate(s));
+  // Kernel 1 pools nothing: a windowless scorer's is its default, one setting under one name.
+  if (s.scorer.window == 0 && s.scorer.kernel == 1 &&
+      ScorerWindowDefaults(s.scorer.method)->window == 0) {
+    s.scorer.kernel = 0;
+    s.scorer.pooling.clear();
+  }
   return s;
 }
 
@@ -125,9 +120,12 @@ absl::StatusOr<MethodSettings> BuiltInSettings(std::string_view method) {
     return absl::NotFoundError(absl::StrCat("unknown eviction method \"", std::string(method),
                                             "\"; known: ", absl::StrJoin(PolicyMethods(), ", ")));
   }
-  s.scorer.window = defaults->window;
-  s.scorer.kernel = defaults->kernel;
-  if (defaults->kernel > 0) s.scorer.pooling = "avg";
+  // A windowless scorer's kernel stays 0, its default: unpooled, and named so in Describe().
+  if (defaults->window > 0) {
+    s.scorer.window = defaults->window;
+    s.scorer.kernel = defaults->kernel;
+    s.scorer.pooling = "avg";
+  }
   return s;
 }
 
@@ -275,7 +273,7 @@ std::string_view GranularityName(Granularity granularity) {
 std::string Describe(const MethodSettings& s) {
   std::string out = s.scorer.method;
   if (s.scorer.window > 0) absl::StrAppend(&out, " W=", s.scorer.window);
-  if (s.scorer.kernel > 0) {
+  if (s.scorer.window > 0 || s.scorer.kernel > 0) {
     absl::StrAppend(&out, " k=", s.scorer.kernel, " ",
                     s.scorer.pooling.empty() ? "avg" : s.scorer.pooling);
   }

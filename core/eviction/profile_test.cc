@@ -71,6 +71,30 @@ TEST(EvictionProfileTest, RoundTripsThroughJsonAndFallsBackToBuiltIns) {
             "streamingllm, sinks 4, recent 32, uniform per_head");
 }
 
+// Scorers without a window take a kernel and pooling (pooled_scorer.cc), StreamingLLM neither;
+// kernel 1 pools nothing and is the built-in setting, under its name.
+TEST(EvictionProfileTest, WindowlessScorersTakeAKernelAndKernelOneIsTheBuiltIn) {
+  auto p = EvictionProfile::FromJson(
+      Doc({{"h2o", {{"scorer", "h2o"}, {"kernel", 5}, {"pooling", "max"}}},
+           {"lookahead", {{"scorer", "lookahead"}, {"kernel", 9}}},
+           {"kvzip_gate", {{"scorer", "kvzip_gate"}, {"kernel", 1}, {"pooling", "avg"}}}}),
+      kFingerprint, "f");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Describe(*p->For("h2o")), "h2o k=5 max, sinks 4, recent 32, uniform per_head");
+  EXPECT_EQ(Describe(*p->For("lookahead")),
+            "lookahead k=9 avg, sinks 4, recent 32, uniform per_head");
+  EXPECT_EQ(Describe(*p->For("kvzip_gate")), Describe(*BuiltInSettings("kvzip_gate")));
+  EXPECT_EQ(Describe(*BuiltInSettings("h2o")), "h2o, sinks 4, recent 32, uniform per_head");
+  for (const json& bad :
+       {json{{"scorer", "streamingllm"}, {"kernel", 5}},
+        json{{"scorer", "streamingllm"}, {"pooling", "avg"}},
+        json{{"scorer", "h2o"}, {"kernel", 301}}, json{{"scorer", "lookahead"}, {"window", 16}}}) {
+    const std::string method = bad["scorer"];
+    auto refused = EvictionProfile::FromJson(Doc({{method, bad}}), kFingerprint, "f");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad.dump();
+  }
+}
+
 TEST(EvictionProfileTest, RefusesAnotherModelsProfileNamingBoth) {
   auto p = EvictionProfile::FromJson(Doc(json::object()), "00000000000000000000000000000000", "f");
   ASSERT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -102,6 +102,10 @@ struct ScorerConfig {
 // Builds a scorer from the registry. NotFound listing the known methods for an unknown name.
 absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config);
 
+// CreateScorer's checks of the window, kernel and pooling alone (no files are opened): what a
+// profile can check before any scorer is built. NotFound for an unknown name.
+absl::Status CheckScorerShape(const ScorerConfig& config);
+
 // The registry's method names, sorted.
 std::vector<std::string> KnownScorers();
 

@@ -68,22 +68,17 @@ absl::Status UnknownScorer(std::string_view method) {
                                           "\"; known: ", absl::StrJoin(names, ", ")));
 }
 
-absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method) {
+// Window, kernel and pooling of `config` against the method's defaults (the weights are Resolve's).
+absl::Status ResolveShape(const ScorerConfig& config, const Method& method, Params& p) {
   const std::string& who = config.method;
-  Params p;
-  if ((method.load != nullptr) != !config.weights_path.empty()) {
-    return absl::InvalidArgumentError(
-        method.load != nullptr
-            ? absl::StrCat(who, " needs weights_path (--weights)")
-            : absl::StrCat(who, " takes no weights_path (got \"", config.weights_path, "\")"));
+  if (method.kernel == 0) {
+    if (config.window != 0 || config.kernel != 0 || !config.pooling.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " takes no window, kernel or pooling (got window=", config.window,
+                       " kernel=", config.kernel, " pooling=\"", config.pooling, "\")"));
+    }
+    return absl::OkStatus();
   }
-  p.weights_path = config.weights_path;
-  if (method.kernel == 0 && (config.window != 0 || config.kernel != 0 || !config.pooling.empty())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(who, " takes no window, kernel or pooling (got window=", config.window,
-                     " kernel=", config.kernel, " pooling=\"", config.pooling, "\")"));
-  }
-  if (method.kernel == 0) return p;
   if (method.window == 0 && config.window != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, " takes no window (got ", config.window, "); only kernel and pooling"));
@@ -106,6 +101,20 @@ absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method)
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": unknown pooling \"", config.pooling, "\" (avg or max)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Params> Resolve(const ScorerConfig& config, const Method& method) {
+  const std::string& who = config.method;
+  Params p;
+  if ((method.load != nullptr) != !config.weights_path.empty()) {
+    return absl::InvalidArgumentError(
+        method.load != nullptr
+            ? absl::StrCat(who, " needs weights_path (--weights)")
+            : absl::StrCat(who, " takes no weights_path (got \"", config.weights_path, "\")"));
+  }
+  p.weights_path = config.weights_path;
+  RETURN_IF_ERROR(ResolveShape(config, method, p));
   return p;
 }
 
@@ -126,6 +135,13 @@ absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method) {
   const auto it = Registry().find(std::string(method));
   if (it == Registry().end()) return UnknownScorer(method);
   return WindowDefaults{.window = it->second.window, .kernel = it->second.kernel};
+}
+
+absl::Status CheckScorerShape(const ScorerConfig& config) {
+  const auto it = Registry().find(config.method);
+  if (it == Registry().end()) return UnknownScorer(config.method);
+  Params unused;
+  return ResolveShape(config, it->second, unused);
 }
 
 absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config) {

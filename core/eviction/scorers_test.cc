@@ -471,14 +471,26 @@ std::vector<std::string> FileFreeScorers() {
   return methods;
 }
 
+// Every file-free scorer with its test window, and the pooled ones (no window of their own, a
+// kernel: pooled_scorer.cc) once more with k 3 max.
+std::vector<ScorerConfig> FileFreeConfigs() {
+  std::vector<ScorerConfig> configs;
+  for (const std::string& method : FileFreeScorers()) {
+    configs.push_back(Config(method, WindowFor(method)));
+    const WindowDefaults defaults = *ScorerWindowDefaults(method);
+    if (defaults.window == 0 && defaults.kernel > 0) configs.push_back(Config(method, 0, 3, "max"));
+  }
+  return configs;
+}
+
 TEST(ScorerTest, ScoringIsDeterministic) {
   Layer layer = LayerB();
   layer.pre_rope_q = layer.q;  // any [T, H, hd] values do for expected_attention
   layer.acc.assign(4 * kT, 0.25f);
-  for (const std::string& method : FileFreeScorers()) {
-    const auto scorer = MustCreate(Config(method, WindowFor(method)));
+  for (const ScorerConfig& config : FileFreeConfigs()) {
+    const auto scorer = MustCreate(config);
     const LayerView view = layer.View(std::max<int64_t>(scorer->window(), 1));
-    EXPECT_EQ(MustScore(*scorer, view), MustScore(*scorer, view)) << method;
+    EXPECT_EQ(MustScore(*scorer, view), MustScore(*scorer, view)) << config.method;
   }
 }
 
@@ -487,8 +499,9 @@ TEST(ScorerTest, MissingInputsAreInvalidArgument) {
   layer.pre_rope_q = layer.q;
   layer.acc.assign(4 * kT, 0.25f);
   std::vector<float> scores(2 * kT);
-  for (const std::string& method : FileFreeScorers()) {
-    const auto scorer = MustCreate(Config(method, WindowFor(method)));
+  for (const ScorerConfig& config : FileFreeConfigs()) {
+    const std::string& method = config.method;
+    const auto scorer = MustCreate(config);
     const LayerView full = layer.View(std::max<int64_t>(scorer->window(), 1));
     for (uint32_t bit = 1; bit <= kLayerWeights; bit <<= 1) {
       if ((scorer->needs() & bit) == 0) continue;

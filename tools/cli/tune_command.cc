@@ -98,16 +98,17 @@ nlohmann::json ProfileDocument(const TuneCliOptions& o,
   nlohmann::json doc = eviction::eval::ProfileOf(tuned, fingerprint).ToJson();
   nlohmann::json methods = nlohmann::json::object();
   for (const auto& t : tuned) {
-    // Every candidate's KL at each budget, so a reader sees what each setting was measured at.
-    nlohmann::json kl_by_budget = nlohmann::json::object();
-    for (const auto& c : t.candidates)
-      kl_by_budget[eviction::Describe(c.settings)] = c.kl_by_budget;
-    methods[t.method] = {{"built_in", eviction::Describe(t.built_in)},
-                         {"built_in_kl", t.built_in_kl},
-                         {"tuned", eviction::Describe(t.tuned)},
-                         {"tuned_kl", t.tuned_kl},
-                         {"candidates", t.candidates.size()},
-                         {"candidate_kl_by_budget", std::move(kl_by_budget)}};
+    // Every candidate's KL at each budget, both stages in order (stage 2 starts with stage 1's
+    // winner, measured again), so a reader sees what each setting was measured at.
+    nlohmann::json measured = nlohmann::json::array();
+    for (const auto& c : t.candidates) {
+      measured.push_back(
+          {{"settings", eviction::Describe(c.settings)}, {"kl_by_budget", c.kl_by_budget}});
+    }
+    methods[t.method] = {
+        {"built_in", eviction::Describe(t.built_in)}, {"built_in_kl", t.built_in_kl},
+        {"tuned", eviction::Describe(t.tuned)},       {"tuned_kl", t.tuned_kl},
+        {"candidates", t.candidates.size()},          {"measured", std::move(measured)}};
   }
   doc["tuning"] = {
       {"command", CommandLine(o)},

@@ -103,7 +103,8 @@ std::vector<MethodSettings> ScorerCandidates(const std::string& method,
   std::vector<MethodSettings> out;
   std::set<std::string> seen;
   AddDistinct(out, seen, built_in);
-  if (built_in.scorer.kernel == 0) return out;  // neither a window nor pooling
+  const absl::StatusOr<WindowDefaults> defaults = ScorerWindowDefaults(built_in.scorer.method);
+  if (!defaults.ok() || defaults->kernel == 0) return out;  // neither a window nor pooling
   // Max pooling where its method is defined with it or has no window to be defined by (pooled
   // scorers, pooled_scorer.cc); DefensiveKV and CAKE are defined with avg.
   const bool max_too = built_in.scorer.method == "snapkv" || built_in.scorer.window == 0;
@@ -111,6 +112,7 @@ std::vector<MethodSettings> ScorerCandidates(const std::string& method,
   if (built_in.scorer.window == 0) windows = {0};
   for (int64_t w : windows) {
     for (int64_t k : kKernels) {
+      if (w == 0 && k == 1) continue;  // unpooled: the built-in (kernel 0) already
       for (const char* pooling : {"avg", "max"}) {
         // Kernel 1 pools nothing: its max is its avg.
         if ((!max_too || k == 1) && std::string_view(pooling) == "max") continue;
