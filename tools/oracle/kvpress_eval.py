@@ -72,11 +72,14 @@ def answer(model, tok, stop_ids, context, fed, max_tokens, press):
     with torch.no_grad():
         with press(model) if press is not None else contextlib.nullcontext():
             model.model(input_ids=torch.tensor([context]), past_key_values=cache, use_cache=True)
+        # One token at a time: PyramidKV keeps a different number of entries per layer, and a
+        # multi-token step's attention mask is sized from layer 0's cache (transformers 5), which
+        # then fails on the other layers; a single query needs no mask. The same computation.
         position = len(context)
-        out = model(input_ids=torch.tensor([fed]), past_key_values=cache,
-                    position_ids=torch.arange(position, position + len(fed)).unsqueeze(0),
-                    use_cache=True)
-        position += len(fed)
+        for token in fed:
+            out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
+                        position_ids=torch.tensor([[position]]), use_cache=True)
+            position += 1
         ids = []
         for _ in range(max_tokens):
             token = int(out.logits[0, -1].argmax())
