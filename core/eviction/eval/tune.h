@@ -12,7 +12,7 @@
 //      W ∈ {8, 16, 32, 64} × pooling kernel ∈ {1, 5, 9} × pooling ∈ {avg, max} (kernel 1 pools
 //      nothing, avg or max); DefensiveKV and CAKE W × kernel (avg); scorers without a window that
 //      may be pooled (LookaheadKV, the learned gates, H2O, Expected Attention; pooled_scorer.cc)
-//      kernel × pooling; StreamingLLM has none;
+//      kernel ∈ {5, 9} × pooling beside their unpooled built-in; StreamingLLM has none;
 //   2. the selection around the stage-1 winner: sinks ∈ {4, 16} (never 0: the attention sink) ×
 //      recent window ∈ {16, 32, 64} (scorers without their own window) × granularity ∈ {per
 //      head, per layer (AdaKV)} × schedule ∈ {uniform, pyramid} (PyramidKV keeps pyramid, CAKE

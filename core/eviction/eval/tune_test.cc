@@ -23,7 +23,7 @@ TEST(TuneCandidatesTest, StartWithTheIncumbentAndAreDistinct) {
   EXPECT_EQ(names.size(), stage1.size());
 
   EXPECT_EQ(ScorerCandidates("streamingllm", *BuiltInSettings("streamingllm")).size(), 1u);
-  // No window, pooling only: kernel 1 (the built-in), kernels 5 and 9 x pooling 2
+  // No window, pooling only: unpooled (the built-in), kernels 5 and 9 x pooling 2
   const std::vector<MethodSettings> pooled = ScorerCandidates("h2o", *BuiltInSettings("h2o"));
   ASSERT_EQ(pooled.size(), 5u);
   EXPECT_EQ(Describe(pooled.front()), Describe(*BuiltInSettings("h2o")));
