@@ -303,18 +303,22 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
   EXPECT_EQ(session.cache().TotalEntries(), 12 * 4);
   // Kept = sinks + window + the top-6 lookahead scores in between, per head.
   const Scores scores = SecondPass(*(*scorer)->lookahead_module(), 256);
+  // The 2 sinks, the last 4 and the top 6 of `row` between them, sorted.
+  const auto kept = [T](const float* row) {
+    std::vector<int32_t> middle(T - 6);
+    for (int64_t j = 0; j < T - 6; ++j) middle[j] = static_cast<int32_t>(j + 2);
+    std::stable_sort(middle.begin(), middle.end(),
+                     [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    std::vector<int32_t> want = {0, 1};
+    want.insert(want.end(), middle.begin(), middle.begin() + 6);
+    for (int64_t j = T - 4; j < T; ++j) want.push_back(static_cast<int32_t>(j));
+    std::sort(want.begin(), want.end());
+    return want;
+  };
   for (int32_t l = 0; l < 2; ++l) {
     for (int32_t h = 0; h < 2; ++h) {
-      std::vector<int32_t> middle(T - 6);
-      for (int64_t j = 0; j < T - 6; ++j) middle[j] = static_cast<int32_t>(j + 2);
-      std::stable_sort(middle.begin(), middle.end(), [&](int32_t a, int32_t b) {
-        return scores[l][h * T + a] > scores[l][h * T + b];
-      });
-      std::vector<int32_t> want = {0, 1};
-      want.insert(want.end(), middle.begin(), middle.begin() + 6);
-      for (int64_t j = T - 4; j < T; ++j) want.push_back(static_cast<int32_t>(j));
-      std::sort(want.begin(), want.end());
-      EXPECT_EQ(result->kept_positions[l][h], want) << "layer " << l << " kv-head " << h;
+      EXPECT_EQ(result->kept_positions[l][h], kept(scores[l].data() + h * T))
+          << "layer " << l << " kv-head " << h;
     }
   }
 
@@ -339,15 +343,8 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
         const float left = j > 0 ? row[j - 1] : 0.0f, right = j + 1 < T ? row[j + 1] : 0.0f;
         avg[j] = (left + row[j] + right) / 3.0f;
       }
-      std::vector<int32_t> middle(T - 6);
-      for (int64_t j = 0; j < T - 6; ++j) middle[j] = static_cast<int32_t>(j + 2);
-      std::stable_sort(middle.begin(), middle.end(),
-                       [&](int32_t a, int32_t b) { return avg[a] > avg[b]; });
-      std::vector<int32_t> want = {0, 1};
-      want.insert(want.end(), middle.begin(), middle.begin() + 6);
-      for (int64_t j = T - 4; j < T; ++j) want.push_back(static_cast<int32_t>(j));
-      std::sort(want.begin(), want.end());
-      EXPECT_EQ(pooled_result->kept_positions[l][h], want) << "layer " << l << " kv-head " << h;
+      EXPECT_EQ(pooled_result->kept_positions[l][h], kept(avg.data()))
+          << "layer " << l << " kv-head " << h;
     }
   }
 

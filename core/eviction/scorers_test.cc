@@ -352,8 +352,10 @@ TEST(StreamingLlmTest, SinksThenMostRecent) {
   EXPECT_EQ(TopK(scores, 2, 5), (Kept{{0, 1, 2, 3, 9}, {0, 1, 2, 3, 9}}));
 }
 
-TEST(H2oTest, MeansAccumulatedAttentionOverTheGroup) {
-  Layer layer = LayerB();  // H = 4, Hkv = 2: heads {0, 1} → kv 0, {2, 3} → kv 1
+// LayerB with accumulated attention per query head: H = 4, Hkv = 2 (heads {0, 1} → kv 0,
+// {2, 3} → kv 1).
+Layer LayerBWithAccumulatedAttention() {
+  Layer layer = LayerB();
   layer.acc.assign(4 * kT, 0.0f);
   for (int64_t j = 0; j < kT; ++j) {
     layer.acc[0 * kT + j] = static_cast<float>(kT - j);  // 10 9 ... 1
@@ -361,6 +363,11 @@ TEST(H2oTest, MeansAccumulatedAttentionOverTheGroup) {
     layer.acc[2 * kT + j] = 1.0f;
     layer.acc[3 * kT + j] = static_cast<float>(j) * 0.5f;
   }
+  return layer;
+}
+
+TEST(H2oTest, MeansAccumulatedAttentionOverTheGroup) {
+  Layer layer = LayerBWithAccumulatedAttention();
   const std::vector<float> want = {5.0f, 5.0f,  5.0f, 3.5f,  3.5f, 3.5f,  2.0f, 2.0f,  2.0f, 0.5f,
                                    0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.25f, 2.5f, 2.75f};
   EXPECT_EQ(MustScore(*MustCreate(Config("h2o")), layer.View(1)), want);
@@ -369,14 +376,7 @@ TEST(H2oTest, MeansAccumulatedAttentionOverTheGroup) {
 // Pooling of a windowless scorer (pooled_scorer.cc): H2O's scores above, each kv-head's row pooled
 // on its own with k = 3 (avg counts the zero padding, as SnapKV's pooling), nothing else changed.
 TEST(PooledScorerTest, PoolsEachKvHeadsRowAlone) {
-  Layer layer = LayerB();
-  layer.acc.assign(4 * kT, 0.0f);
-  for (int64_t j = 0; j < kT; ++j) {
-    layer.acc[0 * kT + j] = static_cast<float>(kT - j);
-    layer.acc[1 * kT + j] = static_cast<float>(j % 3);
-    layer.acc[2 * kT + j] = 1.0f;
-    layer.acc[3 * kT + j] = static_cast<float>(j) * 0.5f;
-  }
+  Layer layer = LayerBWithAccumulatedAttention();
   const std::unique_ptr<Scorer> pooled = MustCreate(Config("h2o", 0, 3, "avg"));
   EXPECT_EQ(pooled->name(), "h2o");
   EXPECT_EQ(pooled->needs(), MustCreate(Config("h2o"))->needs());
