@@ -16,11 +16,22 @@ function(glimpse_test name)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
-  # Scratch files go below this build tree (gtest's TempDir() reads TEST_TMPDIR), so that two
-  # checkouts testing at once on one machine never share a fixed path under /tmp.
+  glimpse_discover_tests(${name} LABELS ${labels})
+endfunction()
+
+# glimpse_discover_tests(NAME LABELS l [TIMEOUT s]) — a gtest binary's tests, one ctest test each.
+# Each test process writes its scratch files in a directory of its own below this build tree,
+# removed when it ends (core/common/test_scratch.cc): two checkouts testing at once on one machine
+# never share a path, and no run leaves its files behind.
+function(glimpse_discover_tests name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "LABELS" ${ARGN})
+  target_link_libraries(${name} PRIVATE glimpse_test_scratch)
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/test-tmp)
-  gtest_discover_tests(${name}
-    PROPERTIES LABELS "${labels}"
-               ENVIRONMENT "GLIMPSE_SOURCE_DIR=${CMAKE_SOURCE_DIR};TEST_TMPDIR=${CMAKE_BINARY_DIR}/test-tmp"
-    DISCOVERY_TIMEOUT 60)
+  # Two properties: gtest_discover_tests keeps only the first of two variables in ENVIRONMENT.
+  set(properties LABELS "${ARG_LABELS}" ENVIRONMENT "GLIMPSE_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+      ENVIRONMENT_MODIFICATION "TEST_TMPDIR=set:${CMAKE_BINARY_DIR}/test-tmp")
+  if(ARG_TIMEOUT)
+    list(APPEND properties TIMEOUT ${ARG_TIMEOUT})
+  endif()
+  gtest_discover_tests(${name} PROPERTIES ${properties} DISCOVERY_TIMEOUT 60)
 endfunction()

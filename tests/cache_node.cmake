@@ -10,9 +10,7 @@ target_link_libraries(glimpse_cache_node_crash_test PRIVATE
 add_dependencies(glimpse_cache_node_crash_test glimpse-cache-node)
 target_compile_definitions(glimpse_cache_node_crash_test PRIVATE
   GLIMPSE_CACHE_NODE_BINARY="$<TARGET_FILE:glimpse-cache-node>")
-gtest_discover_tests(glimpse_cache_node_crash_test
-  PROPERTIES LABELS "integration" TIMEOUT 120
-  DISCOVERY_TIMEOUT 60)
+glimpse_discover_tests(glimpse_cache_node_crash_test LABELS integration TIMEOUT 120)
 
 # Replicated cache nodes (core/cache_client/cache_client.h): three real nodes, R = 2; a node's
 # SIGKILL loses no acknowledged state and stops no store; with membership on a real etcd, nodes
@@ -26,6 +24,4 @@ target_link_libraries(glimpse_cache_replication_test PRIVATE
 add_dependencies(glimpse_cache_replication_test glimpse-cache-node)
 target_compile_definitions(glimpse_cache_replication_test PRIVATE
   GLIMPSE_CACHE_NODE_BINARY="$<TARGET_FILE:glimpse-cache-node>")
-gtest_discover_tests(glimpse_cache_replication_test
-  PROPERTIES LABELS "integration" TIMEOUT 180
-  DISCOVERY_TIMEOUT 60)
+glimpse_discover_tests(glimpse_cache_replication_test LABELS integration TIMEOUT 180)

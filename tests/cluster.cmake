@@ -14,6 +14,4 @@ target_compile_definitions(glimpse_cluster_test PRIVATE
   GLIMPSE_PREFILL_WORKER_BINARY="$<TARGET_FILE:glimpse-prefill-worker>"
   GLIMPSE_FRONTEND_BINARY="$<TARGET_FILE:glimpse-frontend>"
   GLIMPSE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-gtest_discover_tests(glimpse_cluster_test
-  PROPERTIES LABELS "integration" TIMEOUT 240
-  DISCOVERY_TIMEOUT 60)
+glimpse_discover_tests(glimpse_cluster_test LABELS integration TIMEOUT 240)

@@ -10,9 +10,7 @@ target_link_libraries(glimpse_coordinator_restart_test PRIVATE
 add_dependencies(glimpse_coordinator_restart_test glimpse-coordinator)
 target_compile_definitions(glimpse_coordinator_restart_test PRIVATE
   GLIMPSE_COORDINATOR_BINARY="$<TARGET_FILE:glimpse-coordinator>")
-gtest_discover_tests(glimpse_coordinator_restart_test
-  PROPERTIES LABELS "integration" TIMEOUT 120
-  DISCOVERY_TIMEOUT 60)
+glimpse_discover_tests(glimpse_coordinator_restart_test LABELS integration TIMEOUT 120)
 
 # Two coordinators elected on one etcd member: the follower names the leader, takes over when the
 # leader is SIGKILLed or cut off from etcd (a TcpProxy), and no lease is granted by two leaders.
@@ -24,6 +22,4 @@ target_link_libraries(glimpse_coordinator_failover_test PRIVATE
 add_dependencies(glimpse_coordinator_failover_test glimpse-coordinator)
 target_compile_definitions(glimpse_coordinator_failover_test PRIVATE
   GLIMPSE_COORDINATOR_BINARY="$<TARGET_FILE:glimpse-coordinator>")
-gtest_discover_tests(glimpse_coordinator_failover_test
-  PROPERTIES LABELS "integration" TIMEOUT 180
-  DISCOVERY_TIMEOUT 60)
+glimpse_discover_tests(glimpse_coordinator_failover_test LABELS integration TIMEOUT 180)
