@@ -37,8 +37,8 @@ const std::vector<FlagSpec>& TuneFlags() {
        "0.1,0.2,0.3,0.5"},
       {"tasks", "calibration tasks", false, "16"},
       {"sources",
-       "comma-separated calibration files or directories (task i draws from the i-th "
-       "modulo their number)",
+       "comma-separated calibration files or directories, gzip files read decompressed (task i "
+       "draws from the i-th modulo their number)",
        false, "/usr/share/common-licenses,/usr/lib/python3.11"},
       {"seed", "seed of the calibration set", false, "1"},
       {"out", "the profile to write", false, "<module>.eviction.json beside --module"},

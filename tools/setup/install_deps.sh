@@ -7,7 +7,7 @@ PACKAGES=(
   g++ cmake make pkg-config git ccache unzip python3 python3-venv python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils librocksdb-dev rocksdb-tools libabsl-dev libyaml-cpp-dev
-  libopenblas-dev nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev nlohmann-json3-dev libcpp-httplib-dev libxxhash-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3-matplotlib
   fortunes-min wordnet-base

@@ -3,20 +3,21 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/eval/rng.h"
+#include "zlib.h"
 
 namespace glimpse::eviction::eval {
 namespace {
 
 constexpr int32_t kPromptOverhead = 64;  // chat template and instruction, in tokens
 constexpr size_t kMinWordLetters = 7;
+constexpr size_t kMaxSourceBytes = size_t{64} << 20;  // one file's text
 
 struct Source {
   std::string path;
@@ -47,12 +48,34 @@ absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& source) {
   return found;
 }
 
+// A file's text; a gzip file (most of Debian's man and info pages, and /usr/share/doc) is
+// decompressed. FailedPrecondition when it is not text (it holds a NUL byte: an image, an object).
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  gzFile in = gzopen(path.c_str(), "rb");  // reads a file that is not gzip as it is
+  if (in == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot read calibration source ", path));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  int n = 0;
+  while ((n = gzread(in, buffer, sizeof(buffer))) > 0 && text.size() <= kMaxSourceBytes) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  gzclose(in);
+  if (n < 0) return absl::DataLossError(absl::StrCat("calibration source ", path, " is corrupt"));
+  if (text.size() > kMaxSourceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration source ", path, " holds over ",
+                                                   kMaxSourceBytes >> 20, " MiB of text"));
+  }
+  if (text.find('\0') != std::string::npos) {
+    return absl::FailedPreconditionError(absl::StrCat("calibration source ", path, " is not text"));
+  }
+  return text;
+}
+
 absl::StatusOr<Source> ReadSource(const model::Tokenizer& tok, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read calibration source ", path));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  Source s{.path = path, .text = bytes.str()};
+  ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  Source s{.path = path, .text = std::move(text)};
   for (absl::string_view line : absl::StrSplit(s.text, absl::ByChar('\n'))) {
     s.lines.push_back(absl::StrCat(line, "\n"));
     s.line_tokens.push_back(static_cast<int64_t>(tok.Encode(s.lines.back()).size()));
@@ -97,6 +120,13 @@ std::string RareWord(const std::string& text, Rng& rng) {
   return candidates[rng.Between(0, static_cast<int64_t>(candidates.size()) - 1)];
 }
 
+// Task i's source: sources rotate with i as instructions do (i mod 3); where their number is a
+// multiple of 3 they shift by one every round, or each source would meet one instruction only.
+size_t SourceOf(int32_t i, size_t sources) {
+  const size_t round = static_cast<size_t>(i) / sources;
+  return (static_cast<size_t>(i) + (sources % 3 == 0 ? round : 0)) % sources;
+}
+
 std::string Instruction(int32_t i, const std::string& word) {
   if (word.empty() || i % 3 == 0) return "Summarise the text above in two sentences.";
   if (i % 3 == 1) {
@@ -121,7 +151,11 @@ absl::StatusOr<CalibrationSet> MakeCalibrationSet(const model::Tokenizer& tok,
     ASSIGN_OR_RETURN(const std::vector<std::string> files, ListFiles(source));
     groups.emplace_back();
     for (const std::string& path : files) {
-      ASSIGN_OR_RETURN(Source s, ReadSource(tok, path));
+      absl::StatusOr<Source> read = ReadSource(tok, path);
+      // A directory's file that is not text (an image beside the manuals) is passed over; a file
+      // named as a source is not.
+      if (absl::IsFailedPrecondition(read.status()) && path != source) continue;
+      ASSIGN_OR_RETURN(Source s, std::move(read));
       set.provenance["sources"].push_back(
           {{"path", path}, {"bytes", s.text.size()}, {"fnv1a64", absl::StrCat(Fnv1a64(s.text))}});
       groups.back().push_back(std::move(s));
@@ -131,13 +165,14 @@ absl::StatusOr<CalibrationSet> MakeCalibrationSet(const model::Tokenizer& tok,
   for (int32_t i = 0; i < options.tasks; ++i) {
     const int32_t target = options.lengths[i % options.lengths.size()];
     const int64_t body = std::max<int64_t>(target - kPromptOverhead, 16);
+    const size_t source = SourceOf(i, groups.size());
     std::vector<const Source*> fits;
-    for (const Source& s : groups[i % groups.size()]) {
+    for (const Source& s : groups[source]) {
       if (s.tokens >= body) fits.push_back(&s);
     }
     if (fits.empty()) {
       return absl::NotFoundError(absl::StrCat("no file of calibration source ",
-                                              options.sources[i % groups.size()], " holds ", body,
+                                              options.sources[source], " holds ", body,
                                               " tokens (target ", target, ")"));
     }
     const Source& s = *fits[rng.Between(0, static_cast<int64_t>(fits.size()) - 1)];

@@ -6,10 +6,14 @@
 // evaluation suite (tasks.h), which stays held out: nothing that `glimpse eval` reports was seen
 // while choosing the settings.
 //
-// Task i: a source file from source i mod (number of sources) — so every kind of text gets its
-// share — chosen by the seed among that source's files with at least the target's tokens,
-// a run of whole lines from a random start line until the excerpt reaches target − 64 tokens, and
-// one instruction, rotating:
+// Files are read as text, gzip files decompressed (Debian's man and info pages); a directory's
+// files that are not text (a NUL byte) are passed over, a named one is refused.
+//
+// Task i: a source file from source i mod S of the S sources — so every kind of text gets its
+// share; where S is a multiple of 3, shifted by one more every S tasks, so that every source
+// meets every instruction — chosen by the seed among that source's files with at least the
+// target's tokens, a run of whole lines from a random start line until the excerpt reaches
+// target − 64 tokens, and one instruction, rotating:
 //   0  "Summarise the text above in two sentences."
 //   1  "Quote the sentence of the text above that contains the word "W"."
 //   2  "What does the text above say about "W"?"
@@ -30,7 +34,7 @@ namespace glimpse::eviction::eval {
 
 struct CalibrationOptions {
   // Files, or directories whose regular files (not symbolic links) are taken, in name order;
-  // task i draws from source i mod sources.size().
+  // task i draws from source i mod sources.size() (shifted where that is a multiple of 3).
   std::vector<std::string> sources = {"/usr/share/common-licenses", "/usr/lib/python3.11"};
   int32_t tasks = 16;
   uint64_t seed = 1;
@@ -44,7 +48,8 @@ struct CalibrationSet {
 };
 
 // NotFound when a source is missing or no file holds enough tokens for a target length;
-// InvalidArgument for tasks < 1 or no lengths.
+// FailedPrecondition when a file named as a source is not text; DataLoss for a corrupt gzip file;
+// InvalidArgument for tasks < 1, no lengths, or a file of over 64 MiB of text.
 absl::StatusOr<CalibrationSet> MakeCalibrationSet(const model::Tokenizer& tok,
                                                   const CalibrationOptions& options);
 

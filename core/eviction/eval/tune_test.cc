@@ -2,12 +2,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/eviction/eval/calibration.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
+#include "zlib.h"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -94,6 +98,83 @@ TEST_F(CalibrationTest, ExcerptsOfFilesWithRotatingInstructionsDeterministically
   options.sources = {dir_ + "/missing"};
   EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A text of `lines` lines, each naming `text` and a keyword of its own (so that every excerpt has
+// words that occur once, for the instructions that name one).
+std::string Lines(const std::string& text, int lines) {
+  std::string out;
+  for (int i = 0; i < lines; ++i) {
+    std::string keyword = "Keyword";
+    for (char digit : std::to_string(i)) keyword += static_cast<char>('a' + (digit - '0'));
+    absl::StrAppend(&out, "Line ", i, " of ", text, " is about ", keyword, ".\n");
+  }
+  return out;
+}
+
+void WriteGzip(const std::string& path, const std::string& bytes) {
+  gzFile out = gzopen(path.c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  ASSERT_EQ(gzwrite(out, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(out), Z_OK);
+}
+
+// Debian's manuals are gzip files beside images: a gzip file is read as its text, a directory's
+// file that is not text passed over; named, it is refused, and a corrupt gzip file too.
+TEST_F(CalibrationTest, ReadsGzipFilesAndPassesOverFilesThatAreNotText) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const std::string dir = dir_ + "/manuals";
+  std::filesystem::create_directories(dir);
+  const std::string text = Lines("the manual", 300);
+  ASSERT_NO_FATAL_FAILURE(WriteGzip(dir + "/manual.info.gz", text));
+  std::ofstream(dir + "/figure.png", std::ios::binary) << std::string("\x89PNG\r\n\x1a\n\0\0", 10);
+  CalibrationOptions options{.sources = {dir}, .tasks = 2, .lengths = {512}};
+  auto set = MakeCalibrationSet(model->tokenizer(), options);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->provenance["sources"].size(), 1u);
+  EXPECT_EQ(set->provenance["sources"][0]["bytes"], text.size());
+  for (const Task& t : set->tasks) EXPECT_NE(t.context.find("of the manual"), std::string::npos);
+
+  options.sources = {dir + "/figure.png"};
+  EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::string corrupt;
+  {
+    ASSERT_NO_FATAL_FAILURE(WriteGzip(dir + "/corrupt.gz", text));
+    std::ifstream in(dir + "/corrupt.gz", std::ios::binary);
+    corrupt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  corrupt[corrupt.size() / 2] ^= 0x5a;
+  std::ofstream(dir + "/corrupt.gz", std::ios::binary | std::ios::trunc) << corrupt;
+  options.sources = {dir + "/corrupt.gz"};
+  EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+// Instructions rotate over tasks (i mod 3); with three sources each meets all three, not one.
+TEST_F(CalibrationTest, EverySourceMeetsEveryInstruction) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  std::vector<std::string> sources;
+  for (const std::string name : {"text A", "text B", "text C"}) {
+    sources.push_back(dir_ + "/" + name + ".txt");
+    std::ofstream(sources.back()) << Lines(name, 300);
+  }
+  auto set =
+      MakeCalibrationSet(model->tokenizer(), {.sources = sources, .tasks = 9, .lengths = {512}});
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::set<std::pair<std::string, std::string>> met;  // (text, the instruction's first word)
+  for (const Task& t : set->tasks) {
+    const std::string text = t.context.substr(t.context.find(" of text ") + 4, 6);
+    met.insert({text, t.turns[0].question.substr(0, t.turns[0].question.find(' '))});
+  }
+  EXPECT_EQ(met.size(), 9u);
+  for (const auto& [text, instruction] : met) {
+    EXPECT_TRUE(instruction == "Summarise" || instruction == "Quote" || instruction == "What")
+        << text << ": " << instruction;
+  }
 }
 
 // A real, small tuning run: every candidate is measured, the winner is the best of stage 2, and
