@@ -61,11 +61,14 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   while ((n = gzread(in, buffer, sizeof(buffer))) > 0 && text.size() <= kMaxSourceBytes) {
     text.append(buffer, static_cast<size_t>(n));
   }
-  gzclose(in);
-  if (n < 0) return absl::DataLossError(absl::StrCat("calibration source ", path, " is corrupt"));
+  // Z_BUF_ERROR: the last read ended inside a gzip stream (a truncated file, or the cap below).
+  const int closed = gzclose(in);
   if (text.size() > kMaxSourceBytes) {
     return absl::InvalidArgumentError(absl::StrCat("calibration source ", path, " holds over ",
                                                    kMaxSourceBytes >> 20, " MiB of text"));
+  }
+  if (n < 0 || closed != Z_OK) {
+    return absl::DataLossError(absl::StrCat("calibration source ", path, " is corrupt"));
   }
   if (text.find('\0') != std::string::npos) {
     return absl::FailedPreconditionError(absl::StrCat("calibration source ", path, " is not text"));

@@ -146,11 +146,15 @@ TEST_F(CalibrationTest, ReadsGzipFilesAndPassesOverFilesThatAreNotText) {
     std::ifstream in(dir + "/corrupt.gz", std::ios::binary);
     corrupt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
+  std::ofstream(dir + "/truncated.gz", std::ios::binary) << corrupt.substr(0, corrupt.size() / 2);
   corrupt[corrupt.size() / 2] ^= 0x5a;
   std::ofstream(dir + "/corrupt.gz", std::ios::binary | std::ios::trunc) << corrupt;
-  options.sources = {dir + "/corrupt.gz"};
-  EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
-            absl::StatusCode::kDataLoss);
+  for (const std::string name : {"/corrupt.gz", "/truncated.gz"}) {
+    options.sources = {dir + name};
+    EXPECT_EQ(MakeCalibrationSet(model->tokenizer(), options).status().code(),
+              absl::StatusCode::kDataLoss)
+        << name;
+  }
 }
 
 // Instructions rotate over tasks (i mod 3); with three sources each meets all three, not one.
