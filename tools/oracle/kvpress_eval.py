@@ -10,7 +10,11 @@ token) run over the compressed cache at their original positions. Accuracy uses 
 (core/eviction/eval/metrics.h AnswerMatches: the expected number or word as a whole one, letters
 without case).
 
-Presses at kvpress 0.5.5's own defaults, compression_ratio = 1 - budget:
+Presses at kvpress 0.5.5's own defaults, compression_ratio = 1 - budget. kvpress keeps
+floor(T * budget) entries of a T-token prompt; Glimpse keeps max(ceil(T * budget), sinks + window)
+(core/eviction/profile.h SelectionFor: never fewer than its forced entries, 68 for SnapKV's
+built-in 4 sinks + W 64, more than 10 % of a prompt under 680 tokens). With --count glimpse the
+ratio is set per task so that kvpress keeps Glimpse's count under its built-in settings. Presses:
   snapkv              SnapKVPress()              (window 64, kernel 5)
   pyramidkv           PyramidKVPress()           (window 64, kernel 5, beta 20)
   streamingllm        StreamingLLMPress()        (4 sinks)
@@ -22,6 +26,7 @@ Run (oracle venv with torch, transformers and kvpress: tools/oracle/setup_venv.s
 """
 import argparse
 import json
+import math
 import os
 import pathlib
 import re
@@ -64,6 +69,19 @@ def make_press(name, ratio):
     return base.shim_cache_position(classes[name](compression_ratio=ratio))
 
 
+# Glimpse's forced entries under its built-in settings: 4 sinks + the scorer's window (SnapKV's
+# W 64) or the 32-entry recent window of a scorer without one.
+GLIMPSE_FORCED = {"snapkv": 68, "pyramidkv": 68, "streamingllm": 36, "expected_attention": 36}
+
+
+def glimpse_ratio(press, budget, tokens):
+    """The compression_ratio under which kvpress keeps what Glimpse keeps of `tokens` at `budget`,
+    max(ceil(budget * T), forced) capped at T, where kvpress keeps int(T * (1 - ratio)); half an
+    entry above that count keeps float error off the floor."""
+    kept = min(tokens, max(math.ceil(budget * tokens), GLIMPSE_FORCED[press]))
+    return max(0.0, 1.0 - (kept + 0.5) / tokens)
+
+
 def answer(model, tok, stop_ids, context, fed, max_tokens, press):
     import contextlib
     import torch
@@ -100,6 +118,9 @@ def main():
     parser.add_argument("--presses", default=",".join(PRESSES))
     parser.add_argument("--budgets", default="0.1,0.2,0.3,0.5")
     parser.add_argument("--out", required=True, help="JSON with every answer and the table")
+    parser.add_argument("--count", choices=("kvpress", "glimpse"), default="kvpress",
+                        help="how many entries a budget keeps: kvpress's floor(T * budget) or "
+                             "Glimpse's max(ceil(T * budget), sinks + window)")
     args = parser.parse_args()
     doc = json.loads(pathlib.Path(args.tasks).read_text())
     presses = [p for p in args.presses.split(",") if p]
@@ -113,7 +134,13 @@ def main():
         row = {"kind": task["kind"], "seed": task["seed"], "expected": task["expected"],
                "glimpse_full_answer": task["full_answer"], "answers": {}}
         for method, budget in runs:
-            press = None if method == "full" else make_press(method, 1.0 - budget)
+            tokens = len(task["evicted_prompt"])
+            if method == "full":
+                press = None
+            elif args.count == "glimpse":
+                press = make_press(method, glimpse_ratio(method, budget, tokens))
+            else:
+                press = make_press(method, 1.0 - budget)
             text = answer(model, tok, stop_ids, task["evicted_prompt"], task["fed_before_answer"],
                           doc["max_answer_tokens"], press)
             row["answers"][f"{method}@{budget}"] = {"answer": text,
