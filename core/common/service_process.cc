@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace glimpse {
 
@@ -29,6 +30,47 @@ std::string Tail(const std::string& path, size_t max_bytes) {
   std::string s = ss.str();
   return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
+
+namespace {
+
+// What the child said last before it gave up: "msg: error" of the last log line at level error,
+// fatal or panic written at or after byte `from`, or "" when there is none. Glimpse's services
+// (core/common/log.h) and etcd alike log one JSON object per line with "level", "msg", "error".
+std::string LastError(const std::string& log_path, std::streamoff from) {
+  std::ifstream in(log_path);
+  in.seekg(from);
+  std::string line, said;
+  while (std::getline(in, line)) {
+    if (line.find(R"("level":"error")") == std::string::npos &&
+        line.find(R"("level":"fatal")") == std::string::npos &&
+        line.find(R"("level":"panic")") == std::string::npos) {
+      continue;
+    }
+    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!entry.is_object()) continue;
+    auto text = [&entry](const char* key) {
+      const auto it = entry.find(key);
+      return it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    said = text("msg");
+    if (const std::string error = text("error"); !error.empty()) {
+      absl::StrAppend(&said, ": ", error);
+    }
+  }
+  return said;
+}
+
+// Why a start failed, its own last words first (the log's tail after them can be long, and an
+// excerpt of the message may keep only its start).
+std::string Failure(const std::string& binary, const std::string& what, const std::string& log_path,
+                    std::streamoff from) {
+  const std::string said = LastError(log_path, from);
+  return absl::StrCat(binary, " ", what,
+                      said.empty() ? "" : absl::StrCat(" (it said \"", said, "\")"), "; log:\n",
+                      Tail(log_path));
+}
+
+}  // namespace
 
 absl::StatusOr<int> WaitExit(pid_t pid, absl::Duration timeout) {
   const absl::Time end = absl::Now() + timeout;
@@ -111,13 +153,14 @@ absl::StatusOr<ServiceProcess> ServiceProcess::StartUntil(
     }
     if (absl::StatusOr<int> rc = WaitExit(pid, absl::ZeroDuration()); rc.ok()) {
       p.pid_ = -1;
-      return absl::UnavailableError(absl::StrCat(binary, " exited with ", *rc,
-                                                 " before it was ready; log:\n", Tail(log_path)));
+      return absl::UnavailableError(
+          Failure(binary, absl::StrCat("exited with ", *rc, " before it was ready"), log_path,
+                  start_offset));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::DeadlineExceededError(
-      absl::StrCat(binary, " was not ready in time; log:\n", Tail(log_path)));
+      Failure(binary, "was not ready in time", log_path, start_offset));
 }
 
 ServiceProcess::ServiceProcess(ServiceProcess&& o) noexcept

@@ -29,6 +29,9 @@ class ServiceProcess {
                                               absl::Duration ready_timeout = absl::Seconds(60));
   // Any program (etcd in tests): ready once a line its log gains after the start satisfies
   // `ready`. The ports stay 0.
+  // A start that fails (Unavailable: the child exited; DeadlineExceeded: never ready) names what
+  // the child last logged at level error or worse, "msg: error" of its JSON line (as Glimpse's
+  // services and etcd log), ahead of the log's tail.
   static absl::StatusOr<ServiceProcess> StartUntil(
       const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
       const std::function<bool(const std::string& line)>& ready, absl::Duration ready_timeout);

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
-#include "nlohmann/json.hpp"
 
 namespace glimpse::etcd {
 namespace {
@@ -24,24 +23,6 @@ constexpr char kServing[] = "serving client traffic";
 constexpr char kListening[] = "now serving peer/client/metrics";
 // A loaded test machine may take a while to elect.
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
-
-// What etcd last said before it gave up: the message and error of the last fatal or panic line
-// (its log is one JSON object per line) at or after byte `from`, or "" when there is none.
-std::string LastFatal(const std::string& log_path, std::streamoff from) {
-  std::ifstream in(log_path);
-  in.seekg(from);
-  std::string line, said;
-  while (std::getline(in, line)) {
-    if (line.find(R"("level":"fatal")") == std::string::npos &&
-        line.find(R"("level":"panic")") == std::string::npos) {
-      continue;
-    }
-    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!entry.is_object()) continue;
-    said = absl::StrCat(entry.value("msg", ""), ": ", entry.value("error", ""));
-  }
-  return said;
-}
 
 absl::Status HaveEtcd() {
   if (access(kEtcd, X_OK) == 0) return absl::OkStatus();
@@ -166,22 +147,13 @@ absl::Status EtcdProcess::Launch(const std::string& initial_cluster, std::string
     args.insert(args.end(), {"--cert-file=" + tls_.cert_file, "--key-file=" + tls_.key_file,
                              "--trusted-ca-file=" + tls_.ca_file, "--client-cert-auth"});
   }
-  const std::string log_path = dir_ + "/etcd.log";
-  std::error_code no_log;
-  const std::streamoff from =
-      static_cast<std::streamoff>(std::filesystem::file_size(log_path, no_log));
-  absl::StatusOr<ServiceProcess> p = ServiceProcess::StartUntil(
-      kEtcd, args, log_path,
-      [ready](const std::string& line) { return line.find(ready) != std::string::npos; },
-      kStartTimeout);
-  if (!p.ok()) {
-    // Its own words first, where a reader sees them: the log's tail after them can be long.
-    const std::string said = LastFatal(log_path, no_log ? 0 : from);
-    if (said.empty()) return p.status();
-    return absl::Status(p.status().code(),
-                        absl::StrCat("etcd: ", said, "; ", p.status().message()));
-  }
-  process_ = std::make_unique<ServiceProcess>(*std::move(p));
+  ASSIGN_OR_RETURN(ServiceProcess p, ServiceProcess::StartUntil(
+                                         kEtcd, args, dir_ + "/etcd.log",
+                                         [ready](const std::string& line) {
+                                           return line.find(ready) != std::string::npos;
+                                         },
+                                         kStartTimeout));
+  process_ = std::make_unique<ServiceProcess>(std::move(p));
   return absl::OkStatus();
 }
 

@@ -29,8 +29,9 @@ TEST(EtcdProcessTest, AFailedStartLeadsWithWhatEtcdSaid) {
   ASSERT_FALSE(etcd.ok());
   EXPECT_EQ(etcd.status().code(), absl::StatusCode::kUnavailable) << etcd.status();
   EXPECT_THAT(etcd.status().message(),
-              HasSubstr("etcd: failed to create snapshot directory: mkdir "));
-  EXPECT_THAT(etcd.status().message(), HasSubstr("not a directory; /usr/bin/etcd exited with 1"));
+              HasSubstr("/usr/bin/etcd exited with 1 before it was ready (it said \"failed to "
+                        "create snapshot directory: mkdir "));
+  EXPECT_THAT(etcd.status().message(), HasSubstr("not a directory\"); log:"));
 }
 
 }  // namespace
