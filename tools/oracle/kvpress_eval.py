@@ -8,7 +8,9 @@ as Glimpse's and kvpress's own pipeline: the press compresses the evicted prompt
 the fed tokens and the greedy answer (at most max_answer_tokens, stopping at an end-of-generation
 token) run over the compressed cache at their original positions. Accuracy uses Glimpse's rule
 (core/eviction/eval/metrics.h AnswerMatches: the expected number or word as a whole one, letters
-without case).
+without case). KL is runner.h's: the mean over the answer's rows of KL(full || press) of the
+next-token distributions, the full cache's own greedy answer (kvpress's full cache here)
+teacher-forced; of a two-turn task the scored turn's answer only (Glimpse's averages both turns).
 
 Presses at kvpress 0.5.5's own defaults, compression_ratio = 1 - budget. kvpress keeps
 floor(T * budget) entries of a T-token prompt; Glimpse keeps max(ceil(T * budget), sinks + window)
@@ -82,32 +84,59 @@ def glimpse_ratio(press, budget, tokens):
     return max(0.0, 1.0 - (kept + 0.5) / tokens)
 
 
-def answer(model, tok, stop_ids, context, fed, max_tokens, press):
+def continue_from(model, cache, position, logits, script, max_tokens, stop_ids):
+    """From the cache (its next row at `position`, `logits` predicting it): the greedy answer
+    (script None) or the script teacher-forced. Returns (tokens, log-softmax of every row that
+    predicts one of them); the answer includes its end-of-generation token, as Glimpse's does.
+
+    One token at a time: PyramidKV keeps a different number of entries per layer, and a
+    multi-token step's attention mask is sized from layer 0's cache (transformers 5), which then
+    fails on the other layers; a single query needs no mask. The same computation."""
+    import torch
+    ids, rows = [], []
+    while len(ids) < (len(script) if script is not None else max_tokens):
+        rows.append(torch.log_softmax(logits.double(), dim=-1))
+        token = script[len(ids)] if script is not None else int(logits.argmax())
+        ids.append(token)
+        if script is None and token in stop_ids:
+            break
+        out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
+                    position_ids=torch.tensor([[position]]), use_cache=True)
+        logits, position = out.logits[0, -1], position + 1
+    return ids, rows
+
+
+def run(model, context, fed, max_tokens, stop_ids, press, script):
+    """Prefills `context` under the press, feeds `fed`, then the greedy answer and, with a
+    script (the full cache's answer), the log-probs of each row along it (on a copy of the
+    cache)."""
     import contextlib
+    import copy
     import torch
     from transformers import DynamicCache
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         with press(model) if press is not None else contextlib.nullcontext():
             model.model(input_ids=torch.tensor([context]), past_key_values=cache, use_cache=True)
-        # One token at a time: PyramidKV keeps a different number of entries per layer, and a
-        # multi-token step's attention mask is sized from layer 0's cache (transformers 5), which
-        # then fails on the other layers; a single query needs no mask. The same computation.
         position = len(context)
         for token in fed:
             out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
                         position_ids=torch.tensor([[position]]), use_cache=True)
             position += 1
-        ids = []
-        for _ in range(max_tokens):
-            token = int(out.logits[0, -1].argmax())
-            if token in stop_ids:
-                break
-            ids.append(token)
-            out = model(input_ids=torch.tensor([[token]]), past_key_values=cache,
-                        position_ids=torch.tensor([[position]]), use_cache=True)
-            position += 1
-    return tok.decode(ids, skip_special_tokens=True)
+        logits = out.logits[0, -1]
+        forced = None
+        if script is not None:
+            forced = continue_from(model, copy.deepcopy(cache), position, logits, script,
+                                   max_tokens, stop_ids)[1]
+        ids, rows = continue_from(model, cache, position, logits, None, max_tokens, stop_ids)
+    return ids, rows if script is None else forced
+
+
+def mean_kl(full_rows, rows):
+    """Mean over the answer's rows of KL(full || evicted), nats (runner.h's kl)."""
+    import torch
+    kl = [float(torch.sum(torch.exp(f) * (f - e))) for f, e in zip(full_rows, rows)]
+    return sum(kl) / max(len(kl), 1)
 
 
 def main():
@@ -133,6 +162,7 @@ def main():
     for i, task in enumerate(doc["tasks"]):
         row = {"kind": task["kind"], "seed": task["seed"], "expected": task["expected"],
                "glimpse_full_answer": task["full_answer"], "answers": {}}
+        full_ids, full_rows = None, None
         for method, budget in runs:
             tokens = len(task["evicted_prompt"])
             if method == "full":
@@ -141,10 +171,14 @@ def main():
                 press = make_press(method, glimpse_ratio(method, budget, tokens))
             else:
                 press = make_press(method, 1.0 - budget)
-            text = answer(model, tok, stop_ids, task["evicted_prompt"], task["fed_before_answer"],
-                          doc["max_answer_tokens"], press)
+            ids, rows = run(model, task["evicted_prompt"], task["fed_before_answer"],
+                            doc["max_answer_tokens"], stop_ids, press, full_ids)
+            if method == "full":
+                full_ids, full_rows = ids, rows
+            text = tok.decode([t for t in ids if t not in stop_ids], skip_special_tokens=True)
             row["answers"][f"{method}@{budget}"] = {"answer": text,
-                                                   "correct": answer_matches(text, task["expected"])}
+                                                   "correct": answer_matches(text, task["expected"]),
+                                                   "kl": mean_kl(full_rows, rows)}
         results.append(row)
         print(f"kvpress eval: task {i + 1}/{len(doc['tasks'])} ({time.time() - start:.0f} s)",
               file=sys.stderr)
@@ -155,6 +189,7 @@ def main():
         for r in results:
             by_kind.setdefault(r["kind"], []).append(r["answers"][key]["correct"])
         table[key] = {"accuracy": sum(sum(v) for v in by_kind.values()) / len(results),
+                      "kl": sum(r["answers"][key]["kl"] for r in results) / len(results),
                       "by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())}}
     prov = base.provenance(args.model)
     prov["generated_by"] = "tools/oracle/kvpress_eval.py"
@@ -163,7 +198,7 @@ def main():
         {**prov, "tasks_from": doc["command"], "table": table, "tasks": results}, indent=1) + "\n")
     for key, row in table.items():
         kinds = " ".join(f"{k} {100 * v:.0f}%" for k, v in row["by_kind"].items())
-        print(f"{key:28s} {100 * row['accuracy']:5.1f}%  {kinds}")
+        print(f"{key:28s} {100 * row['accuracy']:5.1f}%  KL {row['kl']:.3f}  {kinds}")
 
 
 if __name__ == "__main__":
