@@ -31,7 +31,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import sys
 import time
 
