@@ -112,18 +112,11 @@ absl::Status ForwardPass::Check(std::span<const BatchRows> items) const {
 
 void ForwardPass::Embed(std::span<const Item> items) {
   const int64_t D = model_.config().hidden;
-  const kernels::WeightView& e = model_.weights().token_embd;
-  const int64_t row_bytes = kernels::RowBytes(e.type, e.cols);
-  const auto* base = static_cast<const uint8_t*>(e.data);
   for (const Item& it : items) {
-    float* x = scratch_->x.data() + it.begin * D;
-    if (!it.rows->embeddings.empty()) {
-      std::memcpy(x, it.rows->embeddings.data(), it.n * D * sizeof(float));
-      continue;
-    }
-    for (int64_t i = 0; i < it.n; ++i) {
-      kernels::DequantizeRow(x + i * D, base + it.rows->tokens[i] * row_bytes, e.type, e.cols);
-    }
+    const std::vector<float> tokens =
+        it.rows->embeddings.empty() ? model_.EmbedTokens(it.rows->tokens) : std::vector<float>();
+    const float* rows = it.rows->embeddings.empty() ? tokens.data() : it.rows->embeddings.data();
+    std::memcpy(scratch_->x.data() + it.begin * D, rows, it.n * D * sizeof(float));
   }
 }
 

@@ -5,20 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/eval/metrics.h"
-#include "kernels/quant.h"
 
 namespace glimpse::eviction::eval {
-
-std::vector<float> EmbedTokens(const model::Model& model, std::span<const int32_t> tokens) {
-  const kernels::WeightView& e = model.weights().token_embd;
-  const int64_t row_bytes = kernels::RowBytes(e.type, e.cols);
-  const auto* base = static_cast<const uint8_t*>(e.data);
-  std::vector<float> rows(tokens.size() * e.cols);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    kernels::DequantizeRow(rows.data() + i * e.cols, base + tokens[i] * row_bytes, e.type, e.cols);
-  }
-  return rows;
-}
 
 absl::StatusOr<std::vector<float>> PeekLogits(model::Sequence& session,
                                               std::span<const int32_t> tokens, bool all_rows) {
@@ -28,7 +16,7 @@ absl::StatusOr<std::vector<float>> PeekLogits(model::Sequence& session,
       return absl::InvalidArgumentError(absl::StrCat("token id ", t, " is out of range"));
     }
   }
-  const std::vector<float> rows = EmbedTokens(session.model(), tokens);
+  const std::vector<float> rows = session.model().EmbedTokens(tokens);
   model::EmbeddingsCall call;
   call.keep_entries = false;
   call.all_logits = all_rows;

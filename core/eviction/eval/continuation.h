@@ -29,9 +29,6 @@ struct Script {
   std::vector<int64_t> answer_begin, answer_end;
 };
 
-// Token ids -> input rows [n, D], dequantised from the embedding table as the forward pass does.
-std::vector<float> EmbedTokens(const model::Model& model, std::span<const int32_t> tokens);
-
 // Logits for `tokens` fed after the session's cache: [tokens.size(), vocab] with all_rows, else
 // [vocab] of the last row. The session is unchanged afterwards.
 absl::StatusOr<std::vector<float>> PeekLogits(model::Sequence& session,

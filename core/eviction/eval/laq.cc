@@ -25,7 +25,7 @@ absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Sequence& sessi
   model::EmbeddingsCall call;
   call.keep_entries = false;
   call.observer = &observer;
-  RETURN_IF_ERROR(session.ForwardEmbeddings(EmbedTokens(session.model(), rows), call).status());
+  RETURN_IF_ERROR(session.ForwardEmbeddings(session.model().EmbedTokens(rows), call).status());
 
   std::vector<std::vector<float>> scores = std::move(observer.scores());
   const int32_t n_kv_heads = session.cache().n_kv_heads();
