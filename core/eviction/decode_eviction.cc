@@ -229,7 +229,7 @@ absl::Status DecodeEviction::Evict(model::Sequence& session) {
   });
   for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options_.selection, {}));
-  RETURN_IF_ERROR(ApplyKept(cache, result));
+  RETURN_IF_ERROR(ApplyKept(session, result));
   if (accumulates_) Forget(result);
   cache.Seal();  // the kept rows are final: group formats quantise their full pages
   result.scoring_seconds = SecondsSince(start);

@@ -1,6 +1,7 @@
 #include "core/eviction/head_eviction.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -90,40 +91,57 @@ absl::StatusOr<KeptEntries> SelectRagged(const HeadScores& scores, const Selecti
   return kept;
 }
 
-absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result) {
+namespace {
+
+// Copies the entries of `kv` that `keep` (strictly increasing indices) leaves out, with their
+// scores.
+void CopyEvicted(const model::KvHead& kv, const std::vector<int64_t>& keep,
+                 const std::vector<float>& scores, int64_t hd, model::KvHead& out,
+                 std::vector<float>& out_scores) {
+  const int64_t n_out = kv.size() - static_cast<int64_t>(keep.size());
+  out.keys.resize(n_out * hd);
+  out.values.resize(n_out * hd);
+  out.positions.resize(n_out);
+  out_scores.resize(n_out);
+  size_t next = 0;  // the next kept index
+  int64_t o = 0;    // the next evicted row
+  for (int64_t j = 0; j < kv.size(); ++j) {
+    if (next < keep.size() && keep[next] == j) {
+      ++next;
+      continue;
+    }
+    std::memcpy(&out.keys[o * hd], &kv.keys[j * hd], hd * sizeof(float));
+    std::memcpy(&out.values[o * hd], &kv.values[j * hd], hd * sizeof(float));
+    out.positions[o] = kv.positions[j];
+    out_scores[o] = scores[j];
+    ++o;
+  }
+}
+
+}  // namespace
+
+absl::Status ApplyKept(model::Sequence& session, EvictionResult& result) {
+  model::KvCache& cache = session.cache();
   const int64_t hd = cache.head_dim();
   const int32_t L = cache.n_layers(), Hkv = cache.n_kv_heads();
   result.kept_positions.assign(L, std::vector<std::vector<int32_t>>(Hkv));
   result.evicted.assign(L, std::vector<model::KvHead>(Hkv));
   result.evicted_scores.assign(L, std::vector<std::vector<float>>(Hkv));
-  for (int32_t layer = 0; layer < L; ++layer) {
-    for (int32_t h = 0; h < Hkv; ++h) {
-      const model::KvHead kv = cache.Read(layer, h);
+  // Heads are independent (KvCache takes distinct heads from distinct threads, as the forward
+  // pass writes them); copying every evicted row out is most of the work.
+  std::vector<absl::Status> statuses(static_cast<size_t>(L) * Hkv);
+  session.pool().ParallelFor(L * Hkv, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int32_t layer = static_cast<int32_t>(i / Hkv), h = static_cast<int32_t>(i % Hkv);
       const std::vector<int64_t>& keep = result.kept[layer][h];
-      const std::vector<float>& scores = result.scores[layer][h];
-      model::KvHead& out = result.evicted[layer][h];
-      std::vector<float>& out_scores = result.evicted_scores[layer][h];
-      const int64_t n_out = kv.size() - static_cast<int64_t>(keep.size());
-      out.keys.reserve(n_out * hd);
-      out.values.reserve(n_out * hd);
-      out.positions.reserve(n_out);
-      size_t next = 0;  // the next kept index
-      for (int64_t j = 0; j < kv.size(); ++j) {
-        if (next < keep.size() && keep[next] == j) {
-          ++next;
-          continue;
-        }
-        out.keys.insert(out.keys.end(), kv.keys.begin() + j * hd, kv.keys.begin() + (j + 1) * hd);
-        out.values.insert(out.values.end(), kv.values.begin() + j * hd,
-                          kv.values.begin() + (j + 1) * hd);
-        out.positions.push_back(kv.positions[j]);
-        out_scores.push_back(scores[j]);
-      }
-      RETURN_IF_ERROR(cache.Retain(layer, h, keep));
+      CopyEvicted(cache.Read(layer, h), keep, result.scores[layer][h], hd, result.evicted[layer][h],
+                  result.evicted_scores[layer][h]);
+      statuses[i] = cache.Retain(layer, h, keep);
       const std::span<const int32_t> kept = cache.positions(layer, h);
       result.kept_positions[layer][h].assign(kept.begin(), kept.end());
     }
-  }
+  });
+  for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
   return absl::OkStatus();
 }
 

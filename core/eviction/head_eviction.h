@@ -46,7 +46,7 @@ absl::StatusOr<KeptEntries> SelectRagged(const HeadScores& scores, const Selecti
 
 // Copies the evicted entries of every (layer, kv-head) and their scores out of the cache into
 // `result` (kept_positions, evicted, evicted_scores from result.kept and result.scores), then drops
-// them there (KvCache::Retain).
-absl::Status ApplyKept(model::KvCache& cache, EvictionResult& result);
+// them there (KvCache::Retain), one (layer, kv-head) per task on the session's thread pool.
+absl::Status ApplyKept(model::Sequence& session, EvictionResult& result);
 
 }  // namespace glimpse::eviction

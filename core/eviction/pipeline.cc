@@ -489,7 +489,7 @@ absl::StatusOr<EvictionResult> Run(model::Sequence& session, std::span<const int
   }
   ASSIGN_OR_RETURN(result.scores, ScoreAll(session, capture, scorer, turn, lookahead, preferences));
   ASSIGN_OR_RETURN(result.kept, SelectRagged(result.scores, options, preferences));
-  RETURN_IF_ERROR(ApplyKept(session.cache(), result));
+  RETURN_IF_ERROR(ApplyKept(session, result));
   session.cache().Seal();  // the kept rows are final: group formats quantise their full pages
   SettleCandidates(candidates, result);
   result.scoring_seconds = SecondsSince(scoring_start);
