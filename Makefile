@@ -178,6 +178,15 @@ bench-capacity: deps model
 	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_capacity
 	@$(BUILD_DIR)/bench/glimpse_bench_capacity $(BENCH_ARGS)
 
+# What each eviction method adds to a prefill worker's prefill (scoring, selection, compaction;
+# LookaheadKV's rows) against a plain prefill in the same process, at 1K, 2K and 4K prompt tokens;
+# a table on stdout and $(BUILD_DIR)/overhead_bench.json; about 8 min.
+.PHONY: bench-overhead
+bench-overhead: deps model
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) --target glimpse_bench_overhead
+	@$(BUILD_DIR)/bench/glimpse_bench_overhead $(BENCH_ARGS)
+
 # Concurrent multi-turn sessions through the cluster against llama.cpp's own server at the same N
 # (llama-server --parallel N --cont-batching, built once from the oracle venv's llama.cpp, ~10 min
 # the first time); tables and ratios on stdout, $(BUILD_DIR)/load_anchor.json; about 2 min a round
