@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/flags.h"
+#include "bench/prompt.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/decode_eviction.h"
@@ -67,11 +68,7 @@ constexpr char kUsage[] =
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
   o.model = model::DefaultModelPath();
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") return absl::CancelledError(kUsage);
-    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    const std::string value = argv[++i];
+  const auto take = [&](const std::string& flag, const std::string& value) -> absl::Status {
     if (flag == "--model") {
       o.model = value;
     } else if (flag == "--pool_mib") {
@@ -90,9 +87,11 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--json") {
       o.json_path = value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'\n", kUsage));
+      return UnknownFlag(flag, kUsage);
     }
-  }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(ForEachFlag(argc, argv, kUsage, take));
   return o;
 }
 
@@ -112,18 +111,8 @@ double RssMib() {
 // A ChatML conversation of about `tokens` tokens: bench/prompt.txt repeated as the user's
 // message, then a question about it.
 std::vector<int32_t> Conversation(const model::Model& m, int tokens) {
-  std::ifstream in(GLIMPSE_PROMPT_FILE);
-  std::stringstream text;
-  text << in.rdbuf();
-  const model::Tokenizer& tok = m.tokenizer();
-  std::string body;
-  std::vector<int32_t> ids;
-  while (static_cast<int>(ids.size()) < tokens) {
-    body += text.str();
-    ids = tok.Encode(
-        tok.ApplyChatTemplate({{"user", body + "\nWhich system is mentioned first above?"}}, true));
-  }
-  return ids;
+  return RepeatedChatPrompt(m, GLIMPSE_PROMPT_FILE, tokens,
+                            "\nWhich system is mentioned first above?");
 }
 
 // Feeds `tokens` greedy tokens after the prompt's `logits` (an end of generation too: only the
@@ -270,16 +259,6 @@ absl::Status Run(const Options& o) {
 }  // namespace glimpse::bench
 
 int main(int argc, char** argv) {
-  auto options = glimpse::bench::ParseArgs(argc, argv);
-  if (!options.ok()) {
-    const bool help = absl::IsCancelled(options.status());
-    std::fprintf(help ? stdout : stderr, "%s%s%s", help ? "" : "glimpse_bench_capacity: ",
-                 std::string(options.status().message()).c_str(), help ? "" : "\n");
-    return help ? 0 : 2;
-  }
-  if (absl::Status s = glimpse::bench::Run(*options); !s.ok()) {
-    std::fprintf(stderr, "glimpse_bench_capacity: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return glimpse::bench::BenchMain("glimpse_bench_capacity", argc, argv, glimpse::bench::ParseArgs,
+                                   glimpse::bench::Run);
 }

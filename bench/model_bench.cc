@@ -83,11 +83,7 @@ absl::StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
   if (const char* t = std::getenv("GLIMPSE_THREADS"); t && *t) {
     ASSIGN_OR_RETURN(o.threads, ParsePositive("GLIMPSE_THREADS", t));
   }
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") return absl::CancelledError(kUsage);
-    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    const std::string value = argv[++i];
+  const auto take = [&](const std::string& flag, const std::string& value) -> absl::Status {
     if (flag == "--model") {
       o.model = value;
     } else if (flag == "--prompt-file") {
@@ -109,9 +105,11 @@ absl::StatusOr<BenchOptions> ParseArgs(int argc, char** argv) {
     } else if (flag == "--kv-format") {
       o.kv_format = value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'\n", kUsage));
+      return UnknownFlag(flag, kUsage);
     }
-  }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(ForEachFlag(argc, argv, kUsage, take));
   return o;
 }
 
@@ -153,12 +151,6 @@ int32_t Argmax(const std::vector<float>& logits) {
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Usage {
@@ -316,16 +308,6 @@ absl::Status Run(const BenchOptions& o) {
 }  // namespace glimpse::bench
 
 int main(int argc, char** argv) {
-  auto options = glimpse::bench::ParseArgs(argc, argv);
-  if (!options.ok()) {
-    const bool help = absl::IsCancelled(options.status());
-    std::fprintf(help ? stdout : stderr, "%s%s", help ? "" : "glimpse_bench_model: ",
-                 std::string(options.status().message()).c_str());
-    return help ? 0 : 2;
-  }
-  if (absl::Status s = glimpse::bench::Run(*options); !s.ok()) {
-    std::fprintf(stderr, "glimpse_bench_model: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return glimpse::bench::BenchMain("glimpse_bench_model", argc, argv, glimpse::bench::ParseArgs,
+                                   glimpse::bench::Run);
 }

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/flags.h"
+#include "bench/prompt.h"
 #include "core/common/progress.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/profile.h"
@@ -62,11 +62,7 @@ constexpr char kUsage[] =
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
   o.model = model::DefaultModelPath();
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") return absl::CancelledError(kUsage);
-    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-    const std::string value = argv[++i];
+  const auto take = [&](const std::string& flag, const std::string& value) -> absl::Status {
     if (flag == "--model") {
       o.model = value;
     } else if (flag == "--tokens") {
@@ -89,32 +85,19 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
     } else if (flag == "--json") {
       o.json_path = value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", flag, "'\n", kUsage));
+      return UnknownFlag(flag, kUsage);
     }
-  }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(ForEachFlag(argc, argv, kUsage, take));
   return o;
 }
 
 // A ChatML prompt of exactly `tokens` tokens: bench/prompt.txt repeated as the user's message.
 std::vector<int32_t> Prompt(const model::Model& m, int tokens) {
-  std::ifstream in(GLIMPSE_PROMPT_FILE);
-  std::stringstream text;
-  text << in.rdbuf();
-  const model::Tokenizer& tok = m.tokenizer();
-  std::string body;
-  std::vector<int32_t> ids;
-  while (static_cast<int>(ids.size()) < tokens) {
-    body += text.str();
-    ids = tok.Encode(tok.ApplyChatTemplate({{"user", body}}, true));
-  }
+  std::vector<int32_t> ids = RepeatedChatPrompt(m, GLIMPSE_PROMPT_FILE, tokens, "");
   ids.resize(tokens);
   return ids;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // One prefill of `prompt` with `policy` (method "" = plain) in a fresh session; its seconds.
@@ -193,16 +176,6 @@ absl::Status Run(const Options& o) {
 }  // namespace glimpse::bench
 
 int main(int argc, char** argv) {
-  auto options = glimpse::bench::ParseArgs(argc, argv);
-  if (!options.ok()) {
-    const bool help = absl::IsCancelled(options.status());
-    std::fprintf(help ? stdout : stderr, "%s%s%s", help ? "" : "glimpse_bench_overhead: ",
-                 std::string(options.status().message()).c_str(), help ? "" : "\n");
-    return help ? 0 : 2;
-  }
-  if (absl::Status s = glimpse::bench::Run(*options); !s.ok()) {
-    std::fprintf(stderr, "glimpse_bench_overhead: %s\n", s.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return glimpse::bench::BenchMain("glimpse_bench_overhead", argc, argv, glimpse::bench::ParseArgs,
+                                   glimpse::bench::Run);
 }
