@@ -58,29 +58,39 @@ TEST_P(UcxTwoProcess, SenderKilledMidBatchGivesReceiverAnError) {
   auto child = Child::Start(
       {kPeer, "stream", ToHex((*rx)->LocalAddress()), "64", absl::StrCat(4 << 20), "30"});
   ASSERT_TRUE(child.ok()) << child.status();
+  // Killed in the middle of a batch (announced, some of its buffers in) after the first, so that
+  // a batch is in flight whatever the scheduler did to the child.
+  constexpr uint64_t kBatchBytes = uint64_t{64} << 22;
+  const auto mid_batch = [&] {
+    const Metrics m = (*rx)->GetMetrics();
+    return m.bytes_received >= (300u << 20) && m.receive_pending_batches > 0 &&
+           m.bytes_received % kBatchBytes != 0;
+  };
   absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while ((*rx)->GetMetrics().bytes_received < (300u << 20) && absl::Now() < give_up) {
+  while (!mid_batch() && absl::Now() < give_up) {
     auto got = (*rx)->Receive(absl::Now() + absl::Milliseconds(5));  // drop whole batches
   }
-  ASSERT_GE((*rx)->GetMetrics().bytes_received, 300u << 20) << "child never streamed";
+  ASSERT_TRUE(mid_batch()) << "child never streamed";
   child->Kill();
-  absl::Time killed = absl::Now();
+  const absl::Time killed = absl::Now();
+  // The batch fails at its first read from the dead process, by UCX's failure detection or by
+  // the stall timeout; the deadline only bounds a hang on a loaded machine.
   absl::Status error;
-  while (error.ok() && absl::Now() - killed < absl::Seconds(6)) {
-    auto got = (*rx)->Receive(killed + absl::Seconds(6));
+  while (error.ok()) {
+    auto got = (*rx)->Receive(killed + absl::Seconds(60));
     if (!got.ok()) error = got.status();
   }
   const absl::Time first_error = absl::Now();
   std::cerr << "receiver after SIGKILL of sender: " << error << " after " << first_error - killed
             << "\n";
-  EXPECT_FALSE(error.ok());
+  EXPECT_NE(error.code(), absl::StatusCode::kDeadlineExceeded)
+      << "the batch in flight never failed";
   EXPECT_NE(error.code(), absl::StatusCode::kDataLoss);
-  EXPECT_LT(first_error - killed, absl::Seconds(6));
   // The sender had two 256 MiB batches in flight; over shared memory the second waits in the
   // receive window behind the first. None may be left pending: each fails at its first CMA read
   // from the dead process, over TCP by UCX's failure detection or, one whose data never started,
   // by the stall timeout (a stalled sender's queue: BatchesQueuedBehindAStalledBatchFailWithIt).
-  const absl::Duration settle = options.receive_stall_timeout + absl::Seconds(1);
+  const absl::Duration settle = options.receive_stall_timeout + absl::Seconds(30);
   Metrics m = (*rx)->GetMetrics();
   while (m.receive_pending_batches > 0 && absl::Now() - first_error < settle) {
     absl::SleepFor(absl::Milliseconds(10));
