@@ -10,7 +10,8 @@
 //
 // Prompts: bench/prompt.txt repeated as a ChatML user message, cut to each --tokens length.
 // Prints a table and writes JSON. Exit status 1 with a message on any error. Flags: --tokens
-// N,..., --methods m,..., --budget R, --rounds N, --threads N, --json PATH.
+// N,..., --methods m,..., --budget R, --rounds N, --threads N, --json PATH, --module FILE (another
+// LookaheadKV module; the settings stay the committed profile's).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,11 +54,12 @@ struct Options {
   int rounds = 5;
   int threads = 2;
   std::string json_path = GLIMPSE_BENCH_JSON;
+  std::string module = GLIMPSE_LOOKAHEAD_MODULE;  // LookaheadKV's; the profile stays the committed
 };
 
 constexpr char kUsage[] =
-    "usage: glimpse_bench_overhead [--model PATH] [--tokens N,...] [--methods m,...]\n"
-    "         [--budget R] [--rounds N] [--threads N] [--json PATH]\n";
+    "usage: glimpse_bench_overhead [--model PATH] [--module FILE] [--tokens N,...]\n"
+    "         [--methods m,...] [--budget R] [--rounds N] [--threads N] [--json PATH]\n";
 
 absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   Options o;
@@ -84,6 +86,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       ASSIGN_OR_RETURN(o.threads, ParsePositive(flag, value));
     } else if (flag == "--json") {
       o.json_path = value;
+    } else if (flag == "--module") {
+      o.module = value;
     } else {
       return UnknownFlag(flag, kUsage);
     }
@@ -120,7 +124,7 @@ absl::Status Run(const Options& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, model::Model::Load(o.model));
   ASSIGN_OR_RETURN(eviction::EvictionProfile profile,
                    eviction::ResolveProfile("", GLIMPSE_LOOKAHEAD_MODULE, m->fingerprint()));
-  worker::ScorerCache scorers(GLIMPSE_LOOKAHEAD_MODULE, profile);
+  worker::ScorerCache scorers(o.module, profile);
   kernels::ThreadPool threads(o.threads);
   std::vector<worker::Policy> arms;  // arms[0] is the plain prefill
   ASSIGN_OR_RETURN(arms.emplace_back(), worker::ParsePolicy("", 1.0, "fp16"));
