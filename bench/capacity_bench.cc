@@ -110,7 +110,7 @@ double RssMib() {
 
 // A ChatML conversation of about `tokens` tokens: bench/prompt.txt repeated as the user's
 // message, then a question about it.
-std::vector<int32_t> Conversation(const model::Model& m, int tokens) {
+absl::StatusOr<std::vector<int32_t>> Conversation(const model::Model& m, int tokens) {
   return RepeatedChatPrompt(m, GLIMPSE_PROMPT_FILE, tokens,
                             "\nWhich system is mentioned first above?");
 }
@@ -199,7 +199,7 @@ absl::Status Run(const Options& o) {
                    eviction::ResolveProfile("", GLIMPSE_LOOKAHEAD_MODULE, m->fingerprint()));
   worker::ScorerCache scorers(GLIMPSE_LOOKAHEAD_MODULE, profile);
   kernels::ThreadPool threads(o.threads);
-  const std::vector<int32_t> prompt = Conversation(*m, o.history_tokens);
+  ASSIGN_OR_RETURN(const std::vector<int32_t> prompt, Conversation(*m, o.history_tokens));
   const double rss_model = RssMib();
   const int64_t pool_bytes = o.pool_mib << 20;
 

@@ -54,7 +54,7 @@ struct Options {
   int rounds = 5;
   int threads = 2;
   std::string json_path = GLIMPSE_BENCH_JSON;
-  std::string module = GLIMPSE_LOOKAHEAD_MODULE;  // LookaheadKV's; the profile stays the committed
+  std::string module = GLIMPSE_LOOKAHEAD_MODULE;  // settings: the committed module's profile
 };
 
 constexpr char kUsage[] =
@@ -98,8 +98,9 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
 }
 
 // A ChatML prompt of exactly `tokens` tokens: bench/prompt.txt repeated as the user's message.
-std::vector<int32_t> Prompt(const model::Model& m, int tokens) {
-  std::vector<int32_t> ids = RepeatedChatPrompt(m, GLIMPSE_PROMPT_FILE, tokens, "");
+absl::StatusOr<std::vector<int32_t>> Prompt(const model::Model& m, int tokens) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                   RepeatedChatPrompt(m, GLIMPSE_PROMPT_FILE, tokens, ""));
   ids.resize(tokens);
   return ids;
 }
@@ -140,7 +141,7 @@ absl::Status Run(const Options& o) {
                   static_cast<int64_t>(o.tokens.size()) * (o.rounds + 1) * arms.size());
   int64_t done = 0;
   for (int tokens : o.tokens) {
-    const std::vector<int32_t> prompt = Prompt(*m, tokens);
+    ASSIGN_OR_RETURN(const std::vector<int32_t> prompt, Prompt(*m, tokens));
     std::vector<std::vector<double>> seconds(arms.size());
     for (int round = 0; round <= o.rounds; ++round) {  // round 0 warms up
       for (size_t k = 0; k < arms.size(); ++k) {
