@@ -192,9 +192,10 @@ TEST_F(LookaheadTest, SecondPassEqualsJointPass) {
   ASSERT_TRUE(adapter.ok()) << adapter.status();
   const std::vector<int32_t> prompt = Prompt();
   const int64_t T = static_cast<int64_t>(prompt.size()), n = module->n_lookahead();
-  const int64_t vocab = model_->config().vocab_size;
-  std::vector<float> rows = model_->EmbedTokens(prompt);  // [T + n, D]: then the module's rows
-  rows.insert(rows.end(), module->embeddings().begin(), module->embeddings().end());
+  const int64_t D = model_->config().hidden, vocab = model_->config().vocab_size;
+  std::vector<float> rows((T + n) * D);  // [T + n, D] token embeddings, then the module's rows
+  model_->EmbedTokens(prompt, rows.data());
+  std::copy(module->embeddings().begin(), module->embeddings().end(), rows.begin() + T * D);
 
   for (int32_t chunk : {256, 7, 3}) {  // one chunk; a chunk straddling T; rows split
     SCOPED_TRACE(chunk);

@@ -113,10 +113,12 @@ absl::Status ForwardPass::Check(std::span<const BatchRows> items) const {
 void ForwardPass::Embed(std::span<const Item> items) {
   const int64_t D = model_.config().hidden;
   for (const Item& it : items) {
-    const std::vector<float> tokens =
-        it.rows->embeddings.empty() ? model_.EmbedTokens(it.rows->tokens) : std::vector<float>();
-    const float* rows = it.rows->embeddings.empty() ? tokens.data() : it.rows->embeddings.data();
-    std::memcpy(scratch_->x.data() + it.begin * D, rows, it.n * D * sizeof(float));
+    float* x = scratch_->x.data() + it.begin * D;
+    if (it.rows->embeddings.empty()) {
+      model_.EmbedTokens(it.rows->tokens, x);
+    } else {
+      std::memcpy(x, it.rows->embeddings.data(), it.n * D * sizeof(float));
+    }
   }
 }
 

@@ -52,15 +52,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   return model;
 }
 
-std::vector<float> Model::EmbedTokens(std::span<const int32_t> tokens) const {
+void Model::EmbedTokens(std::span<const int32_t> tokens, float* out) const {
   const kernels::WeightView& e = weights().token_embd;
   const int64_t row_bytes = kernels::RowBytes(e.type, e.cols);
   const auto* base = static_cast<const uint8_t*>(e.data);
-  std::vector<float> rows(tokens.size() * e.cols);
   for (size_t i = 0; i < tokens.size(); ++i) {
-    kernels::DequantizeRow(rows.data() + i * e.cols, base + tokens[i] * row_bytes, e.type, e.cols);
+    kernels::DequantizeRow(out + i * e.cols, base + tokens[i] * row_bytes, e.type, e.cols);
   }
-  return rows;
 }
 
 }  // namespace glimpse::model

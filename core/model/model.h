@@ -6,7 +6,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/model/gguf.h"
@@ -26,10 +25,10 @@ class Model {
   const ModelWeights& weights() const { return weights_->weights(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const std::string& fingerprint() const { return fingerprint_; }
-  // The input embeddings of `tokens` as fp32 rows [tokens.size(), D], dequantised from the
-  // embedding table as the forward pass does. Ids must be in [0, vocab_size)
+  // The input embeddings of `tokens` as fp32 rows [tokens.size(), D] into `out`, dequantised
+  // from the embedding table (the forward pass's own lookup). Ids must be in [0, vocab_size)
   // (Sequence::Forward checks them; this does not).
-  std::vector<float> EmbedTokens(std::span<const int32_t> tokens) const;
+  void EmbedTokens(std::span<const int32_t> tokens, float* out) const;
 
  private:
   Model() = default;

@@ -16,7 +16,8 @@ absl::StatusOr<std::vector<float>> PeekLogits(model::Sequence& session,
       return absl::InvalidArgumentError(absl::StrCat("token id ", t, " is out of range"));
     }
   }
-  const std::vector<float> rows = session.model().EmbedTokens(tokens);
+  std::vector<float> rows(tokens.size() * session.model().config().hidden);
+  session.model().EmbedTokens(tokens, rows.data());
   model::EmbeddingsCall call;
   call.keep_entries = false;
   call.all_logits = all_rows;

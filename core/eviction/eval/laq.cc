@@ -25,7 +25,9 @@ absl::StatusOr<std::vector<std::vector<float>>> LaqScores(model::Sequence& sessi
   model::EmbeddingsCall call;
   call.keep_entries = false;
   call.observer = &observer;
-  RETURN_IF_ERROR(session.ForwardEmbeddings(session.model().EmbedTokens(rows), call).status());
+  std::vector<float> embeddings(rows.size() * session.model().config().hidden);
+  session.model().EmbedTokens(rows, embeddings.data());
+  RETURN_IF_ERROR(session.ForwardEmbeddings(embeddings, call).status());
 
   std::vector<std::vector<float>> scores = std::move(observer.scores());
   const int32_t n_kv_heads = session.cache().n_kv_heads();
