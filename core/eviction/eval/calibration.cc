@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/common/fnv1a.h"
 #include "core/common/status_macros.h"
 #include "core/eviction/eval/rng.h"
 #include "zlib.h"
@@ -26,12 +27,6 @@ struct Source {
   std::vector<int64_t> line_tokens;  // tokens of each line, encoded alone
   int64_t tokens = 0;
 };
-
-uint64_t Fnv1a64(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // The source's files: itself, or a directory's regular files (not links), in name order.
 absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& source) {

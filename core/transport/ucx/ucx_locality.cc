@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/common/fnv1a.h"
 
 namespace glimpse::transport::ucx_locality {
 namespace {
@@ -15,12 +16,6 @@ namespace {
 std::string Namespace(const char* name) {
   std::error_code ec;
   return std::filesystem::read_symlink(absl::StrCat("/proc/self/ns/", name), ec).string();
-}
-
-uint64_t Fnv1a64(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
 }
 
 }  // namespace
