@@ -47,12 +47,14 @@ REPO = HERE.parents[1]
 METHODS = ["kvzip_gate", "trimkv_gate", "retention_global"]
 
 
-def load_features(model, tokenizer, data: pathlib.Path, cache: pathlib.Path, kvzip: bool) -> list:
-    """Per example: prompt ids, hidden [L, T, D] (fp16), response target [L, Hkv, T] and, with
-    `kvzip`, KVzip's scores [L, Hkv, T]; derived once and cached."""
-    paths = sorted((data / "examples").glob("*.pt"))
-    if not paths:
-        sys.exit(f"no examples in {data}/examples: run tools/lookahead/make_data.py first")
+def load_features(model, tokenizer, data: pathlib.Path, cache: pathlib.Path, kvzip: bool,
+                  count: int) -> list:
+    """Per example (the first `count`): prompt ids, hidden [L, T, D] (fp16), response target
+    [L, Hkv, T] and, with `kvzip`, KVzip's scores [L, Hkv, T]; derived once and cached."""
+    paths = sorted((data / "examples").glob("*.pt"))[:count]
+    if len(paths) < count:
+        sys.exit(f"{data}/examples has {len(paths)} of {count} examples: "
+                 "run tools/lookahead/make_data.py first")
     cache.mkdir(parents=True, exist_ok=True)
     repeat_ids = tokenizer.encode(gl.REPEAT_TEXT, add_special_tokens=False)
     out = []
@@ -211,6 +213,9 @@ def main() -> None:
                                            "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--data", default=None, help="make_data.py's output directory")
     ap.add_argument("--features", default=None, help="cache of derived inputs and targets")
+    ap.add_argument("--examples", type=int, default=136,
+                    help="the first N of make_data.py's examples (the committed gates: the 136 "
+                         "made before its roster family)")
     ap.add_argument("--out", default=None,
                     help="default: models/lookahead/<model stem>.<method>.safetensors")
     ap.add_argument("--base-fingerprint", required=True,
@@ -238,7 +243,8 @@ def main() -> None:
     model = la.load_model(gguf)
     from transformers import AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    examples = load_features(model, tokenizer, data, cache, args.method == "kvzip_gate")
+    examples = load_features(model, tokenizer, data, cache, args.method == "kvzip_gate",
+                             args.examples)
     val = examples[::10]
     train = [ex for i, ex in enumerate(examples) if i % 10 != 0]
     cfg = model.config

@@ -12,7 +12,9 @@ number" needles, variables X/Q/Z..., seeds 1..):
          and a question about one of them;
   people a text chunk as above with 1-3 planted facts answered by a name or a two-word phrase
          ("The reviewer of this section was Noor Quispe.", 'The code name of the release was
-         "copper heron".'), names and texts other than the held-out families'.
+         "copper heron".'), names and texts other than the held-out families';
+  roster a text chunk as above with 6-12 planted facts, each naming someone ("The auditor of the
+         mirror was Tamsin Rahimi."), and a question about one of them.
 The response is the model's own greedy answer (<= 256 tokens) from Glimpse's runtime
 (`glimpse generate --json`, which matches transformers fp32 on this model), fed after the
 assistant header. For each example the prompt's KV cache (fp16) and the training target (the
@@ -24,7 +26,7 @@ Default DIR: ~/.cache/glimpse/lookahead-data/<model file stem>. Resumable: exist
 kept.
 
   $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40] \
-      [--count-people 48]
+      [--count-people 48] [--count-roster 48]
 """
 import argparse
 import glob
@@ -70,6 +72,9 @@ ROLES = ["maintainer of the parser", "reviewer of this section", "release manage
          "translator of the manual", "author of the test suite", "packager for the archive"]
 LABELS = ["code name of the release", "name of the build server", "title of the design note",
           "motto of the project"]
+ROSTER_HEADS = ["keeper", "auditor", "designer", "tester", "archivist", "courier"]
+ROSTER_OBJECTS = ["of the parser", "of the manual", "of the build farm", "of the mirror",
+                  "of the archive keys", "of the release notes"]
 ADJ = ["copper", "distant", "gentle", "iron", "lucky", "wandering", "frosty", "golden"]
 NOUN = ["heron", "anchor", "willow", "beacon", "falcon", "harvest", "canyon", "lighthouse"]
 
@@ -147,6 +152,21 @@ def people_prompt(rng: random.Random, files: list) -> tuple:
     return "\n".join(lines) + "\n\n" + question, path
 
 
+def roster_prompt(rng: random.Random, files: list) -> tuple:
+    """A text chunk as for "people" with 6-12 planted facts, each naming a different person, and a
+    question about one: a text where many sentences name someone, so a name's first token alone
+    does not tell which entries the answer needs."""
+    text, path = text_prompt(rng, files)
+    lines = text.rsplit("\n\n", 1)[0].split("\n")
+    n = rng.randint(6, 12)
+    roles = rng.sample([f"{head} {obj}" for head in ROSTER_HEADS for obj in ROSTER_OBJECTS], n)
+    names = rng.sample([f"{g} {f}" for g in GIVEN for f in FAMILY], n)
+    for role, name in zip(roles, names):
+        lines.insert(rng.randrange(len(lines) + 1), f"The {role} was {name}.")
+    question = f"Who was the {rng.choice(roles)}? Answer with the full name."
+    return "\n".join(lines) + "\n\n" + question, path
+
+
 def generate(glimpse: str, prompt: str) -> tuple:
     out = subprocess.run([glimpse, "generate", "--chat", "--prompt", prompt, "--max-tokens", "256",
                           "--json"], check=True, capture_output=True, text=True)
@@ -164,6 +184,7 @@ def main() -> None:
     ap.add_argument("--count-text", type=int, default=48)
     ap.add_argument("--count-synth", type=int, default=40)
     ap.add_argument("--count-people", type=int, default=48)
+    ap.add_argument("--count-roster", type=int, default=48)
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -184,6 +205,9 @@ def main() -> None:
     people_rng = random.Random(args.seed + 1)
     plan += [("people", i) for i in range(args.count_people)]
     prompts += [people_prompt(people_rng, files) for _ in range(args.count_people)]
+    roster_rng = random.Random(args.seed + 2)
+    plan += [("roster", i) for i in range(args.count_roster)]
+    prompts += [roster_prompt(roster_rng, files) for _ in range(args.count_roster)]
     model = la.load_model(gguf)
     records = []
     for i, ((kind, _), (prompt, source)) in enumerate(tqdm(list(zip(plan, prompts)),
@@ -206,7 +230,7 @@ def main() -> None:
         "tool_versions": {"python": platform.python_version(), "torch": torch.__version__},
         "sources": "Debian /usr/share/common-licenses, /usr/share/doc/*/copyright, Python stdlib "
                    "sources; synthetic records over licence sentences; planted names and "
-                   "phrases in those texts",
+                   "phrases in those texts; rosters of planted names in them",
         "examples": records,
     }
     (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")

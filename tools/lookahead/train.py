@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Trains a LookaheadKV module for the default model (CPU works; uses a GPU when present).
 
-The recipe of LookaheadKV (arXiv 2603.10899): n = 32 lookahead embeddings, LoRA rank 8, alpha 32 on
-q, k, v, o, gate, up, down active on the lookahead rows only, base model frozen; loss
+The recipe of LookaheadKV (arXiv 2603.10899), but n = 12 lookahead embeddings, not the paper's 32:
+a third of the pass, as many answers on the quality suite (docs/eviction_quality.md); LoRA rank 8,
+alpha 32 on q, k, v, o, gate, up, down active on the lookahead rows only, base model frozen; loss
 KL(target || normalised lookahead scores) averaged over layers and kv-heads, the target being the
 model's own response's attention to the prompt (tools/lookahead/make_data.py makes the data,
 lookahead_lib.py holds the math). AdamW, cosine learning-rate decay, one example per step.
@@ -58,7 +59,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--base-fingerprint", required=True,
                     help="Glimpse Model::fingerprint() of --model (glimpse evict prints it)")
-    ap.add_argument("--n-lookahead", type=int, default=32)
+    ap.add_argument("--n-lookahead", type=int, default=12)
     ap.add_argument("--rank", type=int, default=8)
     ap.add_argument("--alpha", type=float, default=32.0)
     ap.add_argument("--epochs", type=int, default=4)
