@@ -386,10 +386,12 @@ TEST_F(CoordinatorFailoverTest, AnEtcdMemberKilledOfThreeChangesNothing) {
   ASSERT_TRUE(members.ok()) << members.status();
   std::vector<std::string> endpoints;
   for (const auto& m : *members) endpoints.push_back(m->endpoint());
-  // A ttl well past etcd's own election (about 1 s), which stalls renewals when its leader dies.
-  ServiceProcess a = Start("a", absl::StrJoin(endpoints, ","), "5s");
+  // A ttl well past etcd's own election, which stalls renewals and writes when its leader dies:
+  // about 1 s, but over 5 s on a loaded 2-core machine (the coordinator retries a write for its
+  // ttl, then resigns: a failed turn).
+  ServiceProcess a = Start("a", absl::StrJoin(endpoints, ","), "15s");
   ASSERT_TRUE(AwaitLeading(a));
-  ServiceProcess b = Start("b", absl::StrJoin(endpoints, ","), "5s");
+  ServiceProcess b = Start("b", absl::StrJoin(endpoints, ","), "15s");
   std::unique_ptr<cluster::Coordinators> both = Connect({a.grpc_address(), b.grpc_address()});
   ASSERT_TRUE(Register(Via(*both)).ok());
   ASSERT_TRUE(Turn(Via(*both), "before", 0).ok());

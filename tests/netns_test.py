@@ -362,6 +362,9 @@ def inner(args: argparse.Namespace) -> int:
                 log(f"turn 2 failed: {e.code}: {e.message}")
                 expect(e.code == "UNAVAILABLE" and f"decode worker {x}" in e.message,
                        f"turn 2 routed to the cut worker fails UNAVAILABLE naming {x}")
+                # On a loaded machine y's heartbeats (every 300 ms) can be late enough for y to be
+                # declared dead for a moment too; it registers again. Retry once it is listed.
+                await_decode({y}, 15)
                 r2 = s1.send(q2).result()  # the session did not grow: same turn again
             log(f"turn 2: {r2.source} on {r2.worker}, reused {r2.reused_tokens}")
             expect(r2.worker == y and r2.source == "warm" and r2.reused_tokens > 0,
