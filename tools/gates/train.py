@@ -51,10 +51,7 @@ def load_features(model, tokenizer, data: pathlib.Path, cache: pathlib.Path, kvz
                   count: int) -> list:
     """Per example (the first `count`): prompt ids, hidden [L, T, D] (fp16), response target
     [L, Hkv, T] and, with `kvzip`, KVzip's scores [L, Hkv, T]; derived once and cached."""
-    paths = sorted((data / "examples").glob("*.pt"))[:count]
-    if len(paths) < count:
-        sys.exit(f"{data}/examples has {len(paths)} of {count} examples: "
-                 "run tools/lookahead/make_data.py first")
+    paths = la.example_paths(data, count)
     cache.mkdir(parents=True, exist_ok=True)
     repeat_ids = tokenizer.encode(gl.REPEAT_TEXT, add_special_tokens=False)
     out = []

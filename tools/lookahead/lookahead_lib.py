@@ -15,6 +15,7 @@ averaged over layers and kv-heads.
 """
 import os
 import pathlib
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -24,6 +25,18 @@ from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
 
 PROJECTIONS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+
+
+def example_paths(data: pathlib.Path, count: int = 0) -> list:
+    """make_data.py's example files in DIR/examples in their order: the first `count`, or all
+    with count 0. Exits naming the directory when there are none, or fewer than `count`."""
+    paths = sorted((data / "examples").glob("*.pt"))
+    if count:
+        paths = paths[:count]
+    if not paths or len(paths) < count:
+        sys.exit(f"{data}/examples has {len(paths)} examples"
+                 f"{f' of {count}' if count else ''}: run tools/lookahead/make_data.py first")
+    return paths
 
 
 def lora_name(layer: int, module: str, which: str) -> str:

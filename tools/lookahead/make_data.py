@@ -134,11 +134,19 @@ def synth_prompt(rng: random.Random, sentences: list) -> tuple:
     return " ".join(hay) + "\n\n" + question, "synthetic"
 
 
+def planted(rng: random.Random, text: str, facts: list) -> str:
+    """`text` (a text_prompt) without its question, each fact on a line of its own at a random
+    place."""
+    lines = text.rsplit("\n\n", 1)[0].split("\n")
+    for fact in facts:
+        lines.insert(rng.randrange(len(lines) + 1), fact)
+    return "\n".join(lines)
+
+
 def people_prompt(rng: random.Random, files: list) -> tuple:
     """A chunk of a training text with 1-3 planted facts (who held a role, or what a label was
     called) and a question about one of them, answered by a name or a two-word phrase."""
     text, path = text_prompt(rng, files)
-    lines = text.rsplit("\n\n", 1)[0].split("\n")
     if rng.random() < 0.6:
         roles = rng.sample(ROLES, rng.randint(1, 3))
         facts = [f"The {r} was {rng.choice(GIVEN)} {rng.choice(FAMILY)}." for r in roles]
@@ -147,9 +155,7 @@ def people_prompt(rng: random.Random, files: list) -> tuple:
         labels = rng.sample(LABELS, rng.randint(1, 2))
         facts = [f'The {lab} was "{rng.choice(ADJ)} {rng.choice(NOUN)}".' for lab in labels]
         question = f"What was the {rng.choice(labels)}? Answer with the phrase."
-    for fact in facts:
-        lines.insert(rng.randrange(len(lines) + 1), fact)
-    return "\n".join(lines) + "\n\n" + question, path
+    return planted(rng, text, facts) + "\n\n" + question, path
 
 
 def roster_prompt(rng: random.Random, files: list) -> tuple:
@@ -157,14 +163,11 @@ def roster_prompt(rng: random.Random, files: list) -> tuple:
     question about one: a text where many sentences name someone, so a name's first token alone
     does not tell which entries the answer needs."""
     text, path = text_prompt(rng, files)
-    lines = text.rsplit("\n\n", 1)[0].split("\n")
     n = rng.randint(6, 12)
     roles = rng.sample([f"{head} {obj}" for head in ROSTER_HEADS for obj in ROSTER_OBJECTS], n)
     names = rng.sample([f"{g} {f}" for g in GIVEN for f in FAMILY], n)
-    for role, name in zip(roles, names):
-        lines.insert(rng.randrange(len(lines) + 1), f"The {role} was {name}.")
-    question = f"Who was the {rng.choice(roles)}? Answer with the full name."
-    return "\n".join(lines) + "\n\n" + question, path
+    body = planted(rng, text, [f"The {role} was {name}." for role, name in zip(roles, names)])
+    return body + f"\n\nWho was the {rng.choice(roles)}? Answer with the full name.", path
 
 
 def generate(glimpse: str, prompt: str) -> tuple:

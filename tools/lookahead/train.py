@@ -39,10 +39,7 @@ INIT_TEXT = "<|im_start|>assistant\nBased on the text above, the answer is"
 
 
 def load_examples(data: pathlib.Path) -> list:
-    paths = sorted((data / "examples").glob("*.pt"))
-    if not paths:
-        sys.exit(f"no examples in {data}/examples: run tools/lookahead/make_data.py first")
-    return [torch.load(p) for p in tqdm(paths, desc="loading data", unit="ex")]
+    return [torch.load(p) for p in tqdm(la.example_paths(data), desc="loading data", unit="ex")]
 
 
 def lr_at(step: int, total: int, base: float, warmup: int) -> float:
