@@ -342,6 +342,30 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
     }
   }
 
+  // With an observation window the pipeline hands the scorer its window queries too; the window
+  // replaces the recent window, so the last W entries stay.
+  ScorerConfig windowed_config = Config("lookahead", kModulePath);
+  windowed_config.window = 3;
+  auto windowed = CreateScorer(windowed_config);
+  ASSERT_TRUE(windowed.ok()) << windowed.status();
+  EXPECT_EQ((*windowed)->needs(), kLookaheadAttention | kKeys | kWindowQueries);
+  EXPECT_EQ((*windowed)->window(), 3);
+  model::Sequence windowed_session(*model_, pool_);
+  auto windowed_result = PrefillAndEvict(windowed_session, prompt, **windowed,
+                                         {.budget_tokens = 12, .sinks = 2, .window = 3});
+  ASSERT_TRUE(windowed_result.ok()) << windowed_result.status();
+  EXPECT_EQ(windowed_session.cache().TotalEntries(), 12 * 4);
+  for (const auto& layer : windowed_result->kept_positions) {
+    for (const std::vector<int32_t>& head : layer) {
+      ASSERT_EQ(head.size(), 12u);
+      EXPECT_EQ(std::vector<int32_t>(head.end() - 3, head.end()),
+                (std::vector<int32_t>{static_cast<int32_t>(T - 3), static_cast<int32_t>(T - 2),
+                                      static_cast<int32_t>(T - 1)}));
+    }
+  }
+  windowed_config.window = -1;
+  EXPECT_EQ(CreateScorer(windowed_config).status().code(), absl::StatusCode::kInvalidArgument);
+
   // A module made for another model fails before the prefill and leaves the session empty.
   FileSpec spec = ReadFixture();
   spec.metadata["base_fingerprint"] = "ffffffffffffffffffffffffffffffff";
@@ -351,6 +375,62 @@ TEST_F(LookaheadTest, RegistryAndPipeline) {
   auto refused = PrefillAndEvict(fresh, prompt, **other, {.budget_tokens = 12});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(fresh.next_position(), 0);
+}
+
+// The window's scores against a dense reference: (R · rows + W · window) / (R + W), where window is
+// the mean over the W last prompt queries and the group's heads of their causal softmax.
+TEST(LookaheadScorerTest, WindowQueriesJoinTheRows) {
+  ScorerConfig config = Config("lookahead", kModulePath);
+  config.window = 3;
+  auto scorer = CreateScorer(config);
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+  const int64_t R = (*scorer)->lookahead_module()->n_lookahead();
+  constexpr int32_t H = 2, hd = 4;
+  constexpr int64_t T = 6, W = 3;
+  std::vector<float> keys(T * hd), queries(H * W * hd), rows(T);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = std::sin(0.7f * i + 0.3f) * 2.0f;
+  for (size_t i = 0; i < queries.size(); ++i) queries[i] = std::cos(1.3f * i) * 1.5f;
+  for (int64_t j = 0; j < T; ++j) rows[j] = 0.05f * static_cast<float>(j + 1);
+  std::vector<int32_t> positions(T);
+  for (int64_t j = 0; j < T; ++j) positions[j] = static_cast<int32_t>(j);
+  const std::vector<float> inv_freq = {1.0f, 0.01f};
+  const LayerView view{.n_layers = 1,
+                       .n_heads = H,
+                       .n_kv_heads = 1,
+                       .head_dim = hd,
+                       .hidden = 8,
+                       .n_tokens = T,
+                       .positions = positions.data(),
+                       .keys = keys.data(),
+                       .window = W,
+                       .window_queries = queries.data(),
+                       .lookahead_attention = rows.data(),
+                       .rope_inv_freq = inv_freq.data()};
+  std::vector<float> scores(T);
+  ASSERT_TRUE((*scorer)->Score(view, scores.data()).ok());
+  std::vector<double> window(T, 0.0);
+  for (int32_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < W; ++i) {
+      const int64_t t = T - W + i;
+      std::vector<double> logit(t + 1);
+      double mx = -1e300, sum = 0.0;
+      for (int64_t j = 0; j <= t; ++j) {
+        logit[j] = 0.0;
+        for (int c = 0; c < hd; ++c) logit[j] += queries[(h * W + i) * hd + c] * keys[j * hd + c];
+        logit[j] /= 2.0;  // √hd
+        mx = std::max(mx, logit[j]);
+      }
+      for (int64_t j = 0; j <= t; ++j) sum += logit[j] = std::exp(logit[j] - mx);
+      for (int64_t j = 0; j <= t; ++j) window[j] += logit[j] / sum / (W * H);
+    }
+  }
+  for (int64_t j = 0; j < T; ++j) {
+    EXPECT_NEAR(scores[j], (R * rows[j] + W * window[j]) / (R + W), 1e-6) << "j=" << j;
+  }
+  // Without the window queries it is an error, not the rows alone.
+  LayerView bare = view;
+  bare.window_queries = nullptr;
+  EXPECT_EQ((*scorer)->Score(bare, scores.data()).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

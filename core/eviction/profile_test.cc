@@ -83,12 +83,20 @@ TEST(EvictionProfileTest, WindowlessScorersTakeAKernelAndKernelOneIsTheBuiltIn) 
   EXPECT_EQ(Describe(*p->For("h2o")), "h2o k=5 max, sinks 4, recent 32, uniform per_head");
   EXPECT_EQ(Describe(*p->For("lookahead")),
             "lookahead k=9 avg, sinks 4, recent 32, uniform per_head");
+  // LookaheadKV alone may be given a window, read beside its rows; it replaces the recent window.
+  auto windowed = EvictionProfile::FromJson(
+      Doc({{"lookahead", {{"scorer", "lookahead"}, {"window", 16}, {"kernel", 1}}}}), kFingerprint,
+      "f");
+  ASSERT_TRUE(windowed.ok()) << windowed.status();
+  EXPECT_EQ(Describe(*windowed->For("lookahead")),
+            "lookahead W=16 k=1 avg, sinks 4, uniform per_head");
   EXPECT_EQ(Describe(*p->For("kvzip_gate")), Describe(*BuiltInSettings("kvzip_gate")));
   EXPECT_EQ(Describe(*BuiltInSettings("h2o")), "h2o, sinks 4, recent 32, uniform per_head");
   for (const json& bad :
        {json{{"scorer", "streamingllm"}, {"kernel", 5}},
         json{{"scorer", "streamingllm"}, {"pooling", "avg"}},
-        json{{"scorer", "h2o"}, {"kernel", 301}}, json{{"scorer", "lookahead"}, {"window", 16}}}) {
+        json{{"scorer", "h2o"}, {"kernel", 301}}, json{{"scorer", "kvzip_gate"}, {"window", 16}},
+        json{{"scorer", "lookahead"}, {"window", -1}}}) {
     const std::string method = bad["scorer"];
     auto refused = EvictionProfile::FromJson(Doc({{method, bad}}), kFingerprint, "f");
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad.dump();

@@ -112,14 +112,16 @@ std::vector<std::string> KnownScorers();
 // Whether `method` is a learned gate, built from ScorerConfig::weights_path (false for unknown).
 bool TakesWeights(std::string_view method);
 
-// A scorer's default observation window and pooling kernel. window 0: the scorer has no window;
-// kernel 0: it takes no kernel or pooling either. A windowless scorer with kernel >= 1
+// A scorer's default observation window and pooling kernel. window 0: the scorer has no window
+// (LookaheadKV may be given one, read beside its rows; the others may not); kernel 0: it takes no
+// kernel or pooling either. A windowless scorer with kernel >= 1
 // (LookaheadKV, the learned gates, H2O, Expected Attention) may have its scores pooled
 // (NewPooledScorer; its default, 1, pools nothing). The pooling default is avg. NotFound for an
 // unknown name.
 struct WindowDefaults {
   int64_t window = 0;
   int64_t kernel = 0;
+  bool window_optional = false;  // window 0, yet a window may be given (LookaheadKV)
 };
 absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method);
 
@@ -145,7 +147,9 @@ absl::StatusOr<std::unique_ptr<Scorer>> NewRetentionGlobalScorer(const std::stri
 // ForesightKV (foresight.cc), loading its per-head MLPs.
 absl::StatusOr<std::unique_ptr<Scorer>> NewForesightScorer(const std::string& weights_path);
 // LookaheadKV (lookahead_scorer.cc), loading its module (errors name the file and the tensor).
-absl::StatusOr<std::unique_ptr<Scorer>> NewLookaheadScorer(const std::string& module_path);
+// window > 0 adds the prompt's last `window` queries to the rows' attention (window 0: rows only).
+absl::StatusOr<std::unique_ptr<Scorer>> NewLookaheadScorer(const std::string& module_path,
+                                                           int64_t window);
 // `inner`'s scores [Hkv, T] pooled along the key axis, each kv-head's row with Pool1d
 // (pooled_scorer.cc); everything else is `inner`'s. For scorers without a window (those with one
 // pool their window attention themselves); kernel odd and > 1.

@@ -33,7 +33,11 @@ struct Method {
   absl::StatusOr<std::unique_ptr<Scorer>> (*load)(const Params&) = nullptr;
   // Methods built from a module file (lookahead): module_path is required there (the opener
   // checks) and rejected for every other method.
-  absl::StatusOr<std::unique_ptr<Scorer>> (*open)(const std::string& module_path) = nullptr;
+  absl::StatusOr<std::unique_ptr<Scorer>> (*open)(const std::string& module_path,
+                                                  int64_t window) = nullptr;
+  // A method without a window by default that may be given one (LookaheadKV: the prompt's last
+  // W queries beside its rows; window 0 leaves them out).
+  bool window_optional = false;
 };
 
 const std::map<std::string, Method>& Registry() {
@@ -56,7 +60,7 @@ const std::map<std::string, Method>& Registry() {
        {0, 1, nullptr, [](const Params& p) { return NewRetentionGlobalScorer(p.weights_path); }}},
       {"foresightkv",
        {0, 1, nullptr, [](const Params& p) { return NewForesightScorer(p.weights_path); }}},
-      {"lookahead", {0, 1, nullptr, nullptr, NewLookaheadScorer}},  // LookaheadKV, --module
+      {"lookahead", {0, 1, nullptr, nullptr, NewLookaheadScorer, true}},  // LookaheadKV, --module
   };
   return *registry;
 }
@@ -79,15 +83,17 @@ absl::Status ResolveShape(const ScorerConfig& config, const Method& method, Para
     }
     return absl::OkStatus();
   }
-  if (method.window == 0 && config.window != 0) {
+  if (method.window == 0 && !method.window_optional && config.window != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, " takes no window (got ", config.window, "); only kernel and pooling"));
   }
   p.window = config.window == 0 ? method.window : config.window;
   p.kernel = config.kernel == 0 ? method.kernel : config.kernel;
-  if (method.window > 0 && (p.window < 1 || p.window > kMaxWindow)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(who, ": window ", p.window, " is outside [1, ", kMaxWindow, "]"));
+  const int64_t min_window = method.window_optional ? 0 : 1;
+  if ((method.window > 0 || method.window_optional) &&
+      (p.window < min_window || p.window > kMaxWindow)) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": window ", p.window, " is outside [",
+                                                   min_window, ", ", kMaxWindow, "]"));
   }
   if (p.kernel < 1 || p.kernel > kMaxKernel || p.kernel % 2 == 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": pooling kernel ", p.kernel,
@@ -134,7 +140,9 @@ bool TakesWeights(std::string_view method) {
 absl::StatusOr<WindowDefaults> ScorerWindowDefaults(std::string_view method) {
   const auto it = Registry().find(std::string(method));
   if (it == Registry().end()) return UnknownScorer(method);
-  return WindowDefaults{.window = it->second.window, .kernel = it->second.kernel};
+  return WindowDefaults{.window = it->second.window,
+                        .kernel = it->second.kernel,
+                        .window_optional = it->second.window_optional};
 }
 
 absl::Status CheckScorerShape(const ScorerConfig& config) {
@@ -155,7 +163,7 @@ absl::StatusOr<std::unique_ptr<Scorer>> CreateScorer(const ScorerConfig& config)
   ASSIGN_OR_RETURN(const Params params, Resolve(config, method));
   std::unique_ptr<Scorer> scorer;
   if (method.open != nullptr) {
-    ASSIGN_OR_RETURN(scorer, method.open(config.module_path));
+    ASSIGN_OR_RETURN(scorer, method.open(config.module_path, params.window));
   } else if (method.load != nullptr) {
     ASSIGN_OR_RETURN(scorer, method.load(params));
   } else {

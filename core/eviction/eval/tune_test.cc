@@ -33,6 +33,13 @@ TEST(TuneCandidatesTest, StartWithTheIncumbentAndAreDistinct) {
   EXPECT_EQ(Describe(pooled.front()), Describe(*BuiltInSettings("h2o")));
   for (const MethodSettings& s : pooled) EXPECT_EQ(s.scorer.window, 0) << Describe(s);
   EXPECT_EQ(ScorerCandidates("cake", *BuiltInSettings("cake")).size(), 12u);  // avg only
+  // LookaheadKV: h2o's five, and each window read beside its rows (kernel 1, 5 and 9 x 2): 5 + 4 x
+  // 5
+  const std::vector<MethodSettings> lookahead =
+      ScorerCandidates("lookahead", *BuiltInSettings("lookahead"));
+  ASSERT_EQ(lookahead.size(), 25u);
+  EXPECT_EQ(lookahead.front().scorer.window, 0);
+  EXPECT_EQ(lookahead.back().scorer.window, 64);
 
   MethodSettings winner = stage1[3];
   const std::vector<MethodSettings> stage2 = SelectionCandidates("snapkv", winner);
