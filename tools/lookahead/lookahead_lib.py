@@ -149,16 +149,25 @@ def lookahead_scores(model, module: LookaheadModule, kv: list) -> torch.Tensor:
     return _group_mean(out.attentions, model.config.num_key_value_heads, T)
 
 
-def response_targets(model, kv: list, response_ids: list) -> torch.Tensor:
+def response_targets(model, kv: list, response_ids: list, turns: list = None) -> torch.Tensor:
     """[L, Hkv, T] mean attention of the teacher-forced response rows to the prompt keys,
-    normalised to sum 1 over T (the training target)."""
+    normalised to sum 1 over T (the training target). `turns`: the rows of each turn when the
+    response spans several (the answer, then the next user turn and its answer); each turn's mean
+    is normalised alone and the turns weigh alike, so a short answer counts as much as the longer
+    turn after it."""
     T = kv[0][0].shape[2]
     with torch.no_grad():
         out = model(input_ids=torch.tensor([response_ids]), past_key_values=cache_of(kv),
                     position_ids=torch.arange(T, T + len(response_ids))[None],
                     output_attentions=True, use_cache=True)
-    target = _group_mean(out.attentions, model.config.num_key_value_heads, T).double()
-    return (target / target.sum(dim=-1, keepdim=True)).float()
+    assert turns is None or sum(turns) == len(response_ids), "turns must cover the response"
+    targets, start = [], 0
+    for n in turns or [len(response_ids)]:
+        rows = [att[:, :, start:start + n] for att in out.attentions]
+        target = _group_mean(rows, model.config.num_key_value_heads, T).double()
+        targets.append(target / target.sum(dim=-1, keepdim=True))
+        start += n
+    return torch.stack(targets).mean(dim=0).float()
 
 
 def kl_loss(target: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:

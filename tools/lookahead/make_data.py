@@ -15,6 +15,17 @@ number" needles, variables X/Q/Z..., seeds 1..):
          "copper heron".'), names and texts other than the held-out families';
   roster a text chunk as above with 6-12 planted facts, each naming someone ("The auditor of the
          mirror was Tamsin Rahimi."), and a question about one of them.
+Two more families are made only when asked for (--count-long, --count-turns; 0 by default): a
+module trained with 48 of each kept no more held-out answers (docs/eviction_quality.md), so the
+committed module's data holds neither.
+  long   2-4 text chunks of different files joined (about 800-4,300 tokens, as long as the
+         suite's longer prompts and beyond) with 1-8 such facts, names or phrases, set inside
+         lines of the text rather than on lines of their own, and a question about one of them.
+  turns  a conversation of two user turns: a chunk of prose (licences, copyright files) on one
+         line with 2-6 such facts set inside it and a question about one, then, after the
+         model's answer, a question about another; the target weighs the first answer and the
+         second turn (question and answer) alike, since a session's future holds the turns
+         after the first answer too.
 The response is the model's own greedy answer (<= 256 tokens) from Glimpse's runtime
 (`glimpse generate --json`, which matches transformers fp32 on this model), fed after the
 assistant header. For each example the prompt's KV cache (fp16) and the training target (the
@@ -26,7 +37,7 @@ Default DIR: ~/.cache/glimpse/lookahead-data/<model file stem>. Resumable: exist
 kept.
 
   $VENV/bin/python tools/lookahead/make_data.py [--count-text 48] [--count-synth 40] \
-      [--count-people 48] [--count-roster 48]
+      [--count-people 48] [--count-roster 48] [--count-long 0] [--count-turns 0]
 """
 import argparse
 import glob
@@ -170,12 +181,83 @@ def roster_prompt(rng: random.Random, files: list) -> tuple:
     return body + f"\n\nWho was the {rng.choice(roles)}? Answer with the full name.", path
 
 
+def inline(rng: random.Random, text: str, fact: str) -> str:
+    """`text` with `fact` set into one of its lines, after a sentence's end where the line has
+    one, else at the line's end."""
+    lines = text.split("\n")
+    i = rng.randrange(len(lines))
+    ends = [k + 1 for k in range(len(lines[i])) if lines[i].startswith(". ", k)]
+    at = rng.choice(ends) if ends else len(lines[i])
+    lines[i] = f"{lines[i][:at].rstrip()} {fact} {lines[i][at:].lstrip()}".strip()
+    return "\n".join(lines)
+
+
+def long_prompt(rng: random.Random, files: list) -> tuple:
+    """2-4 chunks of training texts joined, 1-8 facts (who held a role, what a label was called)
+    set inside their lines, and a question about one: prompts as long as the suite's longer ones,
+    whose facts read as part of the prose around them."""
+    chunks = [text_prompt(rng, files) for _ in range(rng.randint(2, 4))]
+    text = "\n\n".join(chunk.rsplit("\n\n", 1)[0] for chunk, _ in chunks)
+    facts, questions = facts_and_questions(rng, rng.randint(1, 8))
+    question = rng.choice(questions)
+    for fact in facts:
+        text = inline(rng, text, fact)
+    return text + "\n\n" + question, ";".join(path for _, path in chunks)
+
+
+def facts_and_questions(rng: random.Random, n: int) -> tuple:
+    """n facts (who held a role, or what a label was called) and a question about each."""
+    if rng.random() < 0.6:
+        roles = rng.sample([f"{head} {obj}" for head in ROSTER_HEADS for obj in ROSTER_OBJECTS] +
+                           ROLES, n)
+        names = rng.sample([f"{g} {f}" for g in GIVEN for f in FAMILY], n)
+        return ([f"The {role} was {name}." for role, name in zip(roles, names)],
+                [f"Who was the {role}? Answer with the full name." for role in roles])
+    labels = rng.sample(LABELS, min(n, len(LABELS)))
+    return ([f'The {lab} was "{rng.choice(ADJ)} {rng.choice(NOUN)}".' for lab in labels],
+            [f"What was the {lab}? Answer with the phrase." for lab in labels])
+
+
+def turns_prompt(rng: random.Random, files: list) -> tuple:
+    """Two user turns: a chunk of prose on one line (a turn is a line of `glimpse generate
+    --chat`'s input) with 2-6 facts set inside it and a question about one, then a question about
+    another, which the first never asked for."""
+    chunks = []
+    # The count is drawn again before each chunk (one chunk a quarter of the time, else two),
+    # kept so that the committed module's data stays reproducible.
+    while len(chunks) < rng.randint(1, 2):
+        text, path = text_prompt(rng, files)
+        if not path.endswith(".py"):
+            chunks.append((" ".join(text.rsplit("\n\n", 1)[0].split()), path))
+    text = " ".join(chunk for chunk, _ in chunks)
+    facts, questions = facts_and_questions(rng, rng.randint(2, 6))
+    for fact in facts:
+        text = inline(rng, text, fact)
+    first, second = rng.sample(range(len(facts)), 2)
+    return ([text + " " + questions[first], questions[second]],
+            ";".join(path for _, path in chunks))
+
+
 def generate(glimpse: str, prompt: str) -> tuple:
     out = subprocess.run([glimpse, "generate", "--chat", "--prompt", prompt, "--max-tokens", "256",
                           "--json"], check=True, capture_output=True, text=True)
     doc = json.loads(out.stdout.splitlines()[-1])
     ids = doc["prompt_tokens"]
     return ids[:-ASSISTANT_HEADER], ids[-ASSISTANT_HEADER:] + doc["tokens"]
+
+
+def generate_turns(glimpse: str, turns: list) -> tuple:
+    """Prompt ids of the first turn (without the assistant header), the response ids (the header,
+    the first answer, then the second user turn as the chat template adds it and its answer), and
+    the rows of each turn in the response."""
+    out = subprocess.run([glimpse, "generate", "--chat", "--max-tokens", "256", "--json"],
+                         input="\n".join(turns) + "\n", check=True, capture_output=True,
+                         text=True)
+    first, second = [json.loads(line) for line in out.stdout.splitlines()[-2:]]
+    ids = first["prompt_tokens"]
+    answer = ids[-ASSISTANT_HEADER:] + first["tokens"]
+    later = second["prompt_tokens"] + second["tokens"]
+    return ids[:-ASSISTANT_HEADER], answer + later, [len(answer), len(later)]
 
 
 def main() -> None:
@@ -188,6 +270,8 @@ def main() -> None:
     ap.add_argument("--count-synth", type=int, default=40)
     ap.add_argument("--count-people", type=int, default=48)
     ap.add_argument("--count-roster", type=int, default=48)
+    ap.add_argument("--count-long", type=int, default=0)
+    ap.add_argument("--count-turns", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -205,12 +289,13 @@ def main() -> None:
                for kind, _ in plan]  # drawn up front: the set does not depend on resumption
     # Families added later are drawn from their own generator and appended, so the examples made
     # before them keep their indices and contents.
-    people_rng = random.Random(args.seed + 1)
-    plan += [("people", i) for i in range(args.count_people)]
-    prompts += [people_prompt(people_rng, files) for _ in range(args.count_people)]
-    roster_rng = random.Random(args.seed + 2)
-    plan += [("roster", i) for i in range(args.count_roster)]
-    prompts += [roster_prompt(roster_rng, files) for _ in range(args.count_roster)]
+    later = [("people", people_prompt, args.count_people), ("roster", roster_prompt,
+             args.count_roster), ("long", long_prompt, args.count_long),
+             ("turns", turns_prompt, args.count_turns)]
+    for offset, (kind, make, count) in enumerate(later, start=1):
+        family_rng = random.Random(args.seed + offset)
+        plan += [(kind, i) for i in range(count)]
+        prompts += [make(family_rng, files) for _ in range(count)]
     model = la.load_model(gguf)
     records = []
     for i, ((kind, _), (prompt, source)) in enumerate(tqdm(list(zip(plan, prompts)),
@@ -219,12 +304,17 @@ def main() -> None:
         records.append({"index": i, "kind": kind, "source": source})
         if path.exists():
             continue
-        prompt_ids, response_ids = generate(args.glimpse, prompt)
+        turns = None
+        if isinstance(prompt, list):
+            prompt_ids, response_ids, turns = generate_turns(args.glimpse, prompt)
+        else:
+            prompt_ids, response_ids = generate(args.glimpse, prompt)
         kv = la.prompt_cache(model, prompt_ids)
-        target = la.response_targets(model, kv, response_ids)
-        torch.save({"prompt_ids": prompt_ids, "response_ids": response_ids, "kind": kind,
-                    "source": source, "target": target,
-                    "kv": [(k.half(), v.half()) for k, v in kv]}, path)
+        target = la.response_targets(model, kv, response_ids, turns)
+        torch.save({"prompt_ids": prompt_ids, "response_ids": response_ids, "turns": turns,
+                    "kind": kind, "source": source, "target": target,
+                    "kv": [(k.half(), v.half()) for k, v in kv]}, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").rename(path)  # a run stopped mid-write leaves no example
         records[-1].update(prompt_tokens=len(prompt_ids), response_tokens=len(response_ids))
     provenance = {
         "generated_by": "tools/lookahead/make_data.py",
@@ -233,7 +323,9 @@ def main() -> None:
         "tool_versions": {"python": platform.python_version(), "torch": torch.__version__},
         "sources": "Debian /usr/share/common-licenses, /usr/share/doc/*/copyright, Python stdlib "
                    "sources; synthetic records over licence sentences; planted names and "
-                   "phrases in those texts; rosters of planted names in them",
+                   "phrases in those texts; rosters of planted names in them; if asked for, long "
+                   "prompts of several chunks with names and phrases set inside their lines "
+                   "and two-turn conversations about such facts in prose",
         "examples": records,
     }
     (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")

@@ -5,9 +5,9 @@ The recipe of LookaheadKV (arXiv 2603.10899), but n = 12 lookahead embeddings, n
 a third of the pass, about as many answers on the quality suite (docs/eviction_quality.md); LoRA
 rank 8, alpha 32 on q, k, v, o, gate, up, down active on the lookahead rows only, base model
 frozen; loss KL(target || normalised lookahead scores) averaged over layers and kv-heads, the
-target being the model's own response's attention to the prompt (tools/lookahead/make_data.py makes
-the data, lookahead_lib.py holds the math). AdamW, cosine learning-rate decay, one example per
-step.
+target being the model's own response's attention to the prompt, in two-turn examples the first
+answer's and the second turn's alike (tools/lookahead/make_data.py makes the data,
+lookahead_lib.py holds the math). AdamW, cosine learning-rate decay, one example per step.
 
 Checkpoints (module + optimizer + step + RNG state) go to --work every --checkpoint-every steps;
 rerunning the same command resumes from the last one. A fixed --seed reproduces the run.
