@@ -4,6 +4,7 @@
 
 #include "core/eviction/eval/cache_contents.h"
 #include "core/eviction/eval/laq.h"
+#include "core/eviction/eval/metrics.h"
 #include "core/eviction/eval/recall_eval.h"
 #include "core/eviction/eval/report.h"
 #include "core/eviction/eval/runner.h"
@@ -12,6 +13,7 @@
 #include "core/model/generator.h"
 #include "core/model/test_model.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace glimpse::eviction::eval {
 namespace {
@@ -99,6 +101,34 @@ TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
     std::printf("budget %.1f: full '%s', evicted '%s'\n", budget, scores->full.answer.c_str(),
                 text->c_str());
   }
+}
+
+// An answer cut inside a character (byte-level BPE splits them) still reads as valid UTF-8, and
+// so fits a JSON report: found on 2026-11-28, when `glimpse eval --seed 3` ended in an exception
+// writing eval.json.
+TEST(EvalTest, AnswersCutInsideACharacterAreValidUtf8) {
+  const model::Model* model = model::testing::SharedDefaultModel();
+  ASSERT_NE(model, nullptr);
+  const model::Tokenizer& tok = model->tokenizer();
+  const std::vector<int32_t> ids = tok.Encode("The keeper was Zoë.");
+  int32_t lead = -1;  // a token whose text is the lead byte of a character and nothing more
+  for (int32_t id = 0; id < tok.vocab_size() && lead < 0; ++id) {
+    const auto text = tok.TokenText(id);
+    if (text.ok() && text->size() == 1 && static_cast<unsigned char>((*text)[0]) >= 0xC2 &&
+        static_cast<unsigned char>((*text)[0]) <= 0xDF) {
+      lead = id;
+    }
+  }
+  ASSERT_GE(lead, 0);
+  std::vector<int32_t> cut = ids;
+  cut.push_back(lead);
+  auto raw = tok.Decode(cut);
+  ASSERT_TRUE(raw.ok());
+  EXPECT_THROW(nlohmann::json(*raw).dump(), nlohmann::json::type_error);  // what it replaces
+  auto answer = DecodeAnswer(tok, cut);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(*answer, "The keeper was Zoë.\xEF\xBF\xBD");  // U+FFFD
+  EXPECT_NO_THROW(nlohmann::json(*answer).dump());
 }
 
 // kl_only scores only the KL: the same KL as a full run, no answers.

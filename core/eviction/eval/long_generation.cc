@@ -54,7 +54,7 @@ absl::StatusOr<std::string> GreedyAnswer(model::Sequence& session, std::vector<f
   ASSIGN_OR_RETURN(model::Sampler greedy, model::Sampler::Create({}));
   ASSIGN_OR_RETURN(const model::GenerationResult answer,
                    model::DecodeFrom(session, greedy, std::move(logits), max_tokens, {}));
-  return session.model().tokenizer().Decode(answer.tokens);
+  return DecodeAnswer(session.model().tokenizer(), answer.tokens);
 }
 
 // Turn 2 fed whole over what the session holds, answered greedily.

@@ -5,7 +5,16 @@
 #include <cmath>
 #include <string>
 
+#include "core/common/status_macros.h"
+#include "core/model/text_stream.h"
+
 namespace glimpse::eviction::eval {
+
+absl::StatusOr<std::string> DecodeAnswer(const model::Tokenizer& tok,
+                                         const std::vector<int32_t>& tokens) {
+  ASSIGN_OR_RETURN(const std::string text, tok.Decode(tokens));
+  return model::ValidUtf8(text);
+}
 
 bool AnswerMatches(std::string_view answer, std::string_view expected) {
   if (expected.empty()) return false;

@@ -10,10 +10,20 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "core/model/tokenizer.h"
+
 namespace glimpse::eviction::eval {
+
+// An answer's tokens as text, always valid UTF-8: an answer cut at its token limit may end inside
+// a character, and a model may emit bytes that form none; each such byte reads as U+FFFD
+// (model::ValidUtf8), so reports (JSON) can hold every answer.
+absl::StatusOr<std::string> DecodeAnswer(const model::Tokenizer& tok,
+                                         const std::vector<int32_t>& tokens);
 
 bool AnswerMatches(std::string_view answer, std::string_view expected);
 

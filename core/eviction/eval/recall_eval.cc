@@ -43,7 +43,7 @@ absl::StatusOr<Answer> Decode(model::Sequence& session, std::vector<float> logit
 absl::StatusOr<std::string> AnswerText(const model::Tokenizer& tok, const Answer& a) {
   std::vector<int32_t> ids = a.tokens;
   if (a.ended) ids.pop_back();
-  return tok.Decode(ids);
+  return DecodeAnswer(tok, ids);
 }
 
 // Turn 2's rows: turn 1's unfed last token, then the close of its answer and question 2.

@@ -178,7 +178,7 @@ absl::StatusOr<RunScores> ScoreCache(model::Sequence& session, const Task& task,
     if (!last.empty() && session.model().tokenizer().IsEndOfGeneration(last.back())) {
       last.pop_back();
     }
-    ASSIGN_OR_RETURN(run.answer, session.model().tokenizer().Decode(last));
+    ASSIGN_OR_RETURN(run.answer, DecodeAnswer(session.model().tokenizer(), last));
     run.correct = AnswerMatches(run.answer, task.turns.back().answer);
   }
   const std::vector<std::vector<double>>& reference =
