@@ -192,19 +192,6 @@ def inline(rng: random.Random, text: str, fact: str) -> str:
     return "\n".join(lines)
 
 
-def long_prompt(rng: random.Random, files: list) -> tuple:
-    """2-4 chunks of training texts joined, 1-8 facts (who held a role, what a label was called)
-    set inside their lines, and a question about one: prompts as long as the suite's longer ones,
-    whose facts read as part of the prose around them."""
-    chunks = [text_prompt(rng, files) for _ in range(rng.randint(2, 4))]
-    text = "\n\n".join(chunk.rsplit("\n\n", 1)[0] for chunk, _ in chunks)
-    facts, questions = facts_and_questions(rng, rng.randint(1, 8))
-    question = rng.choice(questions)
-    for fact in facts:
-        text = inline(rng, text, fact)
-    return text + "\n\n" + question, ";".join(path for _, path in chunks)
-
-
 def facts_and_questions(rng: random.Random, n: int) -> tuple:
     """n facts (who held a role, or what a label was called) and a question about each."""
     if rng.random() < 0.6:
@@ -216,6 +203,19 @@ def facts_and_questions(rng: random.Random, n: int) -> tuple:
     labels = rng.sample(LABELS, min(n, len(LABELS)))
     return ([f'The {lab} was "{rng.choice(ADJ)} {rng.choice(NOUN)}".' for lab in labels],
             [f"What was the {lab}? Answer with the phrase." for lab in labels])
+
+
+def long_prompt(rng: random.Random, files: list) -> tuple:
+    """2-4 chunks of training texts joined, 1-8 facts (who held a role, what a label was called)
+    set inside their lines, and a question about one: prompts as long as the suite's longer ones,
+    whose facts read as part of the prose around them."""
+    chunks = [text_prompt(rng, files) for _ in range(rng.randint(2, 4))]
+    text = "\n\n".join(chunk.rsplit("\n\n", 1)[0] for chunk, _ in chunks)
+    facts, questions = facts_and_questions(rng, rng.randint(1, 8))
+    question = rng.choice(questions)
+    for fact in facts:
+        text = inline(rng, text, fact)
+    return text + "\n\n" + question, ";".join(path for _, path in chunks)
 
 
 def turns_prompt(rng: random.Random, files: list) -> tuple:

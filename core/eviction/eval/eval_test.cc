@@ -95,7 +95,7 @@ TEST(EvalTest, MatchesPrefillAndEvictThenGenerate) {
     auto generated = model::Generate(session, *sampler, TurnRows(tok, task, 0, false),
                                      options.max_answer_tokens);
     ASSERT_TRUE(generated.ok()) << generated.status();
-    auto text = tok.Decode(generated->tokens);
+    auto text = DecodeAnswer(tok, generated->tokens);  // as the harness decodes its answers
     ASSERT_TRUE(text.ok());
     EXPECT_EQ(*text, scores->runs[0].answer) << "budget " << budget;
     std::printf("budget %.1f: full '%s', evicted '%s'\n", budget, scores->full.answer.c_str(),

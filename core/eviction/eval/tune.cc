@@ -109,8 +109,14 @@ std::vector<MethodSettings> ScorerCandidates(const std::string& method,
   // scorers, pooled_scorer.cc); DefensiveKV and CAKE are defined with avg.
   const bool max_too = built_in.scorer.method == "snapkv" || built_in.scorer.window == 0;
   std::vector<int64_t> windows(std::begin(kWindows), std::end(kWindows));
-  if (built_in.scorer.window == 0 && defaults->window_optional) windows.insert(windows.begin(), 0);
-  if (built_in.scorer.window == 0 && !defaults->window_optional) windows = {0};
+  if (built_in.scorer.window == 0) {
+    // Windowless: pooling only, or (LookaheadKV) pooling with and without a window beside it.
+    if (defaults->window_optional) {
+      windows.insert(windows.begin(), 0);
+    } else {
+      windows = {0};
+    }
+  }
   for (int64_t w : windows) {
     for (int64_t k : kKernels) {
       if (w == 0 && k == 1) continue;  // unpooled: the built-in (kernel 0) already
