@@ -271,14 +271,18 @@ std::string_view GranularityName(Granularity granularity) {
 }
 
 std::string Describe(const MethodSettings& s) {
+  // An unstated (0) window or kernel is shown as what the scorer runs with: the method's default.
+  const absl::StatusOr<WindowDefaults> defaults = ScorerWindowDefaults(s.scorer.method);
+  const WindowDefaults d = defaults.ok() ? *defaults : WindowDefaults{};
+  const int64_t window = s.scorer.window > 0 ? s.scorer.window : d.window;
+  const int64_t kernel = s.scorer.kernel > 0 ? s.scorer.kernel : d.kernel;
   std::string out = s.scorer.method;
-  if (s.scorer.window > 0) absl::StrAppend(&out, " W=", s.scorer.window);
-  if (s.scorer.window > 0 || s.scorer.kernel > 0) {
-    absl::StrAppend(&out, " k=", s.scorer.kernel, " ",
-                    s.scorer.pooling.empty() ? "avg" : s.scorer.pooling);
+  if (window > 0) absl::StrAppend(&out, " W=", window);
+  if (window > 0 || kernel > 1) {  // a windowless kernel of 1 pools nothing
+    absl::StrAppend(&out, " k=", kernel, " ", s.scorer.pooling.empty() ? "avg" : s.scorer.pooling);
   }
   absl::StrAppend(&out, ", sinks ", s.sinks);
-  if (s.scorer.window == 0) absl::StrAppend(&out, ", recent ", s.recent_window);
+  if (window == 0) absl::StrAppend(&out, ", recent ", s.recent_window);
   absl::StrAppend(&out, ", ", std::string(ScheduleName(s.schedule)), " ",
                   std::string(GranularityName(s.granularity)));
   return out;

@@ -90,6 +90,14 @@ TEST(EvictionProfileTest, WindowlessScorersTakeAKernelAndKernelOneIsTheBuiltIn) 
   ASSERT_TRUE(windowed.ok()) << windowed.status();
   EXPECT_EQ(Describe(*windowed->For("lookahead")),
             "lookahead W=16 k=1 avg, sinks 4, uniform per_head");
+  // Unstated, the window and kernel are described as the scorer runs them: its defaults.
+  auto unstated =
+      EvictionProfile::FromJson(Doc({{"lookahead", {{"scorer", "lookahead"}, {"window", 16}}},
+                                     {"snapkv", {{"scorer", "snapkv"}}}}),
+                                kFingerprint, "f");
+  ASSERT_TRUE(unstated.ok()) << unstated.status();
+  EXPECT_EQ(Describe(*unstated->For("lookahead")), Describe(*windowed->For("lookahead")));
+  EXPECT_EQ(Describe(*unstated->For("snapkv")), "snapkv W=64 k=5 avg, sinks 4, uniform per_head");
   EXPECT_EQ(Describe(*p->For("kvzip_gate")), Describe(*BuiltInSettings("kvzip_gate")));
   EXPECT_EQ(Describe(*BuiltInSettings("h2o")), "h2o, sinks 4, recent 32, uniform per_head");
   for (const json& bad :
