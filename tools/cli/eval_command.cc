@@ -71,9 +71,9 @@ const std::vector<FlagSpec>& EvalFlags() {
        "report its accuracy beside the in-process one",
        true, ""},
       {"recall",
-       "run the multi-turn recall task instead: two-turn QA with turn 2 prefilled over the "
-       "evicted cache, without and with cold-page recall (--methods defaults to snapkv); writes "
-       "recall.md",
+       "run the multi-turn recall task instead: the two-turn families of --families "
+       "(two_turn_qa, names_two_turn) with turn 2 prefilled over the evicted cache, without and "
+       "with cold-page recall (--methods defaults to snapkv); writes recall.md",
        true, ""},
       {"long-generation",
        "run the long-generation family instead: each task's text retold in a long trace (turn 1) "
@@ -314,16 +314,20 @@ absl::Status WriteReport(const std::string& out_dir, const std::string& name,
   return absl::OkStatus();
 }
 
-// The multi-turn recall task (recall_eval.h) on the suite's two-turn QA tasks, per method.
+// The multi-turn recall task (recall_eval.h) on the suite's two-turn families, per method.
 absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels::ThreadPool& pool) {
-  std::vector<eviction::eval::Task> suite;
+  using eviction::eval::TaskKind;
   eviction::eval::SuiteOptions two_turn = o.suite;
-  two_turn.kinds = {eviction::eval::TaskKind::kTwoTurnQa};
-  ASSIGN_OR_RETURN(std::vector<eviction::eval::Task> tasks,
-                   eviction::eval::GenerateSuite(two_turn));
-  for (eviction::eval::Task& t : tasks) {
-    if (t.kind == eviction::eval::TaskKind::kTwoTurnQa) suite.push_back(std::move(t));
+  std::erase_if(two_turn.kinds, [](TaskKind k) {
+    return k != TaskKind::kTwoTurnQa && k != TaskKind::kNamesTwoTurn;
+  });
+  if (two_turn.kinds.empty()) {
+    return absl::InvalidArgumentError(
+        "--recall runs the two-turn families (two_turn_qa, names_two_turn); --families names "
+        "neither");
   }
+  ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
+                   eviction::eval::GenerateSuite(two_turn));
   ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.arms.size()));
   int64_t done = 0;
   std::string markdown =
@@ -334,14 +338,19 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
     options.settings = arm.settings;
     options.budgets = o.run.budgets;
     options.lookahead_module = o.run.lookahead_module;
-    std::vector<eviction::eval::RecallTaskScores> scores;
-    for (const eviction::eval::Task& task : suite) {
-      ASSIGN_OR_RETURN(eviction::eval::RecallTaskScores s,
-                       eviction::eval::RunRecallTask(model, pool, task, options));
-      scores.push_back(std::move(s));
-      progress.Update(++done);
+    absl::StrAppend(&markdown, "\n## ", arm.label, "\n");
+    for (TaskKind kind : two_turn.kinds) {
+      std::vector<eviction::eval::RecallTaskScores> scores;
+      for (const eviction::eval::Task& task : suite) {
+        if (task.kind != kind) continue;
+        ASSIGN_OR_RETURN(eviction::eval::RecallTaskScores s,
+                         eviction::eval::RunRecallTask(model, pool, task, options));
+        scores.push_back(std::move(s));
+        progress.Update(++done);
+      }
+      absl::StrAppend(&markdown, "\n",
+                      eviction::eval::RecallReport(eviction::eval::TaskKindName(kind), scores));
     }
-    absl::StrAppend(&markdown, "\n## ", arm.label, "\n\n", eviction::eval::RecallReport(scores));
   }
   progress.Done();
   return WriteReport(o.out_dir, "recall.md", markdown);

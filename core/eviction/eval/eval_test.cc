@@ -223,10 +223,20 @@ TEST(EvalTest, RecallTaskAtFullBudgetIsTheFullCacheAndOffersColdEntriesOnlyWithR
     EXPECT_GT(run.candidates, 0);
     EXPECT_LE(run.recalled, run.candidates);
   }
-  EXPECT_NE(RecallReport({*scores}).find("| 20% |"), std::string::npos);
+  EXPECT_NE(RecallReport("two_turn_qa", {*scores}).find("| 20% |"), std::string::npos);
   const Task single = GenerateTask(TaskKind::kNeedleSingle, 5, 512);
   EXPECT_EQ(RunRecallTask(*model, model::testing::SharedPool(), single, options).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // The names family's second turn (a name turn 1 never asked for) runs alike, scored by name.
+  auto names =
+      GenerateSuite({.tasks_per_kind = 1, .lengths = {512}, .kinds = {TaskKind::kNamesTwoTurn}});
+  ASSERT_TRUE(names.ok()) << names.status();
+  options.budgets = {1.0};
+  auto named = RunRecallTask(*model, model::testing::SharedPool(), names->front(), options);
+  ASSERT_TRUE(named.ok()) << named.status();
+  ASSERT_EQ(named->runs.size(), 2u);
+  EXPECT_EQ(named->runs[1].answer, named->full_answer);
+  EXPECT_EQ(named->full_correct, AnswerMatches(named->full_answer, names->front().turns[1].answer));
 }
 
 }  // namespace

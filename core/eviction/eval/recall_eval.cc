@@ -128,8 +128,8 @@ absl::StatusOr<std::string> FullAnswer(const model::Model& model, kernels::Threa
 
 absl::StatusOr<RecallTaskScores> RunRecallTask(const model::Model& model, kernels::ThreadPool& pool,
                                                const Task& task, const RecallEvalOptions& options) {
-  if (task.kind != TaskKind::kTwoTurnQa || task.turns.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat("the recall task runs two-turn QA tasks, not ",
+  if (task.turns.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("the recall task runs two-turn tasks, not ",
                                                    std::string(TaskKindName(task.kind))));
   }
   for (double b : options.budgets) {
@@ -163,7 +163,7 @@ absl::StatusOr<RecallTaskScores> RunRecallTask(const model::Model& model, kernel
   return out;
 }
 
-std::string RecallReport(const std::vector<RecallTaskScores>& tasks) {
+std::string RecallReport(std::string_view family, const std::vector<RecallTaskScores>& tasks) {
   struct Row {
     int n = 0, without = 0, with = 0;
     double candidates = 0, recalled = 0;
@@ -185,10 +185,10 @@ std::string RecallReport(const std::vector<RecallTaskScores>& tasks) {
     }
   }
   std::string out = absl::StrFormat(
-      "Two-turn QA, turn 2 answered over the evicted cache (%d tasks; full cache: %d correct)\n\n"
+      "%s, turn 2 answered over the evicted cache (%d tasks; full cache: %d correct)\n\n"
       "| budget | correct without recall | correct with recall | cold entries offered / task | "
       "recalled (kept) / task |\n|---|---|---|---|---|\n",
-      static_cast<int>(tasks.size()), full);
+      family, static_cast<int>(tasks.size()), full);
   for (const auto& [budget, row] : rows) {
     const double n = std::max(row.n, 1);
     absl::StrAppendFormat(&out, "| %.0f%% | %d / %d | %d / %d | %.0f | %.0f |\n", 100 * budget,

@@ -1,21 +1,23 @@
-// The multi-turn recall task of `glimpse eval --recall`: two-turn QA (tasks.h kTwoTurnQa) run the
-// way a serving session runs it, to show what cold-page recall (core/eviction/recall.h) buys.
+// The multi-turn recall task of `glimpse eval --recall`: the two-turn families (tasks.h
+// kTwoTurnQa, kNamesTwoTurn) run the way a serving session runs them, to show what cold-page
+// recall (core/eviction/recall.h) buys.
 //
 // Per task and budget, twice (without and with recall), on one Session, each turn as the workers
 // run it (every new token but the last prefilled with eviction, the last fed after; the budget
 // eviction::SelectionFor of the method's settings and the tokens so far):
 //   turn 1  the haystack and question 1, prefilled with eviction, then answered greedily; its
 //           evicted entries are the session's cold tier;
-//   turn 2  question 2 (about the second needle, which turn 1's queries did not ask for) prefilled
+//   turn 2  question 2 (about what turn 1's queries did not ask for) prefilled
 //           over the evicted history with eviction again, recall offering up to
-//           recall_share × budget cold entries per head; answered greedily and scored (the
-//           expected number in the answer).
+//           recall_share × budget cold entries per head; answered greedily and scored
+//           (metrics.h AnswerMatches).
 // The full cache (no eviction) answers the same turns as the reference. Unlike `glimpse eval`'s
 // single-shot runs, turn 2 is prefilled over the evicted cache, as a decode worker would.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,12 +56,13 @@ struct RecallTaskScores {
   std::vector<RecallRun> runs;  // budgets × {without, with recall}, in that order
 };
 
-// InvalidArgument for a task that is not two-turn QA, an unknown method, or a budget outside (0,
-// 1].
+// InvalidArgument for a task without exactly two turns, an unknown method, or a budget outside
+// (0, 1].
 absl::StatusOr<RecallTaskScores> RunRecallTask(const model::Model& model, kernels::ThreadPool& pool,
                                                const Task& task, const RecallEvalOptions& options);
 
-// A markdown table: per budget, accuracy without and with recall, mean candidates and recalled.
-std::string RecallReport(const std::vector<RecallTaskScores>& tasks);
+// A markdown table for one family's tasks: per budget, accuracy without and with recall, mean
+// candidates and recalled.
+std::string RecallReport(std::string_view family, const std::vector<RecallTaskScores>& tasks);
 
 }  // namespace glimpse::eviction::eval
