@@ -127,7 +127,8 @@ TEST(HttpServerTest, DestructorInterruptsAConnectedClient) {
   const int fd = Connect(server->port());
   const absl::Time start = absl::Now();
   server.reset();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  // Far below io_timeout (what waiting for the client would take), so a loaded machine passes.
+  EXPECT_LT(absl::Now() - start, absl::Minutes(1));
   close(fd);
 }
 

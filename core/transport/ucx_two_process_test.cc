@@ -146,7 +146,7 @@ TEST_P(UcxTwoProcess, ReceiverKilledGivesSenderAnError) {
   std::cerr << "sender after SIGKILL of receiver: " << error << "\n";
   EXPECT_FALSE(error.ok());
   EXPECT_GE(completed, 2);
-  EXPECT_LT(absl::Now() - killed, absl::Seconds(11));
+  EXPECT_LT(absl::Now() - killed, absl::Minutes(1));  // one batch's deadline, not 200 batches
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTwoProcess, ::testing::ValuesIn(kTlsCases), TlsName);
