@@ -300,6 +300,27 @@ nlohmann::json ExportJson(const EvalOptions& o, const model::Model& model,
           {"tasks", std::move(out)}};
 }
 
+// The tasks of --families that are among `allowed`; InvalidArgument naming `flag` and the
+// allowed families when --families names none of them.
+absl::StatusOr<std::vector<eviction::eval::Task>> TasksOf(
+    const EvalOptions& o, const std::vector<eviction::eval::TaskKind>& allowed,
+    const std::string& flag) {
+  eviction::eval::SuiteOptions suite = o.suite;
+  std::erase_if(suite.kinds, [&](eviction::eval::TaskKind k) {
+    return std::find(allowed.begin(), allowed.end(), k) == allowed.end();
+  });
+  if (suite.kinds.empty()) {
+    std::vector<std::string> names;
+    for (eviction::eval::TaskKind k : allowed) {
+      names.emplace_back(eviction::eval::TaskKindName(k));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(flag, " runs the families ",
+                                                   absl::StrJoin(names, ", "),
+                                                   "; --families names none of them"));
+  }
+  return eviction::eval::GenerateSuite(suite);
+}
+
 // Writes `markdown` to out_dir/name (creating out_dir) and prints it.
 absl::Status WriteReport(const std::string& out_dir, const std::string& name,
                          const std::string& markdown) {
@@ -317,17 +338,8 @@ absl::Status WriteReport(const std::string& out_dir, const std::string& name,
 // The multi-turn recall task (recall_eval.h) on the suite's two-turn families, per method.
 absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels::ThreadPool& pool) {
   using eviction::eval::TaskKind;
-  eviction::eval::SuiteOptions two_turn = o.suite;
-  std::erase_if(two_turn.kinds, [](TaskKind k) {
-    return k != TaskKind::kTwoTurnQa && k != TaskKind::kNamesTwoTurn;
-  });
-  if (two_turn.kinds.empty()) {
-    return absl::InvalidArgumentError(
-        "--recall runs the two-turn families (two_turn_qa, names_two_turn); --families names "
-        "neither");
-  }
-  ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
-                   eviction::eval::GenerateSuite(two_turn));
+  const std::vector<TaskKind> two_turn = {TaskKind::kTwoTurnQa, TaskKind::kNamesTwoTurn};
+  ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite, TasksOf(o, two_turn, "--recall"));
   ProgressBar progress("recall eval", static_cast<int64_t>(suite.size() * o.run.arms.size()));
   int64_t done = 0;
   std::string markdown =
@@ -339,7 +351,7 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
     options.budgets = o.run.budgets;
     options.lookahead_module = o.run.lookahead_module;
     absl::StrAppend(&markdown, "\n## ", arm.label, "\n");
-    for (TaskKind kind : two_turn.kinds) {
+    for (TaskKind kind : two_turn) {
       std::vector<eviction::eval::RecallTaskScores> scores;
       for (const eviction::eval::Task& task : suite) {
         if (task.kind != kind) continue;
@@ -348,6 +360,7 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
         scores.push_back(std::move(s));
         progress.Update(++done);
       }
+      if (scores.empty()) continue;  // a family --families left out
       absl::StrAppend(&markdown, "\n",
                       eviction::eval::RecallReport(eviction::eval::TaskKindName(kind), scores));
     }
@@ -360,18 +373,8 @@ absl::Status RunRecall(const EvalOptions& o, const model::Model& model, kernels:
 // budget on each task.
 absl::Status RunLongGeneration(EvalOptions& o, const model::Model& model,
                                kernels::ThreadPool& pool) {
-  eviction::eval::SuiteOptions sources = o.suite;
-  const std::vector<eviction::eval::TaskKind> allowed = eviction::eval::LongGenerationSourceKinds();
-  std::erase_if(sources.kinds, [&](eviction::eval::TaskKind k) {
-    return std::find(allowed.begin(), allowed.end(), k) == allowed.end();
-  });
-  if (sources.kinds.empty()) {
-    return absl::InvalidArgumentError(
-        "--long-generation makes its tasks from needle_single, needle_multi, name_glossary and "
-        "phrase_glossary; --families names none of them");
-  }
   ASSIGN_OR_RETURN(const std::vector<eviction::eval::Task> suite,
-                   eviction::eval::GenerateSuite(sources));
+                   TasksOf(o, eviction::eval::LongGenerationSourceKinds(), "--long-generation"));
   o.long_run.arms = o.run.arms;
   o.long_run.lookahead_module = o.run.lookahead_module;
   ProgressBar progress(
