@@ -41,11 +41,7 @@ class LookaheadScorer : public Scorer {
     std::vector<float> per_head(H * T);  // [H, T] mean over the window's queries
     for (int32_t h = 0; h < H; ++h) {
       WindowAttention(view, W, h, probs.data());
-      float* mean = per_head.data() + h * T;
-      for (int64_t i = 0; i < W; ++i) {
-        for (int64_t j = 0; j < T; ++j) mean[j] += probs[i * T + j];
-      }
-      for (int64_t j = 0; j < T; ++j) mean[j] /= static_cast<float>(W);
+      WindowMean(probs.data(), W, T, T, per_head.data() + h * T);
     }
     std::vector<float> window_mean(Hkv * T);  // [Hkv, T]
     MeanOverGroup(window_mean.data(), per_head.data(), H, Hkv, T);

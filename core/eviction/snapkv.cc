@@ -45,11 +45,7 @@ class SnapKvScorer final : public Scorer {
     std::vector<float> per_head(H * n);  // [H, n] pooled
     for (int32_t h = 0; h < H; ++h) {
       WindowAttention(view, W, h, probs.data());
-      std::fill(mean.begin(), mean.end(), 0.0f);
-      for (int64_t i = 0; i < W; ++i) {
-        for (int64_t j = 0; j < n; ++j) mean[j] += probs[i * T + j];
-      }
-      for (float& m : mean) m /= static_cast<float>(W);
+      WindowMean(probs.data(), W, T, n, mean.data());
       Pool1d(per_head.data() + h * n, mean.data(), n, kernel_, pooling_);
     }
     std::vector<float> grouped(Hkv * n);  // [Hkv, n]

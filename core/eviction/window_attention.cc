@@ -121,6 +121,14 @@ void WindowAttention(const LayerView& view, int64_t window, int32_t head, float*
   }
 }
 
+void WindowMean(const float* probs, int64_t window, int64_t T, int64_t n, float* mean) {
+  std::fill(mean, mean + n, 0.0f);
+  for (int64_t i = 0; i < window; ++i) {
+    for (int64_t j = 0; j < n; ++j) mean[j] += probs[i * T + j];
+  }
+  for (int64_t j = 0; j < n; ++j) mean[j] /= static_cast<float>(window);
+}
+
 void MeanOverGroup(float* out, const float* x, int32_t n_heads, int32_t n_kv_heads, int64_t n) {
   const int32_t group = n_heads / n_kv_heads;
   for (int32_t kv = 0; kv < n_kv_heads; ++kv) {

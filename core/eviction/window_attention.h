@@ -35,6 +35,10 @@ absl::Status ValidateWindow(const LayerView& view, int64_t window, std::string_v
 // (SnapKV's means scale by present / W, which keeps their order).
 void WindowAttention(const LayerView& view, int64_t window, int32_t head, float* probs);
 
+// mean[j] = (1 / window) Σ_i probs[i, j] for j < n: the window's mean attention to the first n
+// keys; probs: [window, T] as WindowAttention writes it, n <= T.
+void WindowMean(const float* probs, int64_t window, int64_t T, int64_t n, float* mean);
+
 // out[kv, n] = mean over the group's query heads of x[h, n]; x: [H, n], out: [Hkv, n].
 void MeanOverGroup(float* out, const float* x, int32_t n_heads, int32_t n_kv_heads, int64_t n);
 

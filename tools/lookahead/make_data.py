@@ -224,7 +224,8 @@ def turns_prompt(rng: random.Random, files: list) -> tuple:
     another, which the first never asked for."""
     chunks = []
     # The count is drawn again before each chunk (one chunk a quarter of the time, else two),
-    # kept so that the committed module's data stays reproducible.
+    # kept so that --count-turns 48 draws the prompts of the module measured with them
+    # (docs/eviction_quality.md; not the committed one, whose data holds no turns).
     while len(chunks) < rng.randint(1, 2):
         text, path = text_prompt(rng, files)
         if not path.endswith(".py"):
